@@ -1,0 +1,86 @@
+"""Array namespaces: NumPy + scipy.sparse on CPU, CuPy + cupyx.scipy.sparse on GPU.
+
+Algorithms take a `Backend` and use `be.xp` / `be.sparse`; nothing else in the package
+imports CuPy, and CuPy is imported only when a GPU backend is asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from .errors import BackendUnavailableError
+
+BACKEND_NAMES = ("auto", "numpy", "cupy")
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    xp: ModuleType
+    sparse: ModuleType
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.name == "cupy"
+
+    def asarray(self, array: Any, dtype: Any = None) -> Any:
+        """Move a host (or device) array onto this backend."""
+        return self.xp.asarray(array, dtype=dtype)
+
+    def to_host(self, array: Any) -> np.ndarray:
+        """A NumPy copy of a backend array (no copy on CPU)."""
+        if self.is_gpu:
+            return array.get()
+        return np.asarray(array)
+
+    def csr(self, matrix: Any) -> Any:
+        """A host scipy CSR matrix moved onto this backend."""
+        if self.is_gpu:
+            return self.sparse.csr_matrix(matrix)
+        return matrix.tocsr()
+
+
+def _numpy_backend() -> Backend:
+    import scipy.sparse
+
+    return Backend("numpy", np, scipy.sparse)
+
+
+def _cupy_backend() -> Backend:
+    try:
+        import cupy
+        import cupyx.scipy.sparse
+    except ImportError as exc:  # pragma: no cover - depends on the machine
+        raise BackendUnavailableError(
+            "backend 'cupy' needs CuPy (pip install cupy-cuda13x) and an NVIDIA GPU"
+        ) from exc
+    if not cupy.cuda.is_available():  # pragma: no cover - depends on the machine
+        raise BackendUnavailableError("backend 'cupy' was requested but no CUDA device is available")
+    return Backend("cupy", cupy, cupyx.scipy.sparse)
+
+
+def cuda_available() -> bool:
+    """True when CuPy imports and sees a CUDA device."""
+    try:
+        import cupy
+    except ImportError:
+        return False
+    try:
+        return bool(cupy.cuda.is_available())
+    except Exception:  # pragma: no cover - driver errors
+        return False
+
+
+def get_backend(name: str = "auto") -> Backend:
+    """`numpy`, `cupy`, or `auto` (CuPy when a CUDA device is present, else NumPy)."""
+    if name not in BACKEND_NAMES:
+        raise BackendUnavailableError(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}")
+    if name == "numpy":
+        return _numpy_backend()
+    if name == "cupy":
+        return _cupy_backend()
+    return _cupy_backend() if cuda_available() else _numpy_backend()

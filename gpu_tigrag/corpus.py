@@ -1,0 +1,157 @@
+"""Corpus loading: passages (title, text) from every format in ../shared/data/README.md.
+
+Accepted inputs:
+  * JSON list of objects with `title` and `text` (or `paragraph_text`, `contents`);
+  * JSON object `title -> [sentences]` (HotpotQA) or `title -> text`;
+  * JSONL, one object per line, including BEIR `corpus.jsonl` (`_id`, `title`, `text`);
+  * Parquet with `title` and `text` columns (optional `_id`/`id`);
+  * a directory holding a BEIR `corpus.jsonl`.
+Errors name the file, the record (index or line) and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from .errors import CorpusError
+
+log = logging.getLogger(__name__)
+
+TEXT_KEYS = ("text", "paragraph_text", "contents")
+ID_KEYS = ("_id", "id", "idx")
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One corpus passage. `doc_id` is the record's own id where it has one (BEIR), else its title."""
+
+    title: str
+    text: str
+    doc_id: str
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise CorpusError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise CorpusError(f"{path}: is a directory without a corpus.jsonl") from None
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"{path}: not UTF-8 (invalid byte at offset {exc.start})") from None
+
+
+def _as_str(value: Any, where: str, field: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return " ".join(s.strip() for s in value)
+    raise CorpusError(f"{where}: field {field!r} must be a string (or list of strings), got {type(value).__name__}")
+
+
+def _passage_from_record(record: Any, where: str) -> Passage:
+    if not isinstance(record, dict):
+        raise CorpusError(f"{where}: expected an object with 'title' and 'text', got {type(record).__name__}")
+    text_key = next((k for k in TEXT_KEYS if k in record), None)
+    if text_key is None:
+        raise CorpusError(f"{where}: missing field 'text' (found fields: {', '.join(sorted(record)) or 'none'})")
+    if "title" not in record and not any(k in record for k in ID_KEYS):
+        raise CorpusError(f"{where}: missing field 'title'")
+    title = _as_str(record.get("title"), where, "title")
+    text = _as_str(record[text_key], where, text_key)
+    id_key = next((k for k in ID_KEYS if k in record), None)
+    doc_id = str(record[id_key]) if id_key is not None else title
+    return Passage(title=title.strip(), text=text.strip(), doc_id=doc_id)
+
+
+def _iter_json(path: Path) -> Iterator[Passage]:
+    try:
+        data = json.loads(_read_text(path))
+    except json.JSONDecodeError as exc:
+        raise CorpusError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    if isinstance(data, list):
+        for i, record in enumerate(data):
+            yield _passage_from_record(record, f"{path}: record {i}")
+    elif isinstance(data, dict):
+        for i, (title, body) in enumerate(data.items()):
+            text = _as_str(body, f"{path}: record {i} (title {title!r})", "sentences")
+            yield Passage(title=title.strip(), text=text.strip(), doc_id=title)
+    else:
+        raise CorpusError(f"{path}: expected a JSON list of passages or an object title -> sentences")
+
+
+def _iter_jsonl(path: Path) -> Iterator[Passage]:
+    for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{path}: line {lineno}: malformed JSON ({exc.msg}, column {exc.colno})") from None
+        yield _passage_from_record(record, f"{path}: line {lineno}")
+
+
+def _iter_parquet(path: Path) -> Iterator[Passage]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:  # pragma: no cover
+        raise CorpusError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow)") from None
+    try:
+        table = pq.read_table(path)
+    except FileNotFoundError:
+        raise CorpusError(f"{path}: no such file") from None
+    except Exception as exc:  # pyarrow raises several types for damaged files
+        raise CorpusError(f"{path}: not a readable Parquet file ({exc})") from None
+    columns = set(table.column_names)
+    text_col = next((k for k in TEXT_KEYS if k in columns), None)
+    if text_col is None or "title" not in columns:
+        raise CorpusError(f"{path}: Parquet needs 'title' and 'text' columns, found {sorted(columns)}")
+    id_col = next((k for k in ID_KEYS if k in columns), None)
+    for i, record in enumerate(table.select([c for c in ("title", text_col, id_col) if c]).to_pylist()):
+        yield _passage_from_record(record, f"{path}: row {i}")
+
+
+def iter_passages(path: str | Path) -> Iterator[Passage]:
+    """Passages of one corpus file (or BEIR directory), in file order, empty ones included."""
+    path = Path(path)
+    if path.is_dir():
+        if (path / "corpus.jsonl").is_file():
+            return _iter_jsonl(path / "corpus.jsonl")
+        raise CorpusError(f"{path}: directory holds no corpus.jsonl (BEIR layout expected)")
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        return _iter_json(path)
+    if suffix in (".jsonl", ".ndjson"):
+        return _iter_jsonl(path)
+    if suffix in (".parquet", ".pq"):
+        return _iter_parquet(path)
+    raise CorpusError(f"{path}: unknown corpus format {suffix!r}; expected .json, .jsonl or .parquet")
+
+
+def load_corpus(paths: str | Path | Sequence[str | Path]) -> list[Passage]:
+    """All passages of one or more corpus files; empty passages are skipped with a warning."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    passages: list[Passage] = []
+    skipped = 0
+    for path in paths:
+        for passage in iter_passages(path):
+            if passage.text:
+                passages.append(passage)
+            else:
+                skipped += 1
+    if skipped:
+        log.warning("skipped %d empty passage(s)", skipped)
+    if not passages:
+        raise CorpusError(f"{', '.join(map(str, paths))}: no non-empty passages found")
+    return passages

@@ -1,0 +1,21 @@
+"""Exceptions raised for user mistakes: the CLI prints them without a traceback."""
+
+
+class TigragError(Exception):
+    """Base class of errors that are the user's to fix (bad input, bad index, bad flag)."""
+
+
+class CorpusError(TigragError):
+    """A corpus file cannot be read: names the file, the record and what was expected."""
+
+
+class IndexFormatError(TigragError):
+    """An index directory is missing, damaged, or written by an incompatible version."""
+
+
+class BackendUnavailableError(TigragError):
+    """The requested array backend (e.g. CuPy) is not installed or has no device."""
+
+
+class ModelError(TigragError):
+    """An encoder or NER model cannot be loaded or failed verification."""

@@ -1,0 +1,1 @@
+"""Evaluation: query files with gold evidence, recall@k as HippoRAG defines it."""

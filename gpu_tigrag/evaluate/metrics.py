@@ -1,0 +1,23 @@
+"""Recall@k as HippoRAG defines it: map the top-k chunks to their passages and take
+|gold passages found| / |gold passages|, averaged over queries. Gold is matched by title."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+
+def recall_at_k(ranked_titles: Sequence[Sequence[str]], gold: Sequence[Sequence[str]], k: int) -> float:
+    """Mean over queries of the fraction of gold titles among the titles of the top-k chunks."""
+    if len(ranked_titles) != len(gold):
+        raise ValueError("one ranking per query is needed")
+    values = [per_query_recall(r, g, k) for r, g in zip(ranked_titles, gold)]
+    return float(np.mean(values)) if values else 0.0
+
+
+def per_query_recall(ranked_titles: Sequence[str], gold: Sequence[str], k: int) -> float:
+    gold_set = set(gold)
+    if not gold_set:
+        return 0.0
+    return len(gold_set & set(ranked_titles[:k])) / len(gold_set)

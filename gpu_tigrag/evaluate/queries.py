@@ -1,0 +1,87 @@
+"""Query files with gold evidence titles, in the formats of ../shared/data.
+
+Gold evidence (../shared/data/README.md): 2Wiki `supporting_titles` (or the titles of
+`supporting_facts`), MuSiQue the titles of `paragraphs[*].is_supporting`, HotpotQA the
+titles in `supporting_facts`, or a plain `gold_titles` list (the example corpus).
+Accepts a JSON list or JSONL.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import CorpusError
+
+
+@dataclass(frozen=True)
+class Query:
+    qid: str
+    text: str
+    gold_titles: tuple[str, ...]
+    answer: str = ""
+    qtype: str = ""
+
+
+def _gold_titles(record: dict[str, Any], where: str) -> tuple[str, ...]:
+    if "gold_titles" in record:
+        titles = record["gold_titles"]
+    elif "supporting_titles" in record:
+        titles = record["supporting_titles"]
+    elif "paragraphs" in record:
+        titles = [p["title"] for p in record["paragraphs"] if p.get("is_supporting")]
+    elif "supporting_facts" in record:
+        titles = [fact[0] for fact in record["supporting_facts"]]
+    else:
+        raise CorpusError(
+            f"{where}: no gold evidence (expected 'gold_titles', 'supporting_titles', "
+            "'paragraphs[*].is_supporting' or 'supporting_facts')"
+        )
+    if not isinstance(titles, list) or not all(isinstance(t, str) for t in titles):
+        raise CorpusError(f"{where}: gold titles must be a list of strings")
+    return tuple(dict.fromkeys(t.strip() for t in titles))
+
+
+def _query(record: Any, where: str, position: int) -> Query:
+    if not isinstance(record, dict):
+        raise CorpusError(f"{where}: expected an object, got {type(record).__name__}")
+    text = record.get("question", record.get("text"))
+    if not isinstance(text, str) or not text.strip():
+        raise CorpusError(f"{where}: missing field 'question' (a non-empty string)")
+    qid = str(record.get("_id", record.get("id", position)))
+    answer = record.get("answer", "")
+    return Query(qid, text.strip(), _gold_titles(record, where), answer if isinstance(answer, str) else str(answer),
+                 str(record.get("type", "")))
+
+
+def load_queries(path: str | Path) -> list[Query]:
+    """Queries with gold titles from a JSON list or a JSONL file."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise CorpusError(f"{path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"{path}: not UTF-8 (invalid byte at offset {exc.start})") from None
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        records = []
+        for lineno, line in enumerate(raw.splitlines(), start=1):
+            if line.strip():
+                try:
+                    records.append((json.loads(line), f"{path}: line {lineno}"))
+                except json.JSONDecodeError as exc:
+                    raise CorpusError(f"{path}: line {lineno}: malformed JSON ({exc.msg})") from None
+    else:
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        if not isinstance(data, list):
+            raise CorpusError(f"{path}: expected a JSON list of queries")
+        records = [(r, f"{path}: record {i}") for i, r in enumerate(data)]
+    queries = [_query(r, where, i) for i, (r, where) in enumerate(records)]
+    if not queries:
+        raise CorpusError(f"{path}: no queries found")
+    return queries

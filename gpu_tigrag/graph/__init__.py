@@ -1,0 +1,1 @@
+"""Graph algorithms on the token co-occurrence graph (batched Personalized PageRank)."""

@@ -1,0 +1,94 @@
+"""Batched Personalized PageRank (section 3.4) as one sparse × dense product per iteration.
+
+For B queries at once, X (vocab × B) iterates
+
+    X ← d · (P X + V · m(X)) + (1 − d) · V,
+
+P = W D⁻¹ the column-stochastic transition matrix of the weighted graph, V (vocab × B)
+the personalization vectors of eq. 3.6 (uniform over each query's seed tokens), and m(X)
+the mass sitting on dangling (degree-0) nodes, sent back to the query's seeds. The fixed
+point is the PPR vector, i.e. the solution of (I − d·P̃) x = (1 − d) v, which is what the
+tests check against a direct linear solve. Iteration stops once every column's L1 change
+is below `tol` or after `max_iter` sweeps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..backend import Backend
+from ..config import PPRConfig
+
+
+@dataclass
+class TransitionMatrix:
+    """P = W D⁻¹ on the backend, with the dangling-node mask."""
+
+    matrix: Any  # CSR, vocab × vocab, float32
+    dangling: Any  # bool, vocab
+
+    @classmethod
+    def from_adjacency(cls, be: Backend, adjacency: Any) -> "TransitionMatrix":
+        xp = be.xp
+        w = be.csr(adjacency).astype(xp.float32)
+        degree = xp.asarray(w.sum(axis=0)).ravel()
+        dangling = degree == 0
+        inv = xp.where(dangling, 0.0, 1.0 / xp.where(dangling, 1.0, degree)).astype(xp.float32)
+        p = w.copy()
+        p.data = p.data * inv[p.indices]  # scale column j by 1/deg(j)
+        return cls(p, dangling)
+
+
+def seed_matrix(be: Backend, seeds: Sequence[np.ndarray], n_vocab: int) -> Any:
+    """Dense vocab × B personalization matrix: column j uniform over the unique seeds of query j."""
+    xp = be.xp
+    v = np.zeros((n_vocab, len(seeds)), dtype=np.float32)
+    for j, ids in enumerate(seeds):
+        unique = np.unique(ids)
+        if unique.size:
+            v[unique, j] = 1.0 / unique.size
+    return xp.asarray(v)
+
+
+def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, config: PPRConfig) -> tuple[Any, int]:
+    """PPR scores (vocab × B, float32, columns sum to 1 where seeded) and the sweeps used."""
+    xp = be.xp
+    d = np.float32(config.damping)
+    restart = (1.0 - d) * v
+    x = v.copy()
+    any_dangling = bool(transition.dangling.any())
+    iterations = 0
+    for iterations in range(1, config.max_iter + 1):
+        nxt = transition.matrix @ x
+        if any_dangling:
+            nxt += v * x[transition.dangling].sum(axis=0, keepdims=True)
+        nxt *= d
+        nxt += restart
+        delta = float(xp.abs(nxt - x).sum(axis=0).max()) if x.shape[1] else 0.0
+        x = nxt
+        if delta < config.tol:
+            break
+    return x, iterations
+
+
+def top_gamma(be: Backend, scores: Any, gamma: int) -> tuple[Any, Any]:
+    """Per column, the ids of the γ highest-scoring nodes and their L1-normalised scores (γ × B).
+
+    Nodes with zero score are never kept (their weight is 0), so a column reaching fewer
+    than γ nodes still sums to 1 over what it reached.
+    """
+    xp = be.xp
+    n = scores.shape[0]
+    gamma = min(gamma, n)
+    if gamma < n:
+        ids = xp.argpartition(-scores, gamma - 1, axis=0)[:gamma]
+    else:
+        ids = xp.broadcast_to(xp.arange(n)[:, None], scores.shape).copy()
+    weights = xp.take_along_axis(scores, ids, axis=0)
+    weights = xp.where(weights > 0, weights, 0).astype(xp.float32)
+    total = weights.sum(axis=0, keepdims=True)
+    weights = weights / xp.where(total > 0, total, 1)
+    return ids, weights

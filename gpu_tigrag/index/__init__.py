@@ -1,0 +1,1 @@
+"""Index stages (graph, BM25, embeddings, entities), the index container and its on-disk format."""

@@ -1,0 +1,46 @@
+"""The chunks × vocab BM25 matrix (eager, as bm25s does): entry (c, v) is BM25(v, c) of eq. 3.7.
+
+BM25(v, c) = idf(v) · tf·(k1+1) / (tf + k1·(1 − b + b·|c|/avgdl)), with Lucene's
+non-negative idf(v) = ln(1 + (N − df + 0.5)/(df + 0.5)); |c| is the chunk's number of valid
+tokens and tf the count of v among them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..backend import Backend
+from ..config import BM25Config
+
+
+def term_frequencies(be: Backend, indptr: np.ndarray, ids: np.ndarray, n_vocab: int) -> Any:
+    """chunks × vocab CSR of token counts (float32)."""
+    xp = be.xp
+    n_chunks = len(indptr) - 1
+    rows = xp.repeat(xp.arange(n_chunks, dtype=xp.int32), be.asarray(np.diff(indptr)))
+    data = xp.ones(len(ids), dtype=xp.float32)
+    tf = be.sparse.coo_matrix((data, (rows, be.asarray(ids))), shape=(n_chunks, n_vocab)).tocsr()
+    tf.sum_duplicates()
+    return tf
+
+
+def idf(n_docs: int, doc_freq: Any, xp: Any) -> Any:
+    return xp.log1p((n_docs - doc_freq + 0.5) / (doc_freq + 0.5)).astype(xp.float32)
+
+
+def bm25_matrix(be: Backend, indptr: np.ndarray, ids: np.ndarray, n_vocab: int, config: BM25Config) -> Any:
+    """chunks × vocab CSR float32 of BM25(v, c)."""
+    xp = be.xp
+    tf = term_frequencies(be, indptr, ids, n_vocab)
+    n_chunks = tf.shape[0]
+    doc_len = be.asarray(np.diff(indptr).astype(np.float32))
+    avgdl = float(doc_len.mean()) if n_chunks else 1.0
+    doc_freq = xp.bincount(tf.indices, minlength=n_vocab).astype(xp.float32)
+    weights = idf(n_chunks, doc_freq, xp)
+    row_of_entry = xp.repeat(xp.arange(n_chunks), xp.diff(tf.indptr))
+    norm = config.k1 * (1.0 - config.b + config.b * doc_len / max(avgdl, 1e-9))
+    t = tf.data
+    tf.data = (weights[tf.indices] * t * (config.k1 + 1.0) / (t + norm[row_of_entry])).astype(xp.float32)
+    return tf

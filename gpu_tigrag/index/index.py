@@ -1,0 +1,44 @@
+"""The in-memory index: host arrays of every stage plus the configuration that built them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.sparse
+
+from ..config import IndexConfig
+from ..text.tokens import Vocabulary
+from .entities import ChunkEntities
+
+
+@dataclass
+class Index:
+    config: IndexConfig
+    passage_titles: list[str]
+    passage_ids: list[str]
+    chunk_texts: list[str]
+    chunk_passage: np.ndarray  # int32 chunk -> passage
+    vocab: Vocabulary
+    token_indptr: np.ndarray  # int64, chunk -> its valid token ids (reading order)
+    token_ids: np.ndarray  # int32
+    graph: scipy.sparse.csr_matrix  # vocab × vocab, symmetric, float32 co-occurrence counts
+    bm25: scipy.sparse.csr_matrix  # chunks × vocab, float32
+    embeddings: np.ndarray  # chunks × dim, float32, L2-normalised
+    entities: ChunkEntities
+    encoder_name: str
+    encoder_fingerprint: str
+    stats: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self.chunk_texts)
+
+    @property
+    def n_vocab(self) -> int:
+        return len(self.vocab)
+
+    def chunk_title(self, chunk: int) -> str:
+        return self.passage_titles[int(self.chunk_passage[chunk])]

@@ -1,0 +1,228 @@
+"""On-disk index format: a directory of `.npy` and Parquet files plus `manifest.json`.
+
+manifest.json holds the format version, package version, configuration, counts, graph
+statistics, encoder identity, build timings and the sha256 and size of every file. The
+directory is written under a temporary name beside the target and renamed into place,
+so a crash never leaves a half-written index. Loading checks the format version and every
+checksum, reads `.npy` with allow_pickle=False and never executes code from disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import scipy.sparse
+
+from .. import __version__
+from ..config import IndexConfig, config_from_dict, config_to_dict
+from ..errors import IndexFormatError, TigragError
+from ..text.tokens import Vocabulary
+from .embed import sha256_file
+from .entities import ChunkEntities
+from .index import Index
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+def _write_strings(path: Path, column: str, values: list[str]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({column: pa.array(values, type=pa.string())}), path)
+
+
+def _read_strings(path: Path, column: str) -> list[str]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, columns=[column]).column(column).to_pylist()
+
+
+def _csr_arrays(prefix: str, matrix: scipy.sparse.csr_matrix) -> dict[str, np.ndarray]:
+    return {
+        f"{prefix}_indptr": matrix.indptr.astype(np.int64),
+        f"{prefix}_indices": matrix.indices.astype(np.int32),
+        f"{prefix}_data": matrix.data.astype(np.float32),
+    }
+
+
+def _index_arrays(index: Index) -> dict[str, np.ndarray]:
+    arrays = {
+        "chunk_passage": index.chunk_passage.astype(np.int32),
+        "token_indptr": index.token_indptr.astype(np.int64),
+        "token_ids": index.token_ids.astype(np.int32),
+        "embeddings": np.ascontiguousarray(index.embeddings, dtype=np.float32),
+        "entity_chunk_indptr": index.entities.chunk_indptr.astype(np.int64),
+        "entity_chunk_ids": index.entities.chunk_ids.astype(np.int32),
+        "entity_token_indptr": index.entities.token_indptr.astype(np.int64),
+        "entity_token_ids": index.entities.token_ids.astype(np.int32),
+    }
+    arrays.update(_csr_arrays("graph", index.graph))
+    arrays.update(_csr_arrays("bm25", index.bm25))
+    return arrays
+
+
+def _index_strings(index: Index) -> dict[str, tuple[str, list[str]]]:
+    return {
+        "passages_title": ("title", index.passage_titles),
+        "passages_id": ("doc_id", index.passage_ids),
+        "chunks": ("text", index.chunk_texts),
+        "vocab": ("token", index.vocab.tokens),
+        "entities": ("text", index.entities.texts),
+    }
+
+
+def save_index(index: Index, path: str | Path) -> Path:
+    """Write `index` to directory `path` atomically (replacing an existing index there)."""
+    target = Path(path).resolve()
+    if target.exists() and not (target / MANIFEST).is_file():
+        raise TigragError(f"{target}: exists and is not an index directory; refusing to overwrite it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+    try:
+        files: dict[str, dict[str, Any]] = {}
+        for name, array in _index_arrays(index).items():
+            np.save(tmp / f"{name}.npy", array, allow_pickle=False)
+            files[f"{name}.npy"] = {}
+        for name, (column, values) in _index_strings(index).items():
+            _write_strings(tmp / f"{name}.parquet", column, values)
+            files[f"{name}.parquet"] = {}
+        for name in files:
+            files[name] = {"sha256": sha256_file(tmp / name), "bytes": (tmp / name).stat().st_size}
+        manifest = {
+            "format": "gpu_tigrag-index",
+            "format_version": FORMAT_VERSION,
+            "package_version": __version__,
+            "config": config_to_dict(index.config),
+            "encoder": {"name": index.encoder_name, "fingerprint": index.encoder_fingerprint,
+                        "dim": int(index.embeddings.shape[1])},
+            "counts": {"passages": len(index.passage_titles), "chunks": index.n_chunks,
+                       "vocab": index.n_vocab, "entities": len(index.entities.texts)},
+            "graph_statistics": index.stats,
+            "build_seconds": index.timings,
+            "files": files,
+        }
+        with open(tmp / MANIFEST, "w", encoding="utf-8") as handle:
+            json.dump(manifest, handle, indent=2)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if target.exists():
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            os.rename(target, old)
+            os.rename(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    """The validated manifest of index directory `path`."""
+    path = Path(path)
+    manifest_path = path / MANIFEST
+    if not path.is_dir():
+        raise IndexFormatError(f"{path}: no such index directory (build one with `tigrag index`)")
+    if not manifest_path.is_file():
+        raise IndexFormatError(f"{path}: not an index directory ({MANIFEST} is missing)")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise IndexFormatError(f"{manifest_path}: damaged manifest ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != "gpu_tigrag-index":
+        raise IndexFormatError(f"{manifest_path}: not a gpu_tigrag index manifest")
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise IndexFormatError(
+            f"{path}: index format version {version} is not supported by gpu_tigrag {__version__} "
+            f"(expects {FORMAT_VERSION}); rebuild the index with `tigrag index`"
+        )
+    return manifest
+
+
+def _checked(path: Path, manifest: dict[str, Any], name: str, verify: bool) -> Path:
+    entry = manifest.get("files", {}).get(name)
+    file = path / name
+    if entry is None:
+        raise IndexFormatError(f"{path}: manifest does not list {name}")
+    if not file.is_file():
+        raise IndexFormatError(f"{file}: missing from the index directory")
+    if file.stat().st_size != entry["bytes"]:
+        raise IndexFormatError(f"{file}: size {file.stat().st_size} differs from the manifest's {entry['bytes']}")
+    if verify and sha256_file(file) != entry["sha256"]:
+        raise IndexFormatError(f"{file}: checksum mismatch, the file is damaged; rebuild the index")
+    return file
+
+
+def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
+    """Load and validate the index in directory `path`."""
+    path = Path(path)
+    manifest = read_manifest(path)
+    load_npy: Callable[[str], np.ndarray] = lambda name: np.load(
+        _checked(path, manifest, f"{name}.npy", verify_checksums), allow_pickle=False
+    )
+    strings: Callable[[str, str], list[str]] = lambda name, column: _read_strings(
+        _checked(path, manifest, f"{name}.parquet", verify_checksums), column
+    )
+    try:
+        config = config_from_dict(IndexConfig, manifest["config"])
+        vocab = Vocabulary(strings("vocab", "token"))
+        chunk_texts = strings("chunks", "text")
+        n_chunks, n_vocab = len(chunk_texts), len(vocab)
+
+        def csr(prefix: str, shape: tuple[int, int]) -> scipy.sparse.csr_matrix:
+            return scipy.sparse.csr_matrix(
+                (load_npy(f"{prefix}_data"), load_npy(f"{prefix}_indices"), load_npy(f"{prefix}_indptr")), shape=shape
+            )
+
+        index = Index(
+            config=config,
+            passage_titles=strings("passages_title", "title"),
+            passage_ids=strings("passages_id", "doc_id"),
+            chunk_texts=chunk_texts,
+            chunk_passage=load_npy("chunk_passage"),
+            vocab=vocab,
+            token_indptr=load_npy("token_indptr"),
+            token_ids=load_npy("token_ids"),
+            graph=csr("graph", (n_vocab, n_vocab)),
+            bm25=csr("bm25", (n_chunks, n_vocab)),
+            embeddings=load_npy("embeddings"),
+            entities=ChunkEntities(
+                texts=strings("entities", "text"),
+                chunk_indptr=load_npy("entity_chunk_indptr"),
+                chunk_ids=load_npy("entity_chunk_ids"),
+                token_indptr=load_npy("entity_token_indptr"),
+                token_ids=load_npy("entity_token_ids"),
+            ),
+            encoder_name=manifest["encoder"]["name"],
+            encoder_fingerprint=manifest["encoder"]["fingerprint"],
+            stats=manifest.get("graph_statistics", {}),
+            timings=manifest.get("build_seconds", {}),
+        )
+    except IndexFormatError:
+        raise
+    except (KeyError, TypeError, ValueError, TigragError) as exc:
+        raise IndexFormatError(f"{path}: inconsistent index ({type(exc).__name__}: {exc}); rebuild it") from None
+    _check_shapes(path, index)
+    return index
+
+
+def _check_shapes(path: Path, index: Index) -> None:
+    n = index.n_chunks
+    problems = []
+    if index.embeddings.ndim != 2 or index.embeddings.shape[0] != n:
+        problems.append(f"embeddings have shape {index.embeddings.shape}, expected ({n}, dim)")
+    if index.chunk_passage.shape != (n,) or (n and int(index.chunk_passage.max()) >= len(index.passage_titles)):
+        problems.append("chunk -> passage map does not match the passages")
+    if index.token_indptr.shape != (n + 1,) or index.entities.chunk_indptr.shape != (n + 1,):
+        problems.append("token or entity tables do not have one row per chunk")
+    if problems:
+        raise IndexFormatError(f"{path}: inconsistent index: {'; '.join(problems)}; rebuild it")

@@ -1,0 +1,37 @@
+"""Cosine rerank over the pool (section 3.6) and the max-cosine rerank of expanded queries (eq. 3.15)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..backend import Backend
+
+NEG_INF = np.float32(-np.inf)
+
+
+def masked_cosine(be: Backend, embeddings: Any, query_vectors: Any, pool: Any) -> Any:
+    """σ_cμ for pooled chunks, −inf elsewhere: chunks × B (embeddings are L2-normalised)."""
+    xp = be.xp
+    return xp.where(pool, embeddings @ query_vectors.T, NEG_INF)
+
+
+def masked_max_cosine(be: Backend, embeddings: Any, vectors: Any, owner: Any, n_queries: int, pool: Any) -> Any:
+    """For each query, the max cosine over its expanded-query embeddings (rows of `vectors`
+    whose `owner` is that query), on pooled chunks, −inf elsewhere: chunks × B."""
+    xp = be.xp
+    sims = embeddings @ vectors.T  # chunks × M
+    best = xp.full((embeddings.shape[0], n_queries), NEG_INF, dtype=xp.float32)
+    counts = np.bincount(be.to_host(owner), minlength=n_queries)
+    for rank in range(int(counts.max()) if counts.size else 0):
+        # rank-th vector of every query that has one: a vectorised max over a padded axis
+        take, cols = _rank_members(owner, counts, rank, xp)
+        best[:, cols] = xp.maximum(best[:, cols], sims[:, take])
+    return xp.where(pool, best, NEG_INF)
+
+
+def _rank_members(owner: Any, counts: np.ndarray, rank: int, xp: Any) -> tuple[Any, Any]:
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    cols = np.nonzero(counts > rank)[0]
+    return xp.asarray(starts[cols] + rank), xp.asarray(cols)

@@ -1,0 +1,73 @@
+"""Corpus -> chunks -> valid-token id sequences (CSR), the input of every index stage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..config import ChunkConfig, TokenConfig
+from ..corpus import Passage
+from ..progress import progress
+from .chunking import window_starts
+from .sentences import split_sentences
+from .tokens import Vocabulary, sentence_tokens, token_csr
+
+
+@dataclass
+class Chunks:
+    """Chunk texts, the passage each came from, and each chunk's ordered valid-token ids."""
+
+    texts: list[str]
+    passage_of_chunk: np.ndarray  # int32, chunk -> passage index
+    vocab: Vocabulary
+    token_indptr: np.ndarray  # int64, CSR row pointer over chunks
+    token_ids: np.ndarray  # int32, token ids in reading order
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def tokens_of(self, chunk: int) -> np.ndarray:
+        return self.token_ids[self.token_indptr[chunk] : self.token_indptr[chunk + 1]]
+
+
+def split_and_chunk(
+    passages: Sequence[Passage], chunk: ChunkConfig, tokens: TokenConfig, show_progress: bool = False
+) -> tuple[list[str], list[int], list[list[str]]]:
+    """Chunk texts, their passage index and their valid-token sequences.
+
+    Each sentence is tokenised once, though overlapping windows hold it twice. With
+    `title_in_chunk` the title heads every chunk's text and token sequence.
+    """
+    texts: list[str] = []
+    owner: list[int] = []
+    sequences: list[list[str]] = []
+    size, stride = chunk.sentences_per_chunk, chunk.stride
+    for p_idx, passage in enumerate(progress(passages, "split+tokenise", show_progress, unit="passage")):
+        sentences = split_sentences(passage.text, chunk.language)
+        if not sentences:
+            continue
+        sent_tokens = [sentence_tokens(s, tokens) for s in sentences]
+        title_tokens = sentence_tokens(passage.title, tokens) if chunk.title_in_chunk and passage.title else []
+        for start in window_starts(len(sentences), size, stride):
+            body = " ".join(sentences[start : start + size])
+            texts.append(f"{passage.title}\n{body}" if chunk.title_in_chunk and passage.title else body)
+            owner.append(p_idx)
+            seq = list(title_tokens)
+            for toks in sent_tokens[start : start + size]:
+                seq.extend(toks)
+            sequences.append(seq)
+    return texts, owner, sequences
+
+
+def build_chunks(
+    passages: Sequence[Passage],
+    chunk: ChunkConfig = ChunkConfig(),
+    tokens: TokenConfig = TokenConfig(),
+    show_progress: bool = False,
+) -> Chunks:
+    texts, owner, sequences = split_and_chunk(passages, chunk, tokens, show_progress)
+    vocab = Vocabulary.from_sequences(sequences)
+    indptr, ids = token_csr(sequences, vocab)
+    return Chunks(texts, np.asarray(owner, dtype=np.int32), vocab, indptr, ids)
