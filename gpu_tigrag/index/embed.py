@@ -6,6 +6,7 @@ checked at load. Any sentence-transformers model name or local path also works.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
@@ -69,6 +70,8 @@ class SentenceTransformerEncoder:
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         from sentence_transformers import SentenceTransformer
 
         if config.model == DEFAULT_MODEL:
@@ -84,7 +87,8 @@ class SentenceTransformerEncoder:
             raise ModelError(f"cannot load encoder {config.model!r}: {exc}") from None
         self.name = config.model
         self.batch_size = config.batch_size
-        self.dim = int(self.model.get_sentence_embedding_dimension())
+        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(get_dim())
 
     def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
         if len(texts) == 0:
@@ -99,11 +103,46 @@ class SentenceTransformerEncoder:
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
+class HashingEncoder:
+    """A fast, declared stand-in: signed feature hashing of lower-cased words and word bigrams.
+
+    Not a semantic model; it exists for tests and scale runs where a transformer would be
+    the bottleneck. Selected with the model name ``hashing:DIM``.
+    """
+
+    def __init__(self, dim: int = 256):
+        if dim < 8:
+            raise ModelError(f"hashing encoder needs dim >= 8, got {dim}")
+        self.dim = dim
+        self.name = f"hashing:{dim}"
+        self.fingerprint = f"hashing:blake2b:{dim}"
+
+    def _features(self, text: str) -> list[str]:
+        words = re.findall(r"\w+", text.lower())
+        return words + [f"{a} {b}" for a, b in zip(words, words[1:])]
+
+    def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for feature in self._features(text):
+                h = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "little")
+                out[row, h % self.dim] += 1.0 if (h >> 63) else -1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms > 0, norms, 1.0)
+
+
 _ENCODERS: dict[EncoderConfig, Encoder] = {}
 
 
 def load_encoder(config: EncoderConfig = EncoderConfig()) -> Encoder:
-    """The encoder named by `config`, loaded once per process."""
+    """The encoder named by `config` (``hashing:DIM`` for the stand-in), loaded once per process."""
     if config not in _ENCODERS:
-        _ENCODERS[config] = SentenceTransformerEncoder(config)
+        if config.model.startswith("hashing:"):
+            try:
+                dim = int(config.model.split(":", 1)[1])
+            except ValueError:
+                raise ModelError(f"encoder {config.model!r}: expected hashing:DIM with an integer DIM") from None
+            _ENCODERS[config] = HashingEncoder(dim)
+        else:
+            _ENCODERS[config] = SentenceTransformerEncoder(config)
     return _ENCODERS[config]

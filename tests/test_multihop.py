@@ -1,0 +1,76 @@
+"""Multi-hop on a hand-made corpus with hand-set entities and the hashing stand-in encoder."""
+
+import numpy as np
+import pytest
+
+from gpu_tigrag.config import EncoderConfig, IndexConfig, RetrievalConfig
+from gpu_tigrag.corpus import Passage
+from gpu_tigrag.index.build import build_index
+from gpu_tigrag.index.embed import load_encoder
+from gpu_tigrag.index.entities import entities_from_lists
+from gpu_tigrag.retrieve.retriever import Retriever
+
+PASSAGES = [
+    Passage("The Glass Orchard", "The Glass Orchard is a drama film directed by Mirela Vantz.", "0"),
+    Passage("Mirela Vantz", "Mirela Vantz is a film director born in the harbour town Korvath.", "1"),
+    Passage("Korvath", "Korvath is a harbour town with a lighthouse and a fishing fleet.", "2"),
+    Passage("Winter Tide", "Winter Tide is a thriller film directed by Oskar Helm.", "3"),
+    Passage("Oskar Helm", "Oskar Helm is a film director born in the mountain village Dravna.", "4"),
+]
+ENTITIES = [["Mirela Vantz"], ["Korvath"], [], ["Oskar Helm"], ["Dravna"]]
+QUERIES = [
+    "Where was the director of the drama The Glass Orchard born?",
+    "Korvath lighthouse fishing fleet",
+    "?? !!",
+]
+
+
+@pytest.fixture(scope="module")
+def index():
+    config = IndexConfig(encoder=EncoderConfig(model="hashing:64"))
+    idx = build_index(PASSAGES, config, encoder=load_encoder(config.encoder))
+    idx.entities = entities_from_lists(ENTITIES, idx.vocab, config.tokens)
+    return idx
+
+
+def run(index, backend, hops):
+    retriever = Retriever(index, RetrievalConfig(hops=hops, iota=1), backend=backend)
+    return retriever, retriever.retrieve(QUERIES, k=index.n_chunks)
+
+
+def test_merge_is_max_over_hops_and_stops_without_new_entities(index, backend):
+    _, one = run(index, backend, hops=1)
+    retriever, two = run(index, backend, hops=2)
+    encoder = retriever.encoder
+
+    # query 0: hop 1 ranks the film's chunk first, its entity drives hop 2
+    q0 = two[0]
+    assert q0.hops[0].top_chunks == [0] and q0.hops[0].new_entities == ["Mirela Vantz"]
+    assert len(q0.hops) == 2
+    sigma1 = dict(zip(one[0].chunk_ids, one[0].scores))
+    expanded = encoder.encode([QUERIES[0] + " Mirela Vantz"])[0]
+    sigma2 = index.embeddings @ expanded
+    for chunk, score in zip(q0.chunk_ids, q0.scores):
+        candidates = [sigma1.get(chunk, -np.inf), sigma2[chunk]]
+        assert score == pytest.approx(max(candidates), abs=1e-5)  # eq. 3.16
+    assert set(sigma1) <= set(q0.chunk_ids)
+    assert q0.scores == sorted(q0.scores, reverse=True)
+
+    # query 1: its top chunk (Korvath) has no entity -> the process terminates after hop 1
+    q1 = two[1]
+    assert q1.hops[0].top_chunks == [2] and q1.hops[0].new_entities == []
+    assert len(q1.hops) == 1 and q1.chunk_ids == one[1].chunk_ids
+
+    # query 2: no valid token -> dense retrieval over every chunk, flagged
+    q2 = two[2]
+    assert q2.dense_fallback and q2.hops[0].dense_fallback and q2.hops[0].seeds == 0
+    assert len(q2.chunk_ids) == index.n_chunks
+
+
+def test_entities_already_seen_are_not_new(index, backend):
+    retriever = Retriever(index, RetrievalConfig(hops=3, iota=1), backend=backend)
+    result = retriever.retrieve([QUERIES[0]], k=3)[0]
+    seen = [e for hop in result.hops for e in hop.new_entities]
+    assert len(seen) == len(set(seen))
+    assert result.hops[0].new_entities == ["Mirela Vantz"]
+    assert len(result.hops) <= 3

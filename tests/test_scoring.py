@@ -1,0 +1,35 @@
+import numpy as np
+import scipy.sparse
+
+from gpu_tigrag.retrieve.scoring import cumulative_mass_pool, ppr_weighted_bm25
+
+
+def test_ppr_weighted_bm25_is_weighted_sum_over_expanded_tokens(backend):
+    bm25 = np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0], [4.0, 5.0, 0.0]], dtype=np.float32)
+    ids = np.array([[0, 1], [2, 0]])  # γ = 2; query 0 keeps tokens {0, 2}, query 1 tokens {1, 0}
+    weights = np.array([[0.75, 0.4], [0.25, 0.6]], dtype=np.float32)
+    got = backend.to_host(ppr_weighted_bm25(
+        backend, backend.csr(scipy.sparse.csr_matrix(bm25)), backend.asarray(ids), backend.asarray(weights)))
+    expected = np.array([
+        [0.75 * 1 + 0.25 * 2, 0.6 * 1],
+        [0.0, 0.4 * 3],
+        [0.75 * 4, 0.4 * 5 + 0.6 * 4],
+    ])
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+
+
+def test_pool_stops_at_first_prefix_reaching_the_mass(backend):
+    # column 0: sorted 5, 3, 1, 1 (total 10): cumulative 0.5, 0.8 -> th 0.8 keeps 2 chunks
+    # column 1: th 0.8 of 4 + 4 + 2 = 10 -> 4 (0.4), 8 (0.8) -> both 4s; the 2 is out
+    # column 2: nothing scored -> empty pool
+    scores = np.array([[1, 4, 0], [5, 0, 0], [3, 4, 0], [1, 2, 0], [0, 0, 0]], dtype=np.float32)
+    pool = backend.to_host(cumulative_mass_pool(backend, backend.asarray(scores), 0.8))
+    assert pool[:, 0].tolist() == [False, True, True, False, False]
+    assert pool[:, 1].tolist() == [True, False, True, False, False]
+    assert not pool[:, 2].any()
+    # th just above 0.8 needs the third chunk; equal scores at the cut are kept together
+    pool = backend.to_host(cumulative_mass_pool(backend, backend.asarray(scores), 0.81))
+    assert pool[:, 0].tolist() == [True, True, True, True, False]
+    # zero-score chunks never enter, even at th = 1
+    pool = backend.to_host(cumulative_mass_pool(backend, backend.asarray(scores), 1.0))
+    assert pool[:, 0].tolist() == [True, True, True, True, False]
