@@ -11,7 +11,7 @@ independent: one loop iteration (CPU) or one thread (GPU) per window, no atomics
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import cuda, njit, prange
 
 
 def slots_per_window(window: int) -> int:
@@ -62,47 +62,37 @@ def emit_pairs_cpu(ids, starts, ends, n_vocab, window, out):
         _emit_window(ids, starts[i], ends[i], np.int64(n_vocab), out, i * slots)
 
 
-def _make_cuda_kernel():
-    from numba import cuda
-
-    @cuda.jit
-    def emit_pairs_cuda(ids, starts, ends, n_vocab, window, out):
-        i = cuda.grid(1)
-        if i >= starts.size:
-            return
-        slots = window * (window - 1) // 2
-        base = i * slots
-        n = 0
-        for a in range(starts[i], ends[i]):
-            for b in range(a + 1, ends[i]):
-                x = np.int64(ids[a])
-                y = np.int64(ids[b])
-                if x == y:
-                    continue
-                lo = x if x < y else y
-                hi = y if x < y else x
-                key = lo * n_vocab + hi
-                seen = False
-                for k in range(n):
-                    if out[base + k] == key:
-                        seen = True
-                if not seen:
-                    out[base + n] = key
-                    n += 1
-
-    return emit_pairs_cuda
-
-
-_cuda_kernel = None
+@cuda.jit
+def _emit_pairs_kernel(ids, starts, ends, n_vocab, window, out):
+    """GPU kernel: one thread per window, same slots and keys as `emit_pairs_cpu`."""
+    i = cuda.grid(1)
+    if i >= starts.size:
+        return
+    slots = window * (window - 1) // 2
+    base = i * slots
+    n = 0
+    for a in range(starts[i], ends[i]):
+        for b in range(a + 1, ends[i]):
+            x = np.int64(ids[a])
+            y = np.int64(ids[b])
+            if x == y:
+                continue
+            lo = x if x < y else y
+            hi = y if x < y else x
+            key = lo * n_vocab + hi
+            seen = False
+            for k in range(n):
+                if out[base + k] == key:
+                    seen = True
+            if not seen:
+                out[base + n] = key
+                n += 1
 
 
 def emit_pairs_cuda(ids, starts, ends, n_vocab: int, window: int, out, threads: int = 256) -> None:
     """GPU kernel launch: same contract as `emit_pairs_cpu`, arrays on the device (CuPy or numba)."""
-    global _cuda_kernel
-    if _cuda_kernel is None:
-        _cuda_kernel = _make_cuda_kernel()
     n = int(starts.shape[0])
     if n == 0:
         return
     blocks = (n + threads - 1) // threads
-    _cuda_kernel[blocks, threads](ids, starts, ends, np.int64(n_vocab), np.int64(window), out)
+    _emit_pairs_kernel[blocks, threads](ids, starts, ends, np.int64(n_vocab), np.int64(window), out)

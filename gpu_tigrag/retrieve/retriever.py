@@ -136,7 +136,7 @@ class Retriever:
             top = self._top_chunks(current["sigma"], cfg.iota)
             next_active: list[int] = []
             for col, q in enumerate(current["cols"]):
-                chunks = [c for c in top[col] if c >= 0]
+                chunks = [int(c) for c in top[col] if c >= 0]
                 found = [int(e) for c in chunks for e in index.entities.of_chunk(c)]
                 new = [e for e in dict.fromkeys(found) if e not in seen[q]]
                 seen[q].update(new)

@@ -1,0 +1,92 @@
+"""Shared helpers for the benchmark scripts: datasets, cached index builds, cached encoders."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DATA = Path(os.environ.get("TIGRAG_DATA", ROOT.parent / "shared" / "data"))
+CACHE = Path(os.environ.get("TIGRAG_BENCH_CACHE", ROOT / ".cache" / "bench"))
+RESULTS = ROOT / "bench" / "results"
+
+DATASETS = {
+    "2wikimultihopqa": ("2wikimultihopqa/2wikimultihopqa_corpus.json", "2wikimultihopqa/2wikimultihopqa_dev500.json"),
+    "musique_train100": ("musique_train100/musique_train_corpus.json", "musique_train100/musique_train.json"),
+}
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def code_version() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except OSError:
+        return "unknown"
+
+
+def machine() -> dict[str, Any]:
+    return {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
+
+
+def dataset_index(name: str, rebuild: bool = False):
+    """Load (building once, cached under .cache/bench) the index of a dataset with default config."""
+    from gpu_tigrag.corpus import load_corpus
+    from gpu_tigrag.index.build import build_index
+    from gpu_tigrag.index.store import load_index, save_index
+
+    corpus, _ = DATASETS[name]
+    path = CACHE / f"index_{name}"
+    if rebuild or not (path / "manifest.json").is_file():
+        print(f"[{name}] building index (cached at {path})", file=sys.stderr)
+        save_index(build_index(load_corpus(DATA / corpus), show_progress=True), path)
+    return load_index(path)
+
+
+def dataset_queries(name: str):
+    from gpu_tigrag.evaluate.queries import load_queries
+
+    return load_queries(DATA / DATASETS[name][1])
+
+
+class CachedEncoder:
+    """Wraps an encoder with an in-memory text -> vector cache, so sweeps encode each text once.
+
+    Timings of a run that uses it do not measure the encoder; throughput figures never do.
+    """
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name, self.fingerprint, self.dim = inner.name, inner.fingerprint, inner.dim
+        self.cache: dict[str, np.ndarray] = {}
+
+    def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        missing = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        if missing:
+            for text, vec in zip(missing, self.inner.encode(missing)):
+                self.cache[text] = vec
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self.cache[t] for t in texts])
+
+
+def write_results(stem: str, payload: dict[str, Any], markdown: str) -> None:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    payload = {"generated": time.strftime("%Y-%m-%d %H:%M:%S"), "code_version": code_version(),
+               "machine": machine(), **payload}
+    (RESULTS / f"{stem}.json").write_text(json.dumps(payload, indent=2) + "\n")
+    (RESULTS / f"{stem}.md").write_text(markdown.rstrip() + "\n")
+    print(f"wrote {RESULTS / stem}.json and .md", file=sys.stderr)

@@ -1,0 +1,75 @@
+import json
+
+import numpy as np
+import pytest
+
+from gpu_tigrag.config import EncoderConfig, IndexConfig
+from gpu_tigrag.corpus import Passage
+from gpu_tigrag.errors import IndexFormatError, TigragError
+from gpu_tigrag.index.build import build_index
+from gpu_tigrag.index.embed import load_encoder
+from gpu_tigrag.index.store import load_index, save_index
+
+PASSAGES = [
+    Passage("Korvath", "Korvath is a harbour town. Mirela Vantz was born there.", "k"),
+    Passage("Mirela Vantz", "Mirela Vantz directed The Glass Orchard in 1987.", "m"),
+]
+
+
+@pytest.fixture(scope="module")
+def index():
+    config = IndexConfig(encoder=EncoderConfig(model="hashing:32"))
+    return build_index(PASSAGES, config, encoder=load_encoder(config.encoder))
+
+
+def test_roundtrip_preserves_every_array(index, tmp_path):
+    path = save_index(index, tmp_path / "idx")
+    loaded = load_index(path)
+    assert loaded.config == index.config
+    assert loaded.chunk_texts == index.chunk_texts and loaded.vocab.tokens == index.vocab.tokens
+    assert (loaded.graph != index.graph).nnz == 0 and (loaded.bm25 != index.bm25).nnz == 0
+    np.testing.assert_array_equal(loaded.embeddings, index.embeddings)
+    assert loaded.entities.texts == index.entities.texts
+    np.testing.assert_array_equal(loaded.entities.chunk_ids, index.entities.chunk_ids)
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["graph_statistics"]["nodes"] == index.n_vocab
+    assert manifest["counts"]["chunks"] == index.n_chunks
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left behind
+
+
+def test_overwrite_is_atomic_and_refuses_foreign_directories(index, tmp_path):
+    path = save_index(index, tmp_path / "idx")
+    save_index(index, path)  # replacing an index works
+    load_index(path)
+    foreign = tmp_path / "notes"
+    foreign.mkdir()
+    (foreign / "keep.txt").write_text("mine")
+    with pytest.raises(TigragError, match="not an index directory"):
+        save_index(index, foreign)
+    assert (foreign / "keep.txt").read_text() == "mine"
+
+
+def test_damaged_files_are_reported(index, tmp_path):
+    path = save_index(index, tmp_path / "idx")
+    data = bytearray((path / "graph_data.npy").read_bytes())
+    data[-1] ^= 0xFF
+    (path / "graph_data.npy").write_bytes(bytes(data))
+    with pytest.raises(IndexFormatError, match="graph_data.npy: checksum mismatch"):
+        load_index(path)
+    (path / "vocab.parquet").unlink()
+    with pytest.raises(IndexFormatError, match="vocab.parquet: missing"):
+        load_index(path)
+
+
+def test_version_and_manifest_checks(index, tmp_path):
+    path = save_index(index, tmp_path / "idx")
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["format_version"] = 999
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(IndexFormatError, match="format version 999 is not supported"):
+        load_index(path)
+    (path / "manifest.json").write_text("{not json")
+    with pytest.raises(IndexFormatError, match="damaged manifest"):
+        load_index(path)
+    with pytest.raises(IndexFormatError, match="no such index directory"):
+        load_index(tmp_path / "absent")
