@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 from ..backend import Backend, get_backend
 from ..config import IndexConfig
 from ..corpus import Passage
-from ..text.pipeline import build_chunks
+from ..text.pipeline import assemble_chunks, chunk_and_tokenise, split_passages
 from .bm25 import bm25_matrix
 from .embed import Encoder, load_encoder
 from .entities import entities_from_lists, extract_entities
@@ -39,8 +39,10 @@ def build_index(
     """Build every stage of the TIGRAG index over `passages`; arrays come back on the host."""
     be = backend or get_backend("numpy")
     timings: dict[str, float] = {}
-    with _timed(timings, "split_tokenise"):
-        chunks = build_chunks(passages, config.chunk, config.tokens, show_progress)
+    with _timed(timings, "split"):
+        sentences = split_passages(passages, config.chunk.language, show_progress)
+    with _timed(timings, "tokenise"):
+        chunks = assemble_chunks(*chunk_and_tokenise(passages, sentences, config.chunk, config.tokens, show_progress))
     n_vocab = len(chunks.vocab)
     with _timed(timings, "graph"):
         graph = cooccurrence_graph(be, chunks.token_indptr, chunks.token_ids, n_vocab, config.graph.window)

@@ -32,8 +32,14 @@ class Chunks:
         return self.token_ids[self.token_indptr[chunk] : self.token_indptr[chunk + 1]]
 
 
-def split_and_chunk(
-    passages: Sequence[Passage], chunk: ChunkConfig, tokens: TokenConfig, show_progress: bool = False
+def split_passages(passages: Sequence[Passage], language: str = "english", show_progress: bool = False) -> list[list[str]]:
+    """Punkt sentences of every passage body."""
+    return [split_sentences(p.text, language) for p in progress(passages, "split", show_progress, unit="passage")]
+
+
+def chunk_and_tokenise(
+    passages: Sequence[Passage], sentences: Sequence[Sequence[str]], chunk: ChunkConfig, tokens: TokenConfig,
+    show_progress: bool = False,
 ) -> tuple[list[str], list[int], list[list[str]]]:
     """Chunk texts, their passage index and their valid-token sequences.
 
@@ -44,15 +50,16 @@ def split_and_chunk(
     owner: list[int] = []
     sequences: list[list[str]] = []
     size, stride = chunk.sentences_per_chunk, chunk.stride
-    for p_idx, passage in enumerate(progress(passages, "split+tokenise", show_progress, unit="passage")):
-        sentences = split_sentences(passage.text, chunk.language)
-        if not sentences:
+    for p_idx in progress(range(len(passages)), "tokenise", show_progress, unit="passage"):
+        passage, sents = passages[p_idx], sentences[p_idx]
+        if not sents:
             continue
-        sent_tokens = [sentence_tokens(s, tokens) for s in sentences]
-        title_tokens = sentence_tokens(passage.title, tokens) if chunk.title_in_chunk and passage.title else []
-        for start in window_starts(len(sentences), size, stride):
-            body = " ".join(sentences[start : start + size])
-            texts.append(f"{passage.title}\n{body}" if chunk.title_in_chunk and passage.title else body)
+        sent_tokens = [sentence_tokens(s, tokens) for s in sents]
+        with_title = chunk.title_in_chunk and bool(passage.title)
+        title_tokens = sentence_tokens(passage.title, tokens) if with_title else []
+        for start in window_starts(len(sents), size, stride):
+            body = " ".join(sents[start : start + size])
+            texts.append(f"{passage.title}\n{body}" if with_title else body)
             owner.append(p_idx)
             seq = list(title_tokens)
             for toks in sent_tokens[start : start + size]:
@@ -61,13 +68,19 @@ def split_and_chunk(
     return texts, owner, sequences
 
 
+def assemble_chunks(texts: list[str], owner: list[int], sequences: list[list[str]]) -> Chunks:
+    """Vocabulary (sorted tokens) and the CSR token-id layout of the chunks."""
+    vocab = Vocabulary.from_sequences(sequences)
+    indptr, ids = token_csr(sequences, vocab)
+    return Chunks(texts, np.asarray(owner, dtype=np.int32), vocab, indptr, ids)
+
+
 def build_chunks(
     passages: Sequence[Passage],
     chunk: ChunkConfig = ChunkConfig(),
     tokens: TokenConfig = TokenConfig(),
     show_progress: bool = False,
 ) -> Chunks:
-    texts, owner, sequences = split_and_chunk(passages, chunk, tokens, show_progress)
-    vocab = Vocabulary.from_sequences(sequences)
-    indptr, ids = token_csr(sequences, vocab)
-    return Chunks(texts, np.asarray(owner, dtype=np.int32), vocab, indptr, ids)
+    """Split, chunk and tokenise `passages` in one call."""
+    sentences = split_passages(passages, chunk.language, show_progress)
+    return assemble_chunks(*chunk_and_tokenise(passages, sentences, chunk, tokens, show_progress))
