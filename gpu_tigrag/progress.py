@@ -15,3 +15,20 @@ def progress(items: Iterable[T], desc: str, enabled: bool, total: int | None = N
     from tqdm.auto import tqdm
 
     yield from tqdm(items, desc=desc, total=total, unit=unit, file=sys.stderr, dynamic_ncols=True)
+
+
+class _NullBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def counter(total: int, desc: str, enabled: bool, unit: str = "it"):
+    """A manually advanced bar (`.update(n)`, `.close()`), e.g. queries done per batch."""
+    if not enabled:
+        return _NullBar()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, dynamic_ncols=True)

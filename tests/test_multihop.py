@@ -74,3 +74,20 @@ def test_entities_already_seen_are_not_new(index, backend):
     assert len(seen) == len(set(seen))
     assert result.hops[0].new_entities == ["Mirela Vantz"]
     assert len(result.hops) <= 3
+
+
+def test_entity_labels_choose_which_entities_drive_a_hop(index, backend):
+    retriever = Retriever(index, RetrievalConfig(hops=2, entity_labels=("DATE",)), backend=backend)
+    result = retriever.retrieve([QUERIES[0]], k=3)[0]
+    assert len(result.hops) == 1 and result.hops[0].new_entities == []
+
+
+def test_batch_size_shrinks_to_the_memory_budget(index, backend):
+    small = Retriever(index, RetrievalConfig(batch_size=256, memory_budget_mb=0), backend=backend)
+    assert small.batch_size() == 1
+    big = Retriever(index, RetrievalConfig(batch_size=256), backend=backend)
+    assert big.batch_size() == 256
+    # blocks of one query give the same answers as one block of three
+    a = small.retrieve(QUERIES, k=3)
+    b = big.retrieve(QUERIES, k=3)
+    assert [r.chunk_ids for r in a] == [r.chunk_ids for r in b]

@@ -1,5 +1,9 @@
 """Recall@k as HippoRAG defines it: map the top-k chunks to their passages and take
-|gold passages found| / |gold passages|, averaged over queries. Gold is matched by title."""
+|gold passages found| / |gold passages|, averaged over queries. Gold is matched by title.
+
+The de-duplicated variant first collapses the chunk ranking into a passage ranking (each
+passage at the rank of its best chunk) and then cuts at k, so two chunks of one passage do
+not use two of the k slots."""
 
 from __future__ import annotations
 
@@ -21,3 +25,8 @@ def per_query_recall(ranked_titles: Sequence[str], gold: Sequence[str], k: int) 
     if not gold_set:
         return 0.0
     return len(gold_set & set(ranked_titles[:k])) / len(gold_set)
+
+
+def dedup_titles(ranked_titles: Sequence[str]) -> list[str]:
+    """Titles in rank order with repeats removed (a passage ranks at its best chunk)."""
+    return list(dict.fromkeys(ranked_titles))

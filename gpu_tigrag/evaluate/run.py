@@ -8,7 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..retrieve.retriever import Retriever
-from .metrics import recall_at_k
+from .metrics import dedup_titles, recall_at_k
 from .queries import Query
 
 DEFAULT_KS = (2, 5)
@@ -19,9 +19,18 @@ def titles_of(retriever: Retriever, chunk_ids: np.ndarray | Sequence[Sequence[in
     return [[index.chunk_title(int(c)) for c in row if c >= 0] for row in chunk_ids]
 
 
+#: chunks retrieved per k when the de-duplicated variant is wanted (room for repeated passages)
+DEDUP_DEPTH = 4
+
+
 def recall_metrics(ranked_titles: list[list[str]], queries: Sequence[Query], ks: Sequence[int] = DEFAULT_KS) -> dict[str, float]:
+    """recall@k over chunk rankings; with rankings deeper than max(ks), also recall_dedup@k."""
     gold = [q.gold_titles for q in queries]
-    return {f"recall@{k}": recall_at_k(ranked_titles, gold, k) for k in ks}
+    metrics = {f"recall@{k}": recall_at_k(ranked_titles, gold, k) for k in ks}
+    if ranked_titles and max(len(r) for r in ranked_titles) > max(ks):
+        unique = [dedup_titles(r) for r in ranked_titles]
+        metrics.update({f"recall_dedup@{k}": recall_at_k(unique, gold, k) for k in ks})
+    return metrics
 
 
 def evaluate_tigrag(
@@ -30,7 +39,7 @@ def evaluate_tigrag(
     """Recall of TIGRAG over `queries`, plus throughput with the encoder's share separated."""
     retriever.timer.seconds.clear()
     start = time.perf_counter()
-    results = retriever.retrieve([q.text for q in queries], k=max(ks), show_progress=show_progress)
+    results = retriever.retrieve([q.text for q in queries], k=DEDUP_DEPTH * max(ks), show_progress=show_progress)
     elapsed = time.perf_counter() - start
     stages = dict(retriever.timer.seconds)
     encode = stages.get("encode", 0.0)

@@ -2,7 +2,8 @@
 
 Multi-hop expansion (section 3.7) then is a lookup: chunk -> entity ids -> entity texts
 and entity token ids. Entities are de-duplicated case-insensitively; the first surface
-form seen names them.
+form seen names them. Every label is kept: each entity carries a bit mask of the labels it
+was given (bit i = ENTITY_LABELS[i]), so which labels drive a hop is a retrieval setting.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..config import EntityConfig, TokenConfig
+from ..config import ENTITY_LABELS, EntityConfig, TokenConfig
 from ..errors import ModelError
 from ..progress import progress
 from ..text.tokens import Vocabulary, valid_tokens
@@ -44,13 +45,18 @@ def normalise_entity(text: str) -> str:
 
 @dataclass
 class ChunkEntities:
-    """Entity vocabulary, chunk -> entity ids (CSR) and entity -> valid token ids (CSR)."""
+    """Entity vocabulary with label masks, chunk -> entity ids (CSR), entity -> valid token ids (CSR)."""
 
     texts: list[str]
+    label_masks: np.ndarray  # int32, bit i set when the entity was tagged ENTITY_LABELS[i]
     chunk_indptr: np.ndarray  # int64
     chunk_ids: np.ndarray  # int32
     token_indptr: np.ndarray  # int64
     token_ids: np.ndarray  # int32, ids in the token vocabulary (tokens outside it are dropped)
+
+    def allowed(self, labels: Sequence[str]) -> np.ndarray:
+        """Boolean per entity: tagged with at least one of `labels`."""
+        return (self.label_masks & label_mask(labels)) != 0
 
     def of_chunk(self, chunk: int) -> np.ndarray:
         return self.chunk_ids[self.chunk_indptr[chunk] : self.chunk_indptr[chunk + 1]]
@@ -59,15 +65,24 @@ class ChunkEntities:
         return self.token_ids[self.token_indptr[entity] : self.token_indptr[entity + 1]]
 
 
-def entities_from_lists(per_chunk: Sequence[Sequence[str]], vocab: Vocabulary, tokens: TokenConfig) -> ChunkEntities:
-    """Build the CSR tables from each chunk's list of entity surface forms."""
+def label_mask(labels: Sequence[str]) -> int:
+    bits = {label: 1 << i for i, label in enumerate(ENTITY_LABELS)}
+    return sum(bits[label] for label in set(labels) if label in bits)
+
+
+def entities_from_lists(
+    per_chunk: Sequence[Sequence[tuple[str, str] | str]], vocab: Vocabulary, tokens: TokenConfig
+) -> ChunkEntities:
+    """Build the tables from each chunk's list of (surface form, label); a bare string is a PERSON."""
     key_to_id: dict[str, int] = {}
     texts: list[str] = []
+    masks: list[int] = []
     indptr = np.zeros(len(per_chunk) + 1, dtype=np.int64)
     ids: list[int] = []
     for c, names in enumerate(per_chunk):
         seen: set[int] = set()
-        for name in names:
+        for item in names:
+            name, label = (item, "PERSON") if isinstance(item, str) else item
             name = normalise_entity(name)
             if not name:
                 continue
@@ -75,7 +90,9 @@ def entities_from_lists(per_chunk: Sequence[Sequence[str]], vocab: Vocabulary, t
             if key not in key_to_id:
                 key_to_id[key] = len(texts)
                 texts.append(name)
+                masks.append(0)
             e = key_to_id[key]
+            masks[e] |= label_mask([label])
             if e not in seen:
                 seen.add(e)
                 ids.append(e)
@@ -84,17 +101,17 @@ def entities_from_lists(per_chunk: Sequence[Sequence[str]], vocab: Vocabulary, t
     token_indptr = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum([len(t) for t in token_lists], out=token_indptr[1:])
     token_ids = np.concatenate(token_lists).astype(np.int32) if token_lists else np.zeros(0, np.int32)
-    return ChunkEntities(texts, indptr, np.asarray(ids, dtype=np.int32), token_indptr, token_ids)
+    return ChunkEntities(texts, np.asarray(masks, dtype=np.int32), indptr, np.asarray(ids, dtype=np.int32),
+                         token_indptr, token_ids)
 
 
 def extract_entities(
     chunk_texts: Sequence[str], config: EntityConfig = EntityConfig(), show_progress: bool = False
-) -> list[list[str]]:
-    """Entity surface forms of each chunk (labels in `config.labels`), in reading order."""
+) -> list[list[tuple[str, str]]]:
+    """(surface form, label) of every entity of each chunk, in reading order."""
     nlp = load_ner(config.model)
-    labels = set(config.labels)
-    out: list[list[str]] = []
+    out: list[list[tuple[str, str]]] = []
     docs = nlp.pipe(chunk_texts, batch_size=config.batch_size)
     for doc in progress(docs, "entities", show_progress, total=len(chunk_texts), unit="chunk"):
-        out.append([ent.text for ent in doc.ents if ent.label_ in labels])
+        out.append([(ent.text, ent.label_) for ent in doc.ents])
     return out

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse
 
 from .. import __version__
-from ..config import IndexConfig, config_from_dict, config_to_dict
+from ..config import ENTITY_LABELS, IndexConfig, config_from_dict, config_to_dict
 from ..errors import IndexFormatError, TigragError
 from ..text.tokens import Vocabulary
 from .embed import sha256_file
@@ -58,6 +58,7 @@ def _index_arrays(index: Index) -> dict[str, np.ndarray]:
         "token_indptr": index.token_indptr.astype(np.int64),
         "token_ids": index.token_ids.astype(np.int32),
         "embeddings": np.ascontiguousarray(index.embeddings, dtype=np.float32),
+        "entity_label_masks": index.entities.label_masks.astype(np.int32),
         "entity_chunk_indptr": index.entities.chunk_indptr.astype(np.int64),
         "entity_chunk_ids": index.entities.chunk_ids.astype(np.int32),
         "entity_token_indptr": index.entities.token_indptr.astype(np.int64),
@@ -102,6 +103,7 @@ def save_index(index: Index, path: str | Path) -> Path:
             "config": config_to_dict(index.config),
             "encoder": {"name": index.encoder_name, "fingerprint": index.encoder_fingerprint,
                         "dim": int(index.embeddings.shape[1])},
+            "entity_labels": list(ENTITY_LABELS),
             "counts": {"passages": len(index.passage_titles), "chunks": index.n_chunks,
                        "vocab": index.n_vocab, "entities": len(index.entities.texts)},
             "graph_statistics": index.stats,
@@ -145,6 +147,8 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
             f"{path}: index format version {version} is not supported by gpu_tigrag {__version__} "
             f"(expects {FORMAT_VERSION}); rebuild the index with `tigrag index`"
         )
+    if manifest.get("entity_labels") != list(ENTITY_LABELS):
+        raise IndexFormatError(f"{manifest_path}: entity label table differs from this version's; rebuild the index")
     return manifest
 
 
@@ -197,6 +201,7 @@ def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
             embeddings=load_npy("embeddings"),
             entities=ChunkEntities(
                 texts=strings("entities", "text"),
+                label_masks=load_npy("entity_label_masks"),
                 chunk_indptr=load_npy("entity_chunk_indptr"),
                 chunk_ids=load_npy("entity_chunk_ids"),
                 token_indptr=load_npy("entity_token_indptr"),

@@ -21,9 +21,9 @@ from ..errors import TigragError
 from ..graph.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
 from ..index.embed import Encoder, load_encoder
 from ..index.index import Index
-from ..progress import progress
+from ..progress import counter
 from ..text.tokens import valid_tokens
-from .rerank import NEG_INF, masked_cosine, masked_max_cosine
+from .rerank import masked_cosine, masked_max_cosine
 from .results import HopTrace, QueryResult
 from .scoring import cumulative_mass_pool, ppr_weighted_bm25
 
@@ -71,6 +71,7 @@ class Retriever:
         self.transition = TransitionMatrix.from_adjacency(be, index.graph)
         self.bm25 = be.csr(index.bm25)
         self.embeddings = be.asarray(index.embeddings)
+        self.entity_allowed = index.entities.allowed(config.entity_labels)
         self.timer = StageTimer()
 
     # -- stages ---------------------------------------------------------------------------
@@ -109,12 +110,29 @@ class Retriever:
         if isinstance(queries, str):
             raise TigragError("retrieve() takes a sequence of queries; wrap a single query in a list")
         k = k or self.config.beta
-        size = self.config.batch_size
-        batches = [queries[i : i + size] for i in range(0, len(queries), size)]
+        size = self.batch_size()
         results: list[QueryResult] = []
-        for batch in progress(batches, "retrieve", show_progress, unit="batch"):
-            results.extend(self._retrieve_batch(list(batch), k))
+        bar = counter(len(queries), "retrieve", show_progress, unit="query")
+        try:
+            for start in range(0, len(queries), size):
+                batch = list(queries[start : start + size])
+                results.extend(self._retrieve_batch(batch, k))
+                bar.update(len(batch))
+        finally:
+            bar.close()
         return results
+
+    #: bytes per (row, query) of the dense blocks alive at once: chunks × B (scores, sorted copy,
+    #: cumulative sums, cosines, merged scores, masks) and vocab × B (PPR iterate, next, seeds).
+    CHUNK_BYTES_PER_QUERY = 6 * 4 + 2
+    VOCAB_BYTES_PER_QUERY = 4 * 4
+
+    def batch_size(self) -> int:
+        """Queries per block: the configured size, lowered so one block fits `memory_budget_mb`."""
+        per_query = (self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY
+                     + self.index.n_vocab * self.VOCAB_BYTES_PER_QUERY)
+        fits = max(1, (self.config.memory_budget_mb << 20) // max(per_query, 1))
+        return int(min(self.config.batch_size, fits))
 
     def _retrieve_batch(self, queries: list[str], k: int) -> list[QueryResult]:
         be, xp, cfg, index = self.be, self.be.xp, self.config, self.index
@@ -137,7 +155,7 @@ class Retriever:
             next_active: list[int] = []
             for col, q in enumerate(current["cols"]):
                 chunks = [int(c) for c in top[col] if c >= 0]
-                found = [int(e) for c in chunks for e in index.entities.of_chunk(c)]
+                found = [int(e) for c in chunks for e in index.entities.of_chunk(c) if self.entity_allowed[e]]
                 new = [e for e in dict.fromkeys(found) if e not in seen[q]]
                 seen[q].update(new)
                 traces[q].append(HopTrace(
