@@ -1,4 +1,4 @@
-"""The co-occurrence kernel: CUDA version under the numba simulator against its njit twin."""
+"""Kernels: each CUDA version under the numba simulator against its njit twin (tiny inputs)."""
 
 import os
 import subprocess
@@ -26,6 +26,24 @@ SIM_SCRIPT = textwrap.dedent("""
         gpu = out.copy_to_host()
         assert np.array_equal(np.sort(cpu), np.sort(gpu)), (window, cpu, gpu)
         assert np.array_equal(cpu.reshape(-1, slots_per_window(window)), gpu.reshape(-1, slots_per_window(window)))
+
+    import scipy.sparse
+    from kernels.ppr import ppr_sweep_cpu, ppr_sweep_cuda
+    w = scipy.sparse.random(9, 9, density=0.4, random_state=2, dtype=np.float32, format="csr")
+    p = (w + w.T).tocsr()
+    x = rng.random((9, 3)).astype(np.float32)
+    v = rng.random((9, 3)).astype(np.float32)
+    coef = np.array([0.5, 0.7, 0.9], dtype=np.float32)
+    out_cpu, delta_cpu = np.empty_like(x), np.zeros(3, np.float32)
+    ppr_sweep_cpu(p.indptr, p.indices, p.data, x, v, coef, np.float32(0.6), out_cpu, delta_cpu)
+    expected = 0.6 * (p @ x) + v * coef
+    assert np.allclose(out_cpu, expected, atol=1e-6)
+    assert np.allclose(delta_cpu, np.abs(expected - x).sum(axis=0), atol=1e-5)
+    out_gpu, delta_gpu = cuda.to_device(np.empty_like(x)), cuda.to_device(np.zeros(3, np.float32))
+    ppr_sweep_cuda(cuda.to_device(p.indptr), cuda.to_device(p.indices), cuda.to_device(p.data), cuda.to_device(x),
+                   cuda.to_device(v), cuda.to_device(coef), 0.6, out_gpu, delta_gpu, threads=(2, 4))
+    assert np.allclose(out_gpu.copy_to_host(), out_cpu, atol=1e-6)
+    assert np.allclose(delta_gpu.copy_to_host(), delta_cpu, atol=1e-5)
     print("SIM-OK")
 """)
 

@@ -19,6 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from kernels.ppr import ppr_sweep_cpu, ppr_sweep_cuda
+
 from ..backend import Backend
 from ..config import PPRConfig
 
@@ -54,22 +56,27 @@ def seed_matrix(be: Backend, seeds: Sequence[np.ndarray], n_vocab: int) -> Any:
 
 
 def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, config: PPRConfig) -> tuple[Any, int]:
-    """PPR scores (vocab × B, float32, columns sum to 1 where seeded) and the sweeps used."""
+    """PPR scores (vocab × B, float32, columns sum to 1 where seeded) and the sweeps used.
+
+    Each sweep is one fused kernel (kernels.ppr): sparse product, restart and the per-column
+    L1 change in a single pass over the block.
+    """
     xp = be.xp
+    p = transition.matrix
     d = np.float32(config.damping)
-    restart = (1.0 - d) * v
-    x = v.copy()
-    any_dangling = bool(transition.dangling.any())
+    x = xp.ascontiguousarray(v, dtype=xp.float32)
+    v = x.copy()
+    out = xp.empty_like(x)
+    delta = xp.zeros(x.shape[1], dtype=xp.float32)
+    dangling = xp.nonzero(transition.dangling)[0]
+    sweep = ppr_sweep_cuda if be.is_gpu else ppr_sweep_cpu
     iterations = 0
     for iterations in range(1, config.max_iter + 1):
-        nxt = transition.matrix @ x
-        if any_dangling:
-            nxt += v * x[transition.dangling].sum(axis=0, keepdims=True)
-        nxt *= d
-        nxt += restart
-        delta = float(xp.abs(nxt - x).sum(axis=0).max()) if x.shape[1] else 0.0
-        x = nxt
-        if delta < config.tol:
+        coef = (d * x[dangling].sum(axis=0) + (1 - d)).astype(xp.float32)
+        delta.fill(0)
+        sweep(p.indptr, p.indices, p.data, x, v, coef, d, out, delta)
+        x, out = out, x
+        if x.shape[1] == 0 or float(delta.max()) < config.tol:
             break
     return x, iterations
 
@@ -84,7 +91,7 @@ def top_gamma(be: Backend, scores: Any, gamma: int) -> tuple[Any, Any]:
     n = scores.shape[0]
     gamma = min(gamma, n)
     if gamma < n:
-        ids = xp.argpartition(-scores, gamma - 1, axis=0)[:gamma]
+        ids = xp.argpartition(scores, n - gamma, axis=0)[n - gamma :]
     else:
         ids = xp.broadcast_to(xp.arange(n)[:, None], scores.shape).copy()
     weights = xp.take_along_axis(scores, ids, axis=0)
