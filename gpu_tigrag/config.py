@@ -103,7 +103,7 @@ class PPRConfig:
     """Personalized PageRank expansion (section 3.4). Not given by the paper: see bench/results/sweep."""
 
     damping: float = 0.5  # continue probability; restart = 1 - damping
-    top_gamma: int = 200  # γ, expanded tokens kept per query
+    top_gamma: int = 100  # γ, expanded tokens kept per query
     tol: float = 1e-6  # L1 change per column below which a column has converged
     max_iter: int = 50
 
