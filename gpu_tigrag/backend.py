@@ -37,6 +37,27 @@ class Backend:
             return array.get()
         return np.asarray(array)
 
+    @property
+    def out_of_memory_errors(self) -> tuple[type[BaseException], ...]:
+        """Exceptions that mean an allocation failed (a smaller batch may still fit)."""
+        if self.is_gpu:
+            import cupy
+
+            return (MemoryError, cupy.cuda.memory.OutOfMemoryError)
+        return (MemoryError,)
+
+    def free_memory_bytes(self) -> int | None:
+        """Free device memory (GPU), or None on CPU where the configured budget rules."""
+        if not self.is_gpu:
+            return None
+        free, _total = self.xp.cuda.Device().mem_info
+        return int(free)
+
+    def release_cached_memory(self) -> None:
+        """Return pooled device blocks after an out-of-memory error (no-op on CPU)."""
+        if self.is_gpu:
+            self.xp.get_default_memory_pool().free_all_blocks()
+
     def csr(self, matrix: Any) -> Any:
         """A host scipy CSR matrix moved onto this backend."""
         if self.is_gpu:

@@ -89,6 +89,14 @@ def _emit_pairs_kernel(ids, starts, ends, n_vocab, window, out):
                 n += 1
 
 
+def ptx_signatures():
+    """(kernel, argument types) pairs compiled to PTX in CI to catch type errors the simulator allows."""
+    from numba import types
+
+    return [(_emit_pairs_kernel, (types.int32[::1], types.int64[::1], types.int64[::1], types.int64, types.int64,
+                                  types.int64[::1]))]
+
+
 def emit_pairs_cuda(ids, starts, ends, n_vocab: int, window: int, out, threads: int = 256) -> None:
     """GPU kernel launch: same contract as `emit_pairs_cpu`, arrays on the device (CuPy or numba)."""
     n = int(starts.shape[0])

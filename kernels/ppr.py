@@ -58,6 +58,15 @@ def _ppr_sweep_kernel(indptr, indices, data, x, v, coef, damping, out, delta):
     cuda.atomic.add(delta, b, abs(value - x[i, b]))
 
 
+def ptx_signatures():
+    """(kernel, argument types) pairs compiled to PTX in CI to catch type errors the simulator allows."""
+    from numba import types
+
+    f32, i32 = types.float32, types.int32
+    return [(_ppr_sweep_kernel, (i32[::1], i32[::1], f32[::1], f32[:, ::1], f32[:, ::1], f32[::1], f32,
+                                 f32[:, ::1], f32[::1]))]
+
+
 def ppr_sweep_cuda(indptr, indices, data, x, v, coef, damping, out, delta, threads=(32, 8)) -> None:
     """Launch the GPU sweep; `delta` must be zeroed by the caller (it is accumulated atomically)."""
     n, width = x.shape

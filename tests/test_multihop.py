@@ -91,3 +91,23 @@ def test_batch_size_shrinks_to_the_memory_budget(index, backend):
     a = small.retrieve(QUERIES, k=3)
     b = big.retrieve(QUERIES, k=3)
     assert [r.chunk_ids for r in a] == [r.chunk_ids for r in b]
+
+
+def test_out_of_memory_splits_the_batch_and_loses_no_query(index, backend, monkeypatch):
+    queries = QUERIES + ["Winter Tide thriller", "Oskar Helm Dravna"]
+    retriever = Retriever(index, RetrievalConfig(batch_size=len(queries)), backend=backend)
+    expected = [r.chunk_ids for r in retriever.retrieve(queries, k=3)]
+    original = retriever._retrieve_batch
+    sizes = []
+
+    def fail_when_large(batch, k):
+        sizes.append(len(batch))
+        if len(batch) > 2:
+            raise MemoryError("simulated allocation failure")
+        return original(batch, k)
+
+    monkeypatch.setattr(retriever, "_retrieve_batch", fail_when_large)
+    got = retriever.retrieve(queries, k=3)
+    assert [r.query for r in got] == queries
+    assert [r.chunk_ids for r in got] == expected
+    assert sizes == [5, 2, 3, 1, 2]

@@ -116,7 +116,7 @@ class Retriever:
         try:
             for start in range(0, len(queries), size):
                 batch = list(queries[start : start + size])
-                results.extend(self._retrieve_batch(batch, k))
+                results.extend(self._retrieve_splitting(batch, k))
                 bar.update(len(batch))
         finally:
             bar.close()
@@ -128,11 +128,29 @@ class Retriever:
     VOCAB_BYTES_PER_QUERY = 4 * 4
 
     def batch_size(self) -> int:
-        """Queries per block: the configured size, lowered so one block fits `memory_budget_mb`."""
+        """Queries per block: the configured size, lowered so one block fits `memory_budget_mb`
+        and, on a GPU, 80% of the device memory free now."""
         per_query = (self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY
                      + self.index.n_vocab * self.VOCAB_BYTES_PER_QUERY)
-        fits = max(1, (self.config.memory_budget_mb << 20) // max(per_query, 1))
+        budget = self.config.memory_budget_mb << 20
+        free = self.be.free_memory_bytes()
+        if free is not None:
+            budget = min(budget, int(0.8 * free))
+        fits = max(1, budget // max(per_query, 1))
         return int(min(self.config.batch_size, fits))
+
+    def _retrieve_splitting(self, queries: list[str], k: int) -> list[QueryResult]:
+        """One block; on an out-of-memory error it is halved and retried, so no query is lost."""
+        try:
+            return self._retrieve_batch(queries, k)
+        except self.be.out_of_memory_errors:
+            if len(queries) == 1:
+                raise TigragError(
+                    "out of memory on a single query; lower memory_budget_mb or use a machine with more memory"
+                ) from None
+            self.be.release_cached_memory()
+            half = len(queries) // 2
+            return self._retrieve_splitting(queries[:half], k) + self._retrieve_splitting(queries[half:], k)
 
     def _retrieve_batch(self, queries: list[str], k: int) -> list[QueryResult]:
         be, xp, cfg, index = self.be, self.be.xp, self.config, self.index
