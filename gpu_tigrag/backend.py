@@ -58,11 +58,24 @@ class Backend:
         if self.is_gpu:
             self.xp.get_default_memory_pool().free_all_blocks()
 
+    def argsort_stable(self, array: Any, axis: int = -1) -> Any:
+        """Stable argsort (CuPy's argsort is always stable and takes no `kind`)."""
+        if self.is_gpu:
+            return self.xp.argsort(array, axis=axis)
+        return np.argsort(array, axis=axis, kind="stable")
+
     def csr(self, matrix: Any) -> Any:
         """A host scipy CSR matrix moved onto this backend."""
         if self.is_gpu:
             return self.sparse.csr_matrix(matrix)
         return matrix.tocsr()
+
+
+def expand_counts(xp: ModuleType, counts: Any) -> Any:
+    """`repeat(arange(len(counts)), counts)` for NumPy and CuPy alike (CuPy's repeat wants host counts)."""
+    ends = xp.cumsum(counts)
+    total = int(ends[-1]) if counts.size else 0
+    return xp.searchsorted(ends, xp.arange(total), side="right")
 
 
 def _numpy_backend() -> Backend:

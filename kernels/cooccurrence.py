@@ -18,19 +18,21 @@ def slots_per_window(window: int) -> int:
     return window * (window - 1) // 2
 
 
-def window_bounds(indptr: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end token offsets of every sliding window of every chunk.
+def window_bounds(indptr, window: int, xp=np):
+    """Start and end token offsets of every sliding window of every chunk (arrays of `xp`).
 
     A chunk of L >= w tokens has L - w + 1 windows; one of 2 <= L < w tokens has a single
     window holding all of them; chunks with fewer than 2 tokens have none.
     """
-    lengths = np.diff(indptr).astype(np.int64)
-    n_windows = np.where(lengths >= window, lengths - window + 1, np.where(lengths >= 2, 1, 0))
-    owner = np.repeat(np.arange(len(lengths), dtype=np.int64), n_windows)
-    first = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(n_windows, out=first[1:])
-    starts = indptr[:-1].astype(np.int64)[owner] + (np.arange(owner.size, dtype=np.int64) - first[owner])
-    ends = np.minimum(starts + window, indptr[1:].astype(np.int64)[owner])
+    indptr = indptr.astype(xp.int64)
+    lengths = xp.diff(indptr)
+    n_windows = xp.where(lengths >= window, lengths - window + 1, xp.where(lengths >= 2, 1, 0))
+    first = xp.zeros(lengths.size + 1, dtype=xp.int64)
+    first[1:] = xp.cumsum(n_windows)
+    # owner chunk of each window (a repeat by counts; CuPy's repeat takes host counts only)
+    owner = xp.searchsorted(first[1:], xp.arange(int(first[-1]), dtype=xp.int64), side="right")
+    starts = indptr[:-1][owner] + (xp.arange(owner.size, dtype=xp.int64) - first[owner])
+    ends = xp.minimum(starts + window, indptr[1:][owner])
     return starts, ends
 
 

@@ -7,7 +7,6 @@ from gpu_tigrag.config import EncoderConfig, IndexConfig, RetrievalConfig
 from gpu_tigrag.corpus import Passage
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.index.embed import load_encoder
-from gpu_tigrag.index.entities import entities_from_lists
 from gpu_tigrag.retrieve.retriever import Retriever
 
 PASSAGES = [
@@ -17,7 +16,7 @@ PASSAGES = [
     Passage("Winter Tide", "Winter Tide is a thriller film directed by Oskar Helm.", "3"),
     Passage("Oskar Helm", "Oskar Helm is a film director born in the mountain village Dravna.", "4"),
 ]
-ENTITIES = [["Mirela Vantz"], ["Korvath"], [], ["Oskar Helm"], ["Dravna"]]
+ENTITIES = [[("Mirela Vantz", "PERSON")], [("Korvath", "GPE")], [], [("Oskar Helm", "PERSON")], [("Dravna", "GPE")]]
 QUERIES = [
     "Where was the director of the drama The Glass Orchard born?",
     "Korvath lighthouse fishing fleet",
@@ -28,9 +27,7 @@ QUERIES = [
 @pytest.fixture(scope="module")
 def index():
     config = IndexConfig(encoder=EncoderConfig(model="hashing:64"))
-    idx = build_index(PASSAGES, config, encoder=load_encoder(config.encoder))
-    idx.entities = entities_from_lists(ENTITIES, idx.vocab, config.tokens)
-    return idx
+    return build_index(PASSAGES, config, encoder=load_encoder(config.encoder), entity_extractor=lambda texts: ENTITIES)
 
 
 def run(index, backend, hops):
@@ -111,3 +108,14 @@ def test_out_of_memory_splits_the_batch_and_loses_no_query(index, backend, monke
     assert [r.query for r in got] == queries
     assert [r.chunk_ids for r in got] == expected
     assert sizes == [5, 2, 3, 1, 2]
+
+
+@pytest.mark.skipif(not __import__("gpu_tigrag.backend").backend.cuda_available(), reason="no CUDA device")
+def test_cupy_results_equal_numpy_results(index):
+    """Parity of the whole batched pipeline: same top-k ids, scores to rtol 1e-5."""
+    cpu = Retriever(index, RetrievalConfig(), backend="numpy").retrieve(QUERIES, k=index.n_chunks)
+    gpu = Retriever(index, RetrievalConfig(), backend="cupy").retrieve(QUERIES, k=index.n_chunks)
+    for a, b in zip(cpu, gpu):
+        assert a.chunk_ids == b.chunk_ids
+        np.testing.assert_allclose(a.scores, b.scores, rtol=1e-5)
+        assert [h.new_entities for h in a.hops] == [h.new_entities for h in b.hops]

@@ -73,3 +73,17 @@ def test_version_and_manifest_checks(index, tmp_path):
         load_index(path)
     with pytest.raises(IndexFormatError, match="no such index directory"):
         load_index(tmp_path / "absent")
+
+
+def test_precomputed_encoder_roundtrip_without_pickle(tmp_path):
+    from gpu_tigrag.errors import ModelError
+    from gpu_tigrag.index.embed import HashingEncoder, PrecomputedEncoder
+
+    inner = HashingEncoder(16)
+    recorded = PrecomputedEncoder.record(inner, ["alpha beta", "gamma", "alpha beta"])
+    recorded.save(tmp_path / "vectors.npz")
+    loaded = PrecomputedEncoder.load(tmp_path / "vectors.npz")
+    assert (loaded.name, loaded.fingerprint, loaded.dim) == (inner.name, inner.fingerprint, 16)
+    np.testing.assert_array_equal(loaded.encode(["gamma", "alpha beta"]), inner.encode(["gamma", "alpha beta"]))
+    with pytest.raises(ModelError, match="no vector"):
+        loaded.encode(["delta"])

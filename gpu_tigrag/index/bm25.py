@@ -9,19 +9,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from ..backend import Backend
+from ..backend import Backend, expand_counts
 from ..config import BM25Config
 
 
-def term_frequencies(be: Backend, indptr: np.ndarray, ids: np.ndarray, n_vocab: int) -> Any:
-    """chunks × vocab CSR of token counts (float32)."""
+def term_frequencies(be: Backend, indptr: Any, ids: Any, n_vocab: int) -> Any:
+    """chunks × vocab CSR of token counts (float32); `indptr`/`ids` host or backend arrays."""
     xp = be.xp
-    n_chunks = len(indptr) - 1
-    rows = xp.repeat(xp.arange(n_chunks, dtype=xp.int32), be.asarray(np.diff(indptr)))
-    data = xp.ones(len(ids), dtype=xp.float32)
-    tf = be.sparse.coo_matrix((data, (rows, be.asarray(ids))), shape=(n_chunks, n_vocab)).tocsr()
+    indptr, ids = be.asarray(indptr), be.asarray(ids)
+    n_chunks = indptr.size - 1
+    rows = expand_counts(xp, xp.diff(indptr)).astype(xp.int32)
+    data = xp.ones(ids.size, dtype=xp.float32)
+    tf = be.sparse.coo_matrix((data, (rows, ids)), shape=(n_chunks, n_vocab)).tocsr()
     tf.sum_duplicates()
     return tf
 
@@ -30,16 +29,17 @@ def idf(n_docs: int, doc_freq: Any, xp: Any) -> Any:
     return xp.log1p((n_docs - doc_freq + 0.5) / (doc_freq + 0.5)).astype(xp.float32)
 
 
-def bm25_matrix(be: Backend, indptr: np.ndarray, ids: np.ndarray, n_vocab: int, config: BM25Config) -> Any:
+def bm25_matrix(be: Backend, indptr: Any, ids: Any, n_vocab: int, config: BM25Config) -> Any:
     """chunks × vocab CSR float32 of BM25(v, c)."""
     xp = be.xp
+    indptr = be.asarray(indptr)
     tf = term_frequencies(be, indptr, ids, n_vocab)
     n_chunks = tf.shape[0]
-    doc_len = be.asarray(np.diff(indptr).astype(np.float32))
+    doc_len = xp.diff(indptr).astype(xp.float32)
     avgdl = float(doc_len.mean()) if n_chunks else 1.0
     doc_freq = xp.bincount(tf.indices, minlength=n_vocab).astype(xp.float32)
     weights = idf(n_chunks, doc_freq, xp)
-    row_of_entry = xp.repeat(xp.arange(n_chunks), xp.diff(tf.indptr))
+    row_of_entry = expand_counts(xp, xp.diff(tf.indptr))
     norm = config.k1 * (1.0 - config.b + config.b * doc_len / max(avgdl, 1e-9))
     t = tf.data
     tf.data = (weights[tf.indices] * t * (config.k1 + 1.0) / (t + norm[row_of_entry])).astype(xp.float32)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from ..backend import Backend, get_backend
 from ..config import IndexConfig
@@ -35,8 +35,13 @@ def build_index(
     encoder: Encoder | None = None,
     backend: Backend | None = None,
     show_progress: bool = False,
+    entity_extractor: Callable[[Sequence[str]], list[list[tuple[str, str]]]] | None = None,
 ) -> Index:
-    """Build every stage of the TIGRAG index over `passages`; arrays come back on the host."""
+    """Build every stage of the TIGRAG index over `passages`; arrays come back on the host.
+
+    `entity_extractor` maps chunk texts to (surface form, label) lists; the default runs the
+    spaCy model of `config.entities`.
+    """
     be = backend or get_backend("numpy")
     timings: dict[str, float] = {}
     with _timed(timings, "split"):
@@ -54,7 +59,10 @@ def build_index(
         encoder = encoder or load_encoder(config.encoder)
         embeddings = encoder.encode(chunks.texts, show_progress=show_progress)
     with _timed(timings, "ner"):
-        names = extract_entities(chunks.texts, config.entities, show_progress)
+        if entity_extractor is None:
+            names = extract_entities(chunks.texts, config.entities, show_progress)
+        else:
+            names = entity_extractor(chunks.texts)
         entities = entities_from_lists(names, chunks.vocab, config.tokens)
     return Index(
         config=config,

@@ -131,6 +131,44 @@ class HashingEncoder:
         return out / np.where(norms > 0, norms, 1.0)
 
 
+class PrecomputedEncoder:
+    """Vectors computed earlier by another encoder, looked up by text; unknown texts are errors.
+
+    Lets a benchmark time the engine apart from the encoder (e.g. on a GPU machine that has
+    no model weights). Stored as .npz of a unicode text array and a float32 matrix, no pickle.
+    """
+
+    def __init__(self, name: str, fingerprint: str, texts: Sequence[str], vectors: np.ndarray):
+        self.name, self.fingerprint = name, fingerprint
+        self.dim = int(vectors.shape[1])
+        self._rows = {t: i for i, t in enumerate(texts)}
+        self._vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+
+    @classmethod
+    def record(cls, encoder: Encoder, texts: Sequence[str]) -> "PrecomputedEncoder":
+        unique = list(dict.fromkeys(texts))
+        return cls(encoder.name, encoder.fingerprint, unique, encoder.encode(unique))
+
+    def save(self, path: str | Path, dtype: type = np.float32) -> None:
+        """Write .npz; `dtype=np.float16` halves the file (vectors come back as float32)."""
+        texts = np.array(list(self._rows), dtype=str)
+        np.savez_compressed(path, name=np.array(self.name), fingerprint=np.array(self.fingerprint), texts=texts,
+                 vectors=self._vectors.astype(dtype))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "PrecomputedEncoder":
+        with np.load(path, allow_pickle=False) as data:
+            return cls(str(data["name"]), str(data["fingerprint"]), data["texts"].tolist(), data["vectors"])
+
+    def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        missing = [t for t in texts if t not in self._rows]
+        if missing:
+            raise ModelError(f"precomputed encoder has no vector for {len(missing)} text(s), e.g. {missing[0]!r}")
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self._vectors[[self._rows[t] for t in texts]]
+
+
 _ENCODERS: dict[EncoderConfig, Encoder] = {}
 
 

@@ -12,23 +12,24 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from kernels.cooccurrence import emit_pairs_cpu, emit_pairs_cuda, slots_per_window, window_bounds
 
 from ..backend import Backend
 
 
-def window_pair_keys(be: Backend, indptr: np.ndarray, ids: np.ndarray, n_vocab: int, window: int) -> Any:
-    """Packed keys lo * n_vocab + hi, one per (window, distinct pair), on the backend."""
-    starts, ends = window_bounds(indptr, window)
+def window_pair_keys(be: Backend, indptr: Any, ids: Any, n_vocab: int, window: int) -> Any:
+    """Packed keys lo * n_vocab + hi, one per (window, distinct pair), on the backend.
+
+    `indptr` / `ids` may be host or backend arrays; everything after the first move stays there.
+    """
+    starts, ends = window_bounds(be.asarray(indptr), window, be.xp)
     out = be.xp.full(starts.size * slots_per_window(window), -1, dtype=be.xp.int64)
     emit = emit_pairs_cuda if be.is_gpu else emit_pairs_cpu
-    emit(be.asarray(ids), be.asarray(starts), be.asarray(ends), n_vocab, window, out)
+    emit(be.asarray(ids, dtype=be.xp.int32), starts, ends, n_vocab, window, out)
     return out[out >= 0]
 
 
-def cooccurrence_graph(be: Backend, indptr: np.ndarray, ids: np.ndarray, n_vocab: int, window: int) -> Any:
+def cooccurrence_graph(be: Backend, indptr: Any, ids: Any, n_vocab: int, window: int) -> Any:
     """Symmetric CSR adjacency (n_vocab × n_vocab, float32) of windowed co-occurrence counts."""
     keys = window_pair_keys(be, indptr, ids, n_vocab, window)
     xp = be.xp

@@ -224,7 +224,7 @@ class Retriever:
         k = min(k, scores.shape[0])
         part = xp.argpartition(-scores, k - 1, axis=0)[:k] if k < scores.shape[0] else xp.argsort(-scores, axis=0)
         vals = xp.take_along_axis(scores, part, axis=0)
-        order = xp.argsort(-vals, axis=0, kind="stable")
+        order = self.be.argsort_stable(-vals, axis=0)
         ids = xp.take_along_axis(part, order, axis=0)
         vals = xp.take_along_axis(vals, order, axis=0)
         return self.be.to_host(ids).T, self.be.to_host(vals).T
