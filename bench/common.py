@@ -9,9 +9,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -60,27 +59,6 @@ def dataset_queries(name: str):
     from gpu_tigrag.evaluate.queries import load_queries
 
     return load_queries(DATA / DATASETS[name][1])
-
-
-class CachedEncoder:
-    """Wraps an encoder with an in-memory text -> vector cache, so sweeps encode each text once.
-
-    Timings of a run that uses it do not measure the encoder; throughput figures never do.
-    """
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.name, self.fingerprint, self.dim = inner.name, inner.fingerprint, inner.dim
-        self.cache: dict[str, np.ndarray] = {}
-
-    def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
-        missing = [t for t in dict.fromkeys(texts) if t not in self.cache]
-        if missing:
-            for text, vec in zip(missing, self.inner.encode(missing)):
-                self.cache[text] = vec
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self.cache[t] for t in texts])
 
 
 def write_results(stem: str, payload: dict[str, Any], markdown: str) -> None:

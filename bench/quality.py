@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from common import CachedEncoder, dataset_index, dataset_queries, write_results
+from common import dataset_index, dataset_queries, write_results
 
 from gpu_tigrag.config import RetrievalConfig, config_to_dict
 from gpu_tigrag.evaluate.run import DEDUP_DEPTH, evaluate_tigrag, recall_metrics, titles_of
-from gpu_tigrag.index.embed import load_encoder
+from gpu_tigrag.index.embed import CachingEncoder, load_encoder
 from gpu_tigrag.retrieve.baselines import bm25_search, naive_rag
 from gpu_tigrag.retrieve.retriever import Retriever
 
@@ -26,7 +26,7 @@ def run_dataset(name: str, rebuild: bool) -> dict:
     index = dataset_index(name, rebuild)
     queries = dataset_queries(name)
     texts = [q.text for q in queries]
-    encoder = CachedEncoder(load_encoder(index.config.encoder))
+    encoder = CachingEncoder(load_encoder(index.config.encoder))
     systems: dict[str, dict] = {}
     for hops in (1, 2):
         config = RetrievalConfig(hops=hops)
@@ -51,11 +51,11 @@ def diagnose(index, queries, results) -> dict:
     def fraction(flags):
         return float(sum(flags) / len(flags)) if flags else 0.0
 
-    top_gold = [bool(r.hops[0].top_chunks) and index.chunk_title(r.hops[0].top_chunks[0]) in q.gold_titles
+    top_gold = [bool(r.hops[0].top_chunks) and index.chunk_title(r.hops[0].top_chunks[0]) in q.gold
                 for r, q in zip(results, queries)]
-    entity_is_gold = [bool({e.lower() for e in r.hops[0].new_entities} & {g.lower() for g in q.gold_titles})
+    entity_is_gold = [bool({e.lower() for e in r.hops[0].new_entities} & {g.lower() for g in q.gold})
                       for r, q in zip(results, queries)]
-    deeper = {f"recall@{k}": sum(len(set(r.titles[:k]) & set(q.gold_titles)) / len(q.gold_titles)
+    deeper = {f"recall@{k}": sum(len(set(r.titles[:k]) & set(q.gold)) / len(q.gold)
                                  for r, q in zip(results, queries)) / len(queries) for k in (10, 20)}
     return {
         "hop1_top_chunk_is_gold": fraction(top_gold),

@@ -10,11 +10,11 @@ import argparse
 import itertools
 import sys
 
-from common import CachedEncoder, dataset_index, dataset_queries, write_results
+from common import dataset_index, dataset_queries, write_results
 
 from gpu_tigrag.config import PPRConfig, RetrievalConfig
 from gpu_tigrag.evaluate.run import evaluate_tigrag
-from gpu_tigrag.index.embed import load_encoder
+from gpu_tigrag.index.embed import CachingEncoder, load_encoder
 from gpu_tigrag.retrieve.retriever import Retriever
 
 DAMPINGS = (0.3, 0.5, 0.7, 0.85)
@@ -29,7 +29,7 @@ def main() -> None:
     for name in args.datasets:
         index = dataset_index(name)
         queries = dataset_queries(name)
-        encoder = CachedEncoder(load_encoder(index.config.encoder))
+        encoder = CachingEncoder(load_encoder(index.config.encoder))
         for damping, gamma in itertools.product(DAMPINGS, GAMMAS):
             config = RetrievalConfig(ppr=PPRConfig(damping=damping, top_gamma=gamma))
             report = evaluate_tigrag(Retriever(index, config, encoder=encoder, backend="numpy"), queries)

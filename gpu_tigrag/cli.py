@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -86,15 +87,30 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dataset(args: argparse.Namespace):
+    from .evaluate.datasets import load_dataset
+
+    path = Path(args.queries)
+    if not path.exists() and args.data_dir:
+        path = Path(args.data_dir) / args.queries
+    dataset = load_dataset(path, split=args.split)
+    if args.limit:
+        dataset.queries = dataset.queries[: args.limit]
+    return dataset
+
+
+def _full_run_wanted(args: argparse.Namespace) -> bool:
+    return bool(args.systems or args.sweep or args.out or args.qa_endpoint)
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
-    from .evaluate.queries import load_queries
+    dataset = _dataset(args)
+    if _full_run_wanted(args):
+        return _eval_experiment(args, dataset)
     from .evaluate.run import evaluate_tigrag
 
-    queries = load_queries(args.queries)
-    if args.limit:
-        queries = queries[: args.limit]
     retriever = _retriever(args)
-    report = evaluate_tigrag(retriever, queries, show_progress=not args.quiet)
+    report = evaluate_tigrag(retriever, dataset.queries, show_progress=not args.quiet)
     report.pop("results")
     report["index"] = str(args.index)
     report["queries_file"] = str(args.queries)
@@ -108,6 +124,98 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print(f"{report['queries']} queries in {report['seconds']:.2f} s "
           f"({report['queries_per_second']:.1f} q/s; {report['queries_per_second_without_encoder']:.1f} q/s "
           f"without the encoder's {report['stage_seconds'].get('encode', 0.0):.2f} s)")
+    return 0
+
+
+def _eval_experiment(args: argparse.Namespace, dataset) -> int:
+    import shlex
+
+    from .evaluate.experiment import ALL_SYSTEMS, parse_sweeps, run_experiment
+    from .evaluate.report import write_run
+    from .index.store import load_index
+
+    systems = list(ALL_SYSTEMS) if not args.systems or args.systems == ["all"] else args.systems
+    sweeps = parse_sweeps(args.sweep)
+    index = load_index(args.index, verify_checksums=not args.no_verify)
+    base = _parse_sets(RetrievalConfig(), args.sets)
+    qa = None
+    if args.qa_endpoint:
+        from .evaluate.qa import QAConfig
+
+        if not args.qa_model:
+            raise TigragError("--qa-endpoint needs --qa-model")
+        cache = Path(args.qa_cache) if args.qa_cache else Path(args.out or ".") / "qa_cache"
+        qa = QAConfig(endpoint=args.qa_endpoint, model=args.qa_model, cache_dir=cache,
+                      api_key=os.environ.get("OPENAI_API_KEY"), concurrency=args.qa_concurrency,
+                      requests_per_second=args.qa_rate)
+    elif not args.quiet:
+        print("question answering skipped: no --qa-endpoint given", file=sys.stderr)
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    results = run_experiment(index, dataset, systems, sweeps, backend=args.backend, base=base, qa=qa,
+                             show_progress=not args.quiet,
+                             log=(lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr)))
+    payload = {
+        "run": {"dataset": dataset.name, "queries": len(dataset.queries), "chunks": index.n_chunks,
+                "match": dataset.match, "dataset_sha256": dataset.checksums, "index": str(args.index),
+                "index_config": _config_dict(index.config), "retrieval_config": _config_dict(base),
+                "encoder": index.encoder_name, "backend": args.backend, "code_version": _code_version(),
+                "package_version": __version__, "started": started,
+                "command": "tigrag " + " ".join(shlex.quote(a) for a in sys.argv[1:])},
+        "results": results,
+    }
+    if args.out:
+        folder = write_run(args.out, payload)
+        if not args.quiet:
+            print(f"wrote {folder / 'results.json'}, {folder / 'report.md'} and {len(payload['plots'])} plot(s)",
+                  file=sys.stderr)
+    if args.json:
+        json.dump(payload, sys.stdout, indent=2, default=float)
+        print()
+    else:
+        for name, system in results["systems"].items():
+            m = system["metrics"]
+            print(f"{name:<28} R@2 {m['recall@2']:.4f}  R@5 {m['recall@5']:.4f}  nDCG@10 {m['ndcg@10']:.4f}")
+    return 0
+
+
+def _code_version() -> str:
+    import subprocess
+
+    try:
+        root = Path(__file__).resolve().parents[1]
+        proc = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"], capture_output=True, text=True)
+        return proc.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def cmd_datasets(args: argparse.Namespace) -> int:
+    from .evaluate.fetch import REGISTRY, fetch
+
+    if args.action == "list":
+        for name, sources in sorted(REGISTRY.items()):
+            print(f"{name}: " + ", ".join(s.url for s in sources))
+        return 0
+    if not args.name or not args.to:
+        raise TigragError("usage: tigrag datasets fetch NAME --to DIR")
+    pins = {}
+    for item in args.sha256 or []:
+        file, sep, digest = item.partition("=")
+        if not sep:
+            raise TigragError(f"--sha256 expects FILE=HEX, got {item!r}")
+        pins[file] = digest
+    folder = fetch(args.name, args.to, pins)
+    print(f"{args.name} is in {folder}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .evaluate.report import compare
+
+    table = compare(args.runs)
+    if args.out:
+        Path(args.out).write_text(table)
+    print(table, end="")
     return 0
 
 
@@ -144,16 +252,44 @@ def build_parser() -> argparse.ArgumentParser:
     _add_retrieval_options(p)
     p.set_defaults(func=cmd_query)
 
-    p = sub.add_parser("eval", help="recall@2 / recall@5 on a query file",
-                       description="Evaluate recall@2 and recall@5 (HippoRAG's definition) of TIGRAG on a query file "
-                                   "(2Wiki, MuSiQue, HotpotQA or {question, gold_titles} records).")
+    p = sub.add_parser("eval", help="recall on a query file, or a full evaluation run",
+                       description="Without --systems/--sweep/--out/--qa-endpoint: recall@2 and recall@5 (HippoRAG's "
+                                   "definition) of TIGRAG. With them: baselines, TIGRAG, the Table-10 ablations, "
+                                   "sweeps and QA in one run, written to --out as results.json, report.md and plots.")
     p.add_argument("index", type=Path, help="index directory")
-    p.add_argument("queries", type=Path, help="query file (JSON list or JSONL)")
-    p.add_argument("--json", action="store_true", help="print a JSON object with 'metrics'")
+    p.add_argument("queries", help="query file (JSON/JSONL), HippoRAG-protocol folder or BEIR folder")
+    p.add_argument("--json", action="store_true", help="print a JSON object with 'metrics' (or the full run)")
     p.add_argument("--limit", type=int, default=0, help="evaluate only the first N queries")
+    p.add_argument("--split", default="test", help="BEIR qrels split (default test)")
+    p.add_argument("--data-dir", help="folder holding local dataset copies, when QUERIES is a dataset name")
+    p.add_argument("--systems", nargs="+", metavar="SYSTEM",
+                   help="systems to run ('all' = NaiveRAG, BM25, TIGRAG, TIGRAG 1-hop and the three ablations)")
+    p.add_argument("--sweep", action="append", metavar="NAME=V1,V2",
+                   help="sensitivity sweep of th, beta, iota, h, gamma, damping or w, e.g. --sweep th=0.1,0.5,0.8")
+    p.add_argument("--out", help="run directory for results.json, report.md and PNG plots")
+    p.add_argument("--qa-endpoint", help="OpenAI-compatible base URL (e.g. http://localhost:8000/v1) for QA")
+    p.add_argument("--qa-model", help="model name sent to the QA endpoint")
+    p.add_argument("--qa-cache", help="answer cache folder (default RUN_DIR/qa_cache)")
+    p.add_argument("--qa-concurrency", type=int, default=8, help="concurrent QA requests (default 8)")
+    p.add_argument("--qa-rate", type=float, default=0.0, help="max QA requests per second (default: no limit)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     _add_retrieval_options(p)
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("datasets", help="list or download public evaluation sets",
+                       description="Download HippoRAG-protocol sets and BEIR zips with sha256 verification; "
+                                   "an interrupted download resumes.")
+    p.add_argument("action", choices=["list", "fetch"])
+    p.add_argument("name", nargs="?", help="dataset name (see `tigrag datasets list`)")
+    p.add_argument("--to", help="destination folder (the dataset lands in DIR/NAME)")
+    p.add_argument("--sha256", action="append", metavar="FILE=HEX", help="pin a file's checksum")
+    p.set_defaults(func=cmd_datasets)
+
+    p = sub.add_parser("report", help="compare evaluation runs side by side",
+                       description="Print a Markdown table of R@2 / R@5 / nDCG@10 per system for each run directory.")
+    p.add_argument("runs", nargs="+", help="run directories written by `tigrag eval --out`")
+    p.add_argument("--out", help="also write the table to this file")
+    p.set_defaults(func=cmd_report)
     return parser
 
 

@@ -119,3 +119,21 @@ def test_cupy_results_equal_numpy_results(index):
         assert a.chunk_ids == b.chunk_ids
         np.testing.assert_allclose(a.scores, b.scores, rtol=1e-5)
         assert [h.new_entities for h in a.hops] == [h.new_entities for h in b.hops]
+
+
+def test_ablations_change_only_their_stage(index, backend):
+    full = Retriever(index, RetrievalConfig(), backend=backend)
+    no_rerank = Retriever(index, RetrievalConfig(rerank=False), backend=backend)
+    seeds = full.query_seeds(QUERIES[:1])
+    hop = full.graph_stage(seeds)
+    ranked = no_rerank.retrieve(QUERIES[:1], k=index.n_chunks)[0]
+    rho = backend.to_host(hop.rho)[:, 0]
+    first_hop = ranked.hops[0]
+    assert first_hop.top_chunks == [int(np.argmax(rho))]  # the pool is ordered by ρ, not by cosine
+
+    presence = Retriever(index, RetrievalConfig(scoring="graph"), backend=backend)
+    assert set(backend.to_host(presence.bm25.data).tolist()) == {1.0}
+
+    degree = Retriever(index, RetrievalConfig(expansion="degree"), backend=backend)
+    a, b = (backend.to_host(degree.graph_stage(degree.query_seeds([q])).rho) for q in QUERIES[:2])
+    np.testing.assert_array_equal(a, b)  # degree expansion ignores the query

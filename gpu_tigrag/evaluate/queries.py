@@ -18,11 +18,17 @@ from ..errors import CorpusError
 
 @dataclass(frozen=True)
 class Query:
+    """A question, its gold passages (titles, or BEIR corpus ids) and their relevance grades."""
+
     qid: str
     text: str
-    gold_titles: tuple[str, ...]
+    gold: tuple[str, ...]
     answer: str = ""
     qtype: str = ""
+    gold_grades: tuple[int, ...] = ()  # empty: every gold passage has grade 1
+
+    def grades(self) -> dict[str, int]:
+        return dict(zip(self.gold, self.gold_grades or (1,) * len(self.gold)))
 
 
 def _gold_titles(record: dict[str, Any], where: str) -> tuple[str, ...]:

@@ -25,7 +25,7 @@ DEDUP_DEPTH = 4
 
 def recall_metrics(ranked_titles: list[list[str]], queries: Sequence[Query], ks: Sequence[int] = DEFAULT_KS) -> dict[str, float]:
     """recall@k over chunk rankings; with rankings deeper than max(ks), also recall_dedup@k."""
-    gold = [q.gold_titles for q in queries]
+    gold = [q.gold for q in queries]
     metrics = {f"recall@{k}": recall_at_k(ranked_titles, gold, k) for k in ks}
     if ranked_titles and max(len(r) for r in ranked_titles) > max(ks):
         unique = [dedup_titles(r) for r in ranked_titles]

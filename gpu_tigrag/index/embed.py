@@ -169,6 +169,30 @@ class PrecomputedEncoder:
         return self._vectors[[self._rows[t] for t in texts]]
 
 
+class CachingEncoder:
+    """Wraps an encoder with an in-memory text -> vector cache, so several systems or sweep points
+    over the same queries encode each text once. `seconds` is the time spent in the wrapped encoder."""
+
+    def __init__(self, inner: Encoder):
+        self.inner = inner
+        self.name, self.fingerprint, self.dim = inner.name, inner.fingerprint, inner.dim
+        self.cache: dict[str, np.ndarray] = {}
+        self.seconds = 0.0
+
+    def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+        import time
+
+        missing = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        if missing:
+            start = time.perf_counter()
+            for text, vector in zip(missing, self.inner.encode(missing, show_progress)):
+                self.cache[text] = vector
+            self.seconds += time.perf_counter() - start
+        if len(texts) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self.cache[t] for t in texts])
+
+
 _ENCODERS: dict[EncoderConfig, Encoder] = {}
 
 

@@ -45,6 +45,7 @@ class GraphHop:
     """Output of the graph stage for a batch: pool mask and diagnostics."""
 
     pool: Any  # bool chunks × B
+    rho: Any  # float32 chunks × B, the graph-weighted score ρ
     n_seeds: np.ndarray  # int, per query
     dense: np.ndarray  # bool, per query: no seed or empty pool -> all chunks pooled
 
@@ -70,6 +71,12 @@ class Retriever:
         be = self.be
         self.transition = TransitionMatrix.from_adjacency(be, index.graph)
         self.bm25 = be.csr(index.bm25)
+        if config.scoring == "graph":  # ablation: token presence, no BM25 weighting
+            self.bm25.data = be.xp.ones_like(self.bm25.data)
+        self.degree = None
+        if config.expansion == "degree":  # ablation: weighted degree centrality, the same for every query
+            degree = np.asarray(index.graph.sum(axis=0)).ravel().astype(np.float32)
+            self.degree = be.asarray(degree / max(float(degree.sum()), 1e-12))
         self.embeddings = be.asarray(index.embeddings)
         self.entity_allowed = index.entities.allowed(config.entity_labels)
         self.timer = StageTimer()
@@ -85,8 +92,11 @@ class Retriever:
         be, xp, cfg = self.be, self.be.xp, self.config
         t = time.perf_counter()
         n_seeds = np.array([np.unique(s).size for s in seeds], dtype=np.int64)
-        v = seed_matrix(be, seeds, self.index.n_vocab)
-        scores, _ = personalized_pagerank(be, self.transition, v, cfg.ppr)
+        if self.degree is None:
+            v = seed_matrix(be, seeds, self.index.n_vocab)
+            scores, _ = personalized_pagerank(be, self.transition, v, cfg.ppr)
+        else:
+            scores = xp.broadcast_to(self.degree[:, None], (self.index.n_vocab, len(seeds)))
         ids, weights = top_gamma(be, scores, cfg.ppr.top_gamma)
         t = self.timer.add("ppr", t)
         rho = ppr_weighted_bm25(be, self.bm25, ids, weights)
@@ -96,7 +106,7 @@ class Retriever:
         if dense.any():
             pool[:, xp.asarray(np.nonzero(dense)[0])] = True
         self.timer.add("pool", t)
-        return GraphHop(pool, n_seeds, dense)
+        return GraphHop(pool, rho, n_seeds, dense)
 
     def encode(self, texts: Sequence[str]) -> Any:
         t = time.perf_counter()
@@ -159,7 +169,7 @@ class Retriever:
         query_vectors = self.encode(queries)
         hop = self.graph_stage(seeds)
         t = time.perf_counter()
-        sigma = masked_cosine(be, self.embeddings, query_vectors, hop.pool)
+        sigma = self._rank_pool(hop, lambda: masked_cosine(be, self.embeddings, query_vectors, hop.pool))
         final = sigma.copy()
         self.timer.add("rerank", t)
         traces: list[list[HopTrace]] = [[] for _ in range(n)]
@@ -208,11 +218,19 @@ class Retriever:
             owner.extend([col] * len(ents))
         self.timer.add("entities", t)
         hop = self.graph_stage(expanded_seeds)
-        vectors = self.encode(texts)
+        vectors = self.encode(texts) if self.config.rerank else None
         t = time.perf_counter()
-        sigma = masked_max_cosine(be, self.embeddings, vectors, be.asarray(np.asarray(owner)), len(active), hop.pool)
+        sigma = self._rank_pool(hop, lambda: masked_max_cosine(
+            be, self.embeddings, vectors, be.asarray(np.asarray(owner)), len(active), hop.pool))
         self.timer.add("rerank", t)
         return {"sigma": sigma, "cols": active, "pool_sizes": be.to_host(hop.pool.sum(axis=0)), "hop": hop}
+
+    def _rank_pool(self, hop: GraphHop, cosine: Any) -> Any:
+        """Scores that order the pool: the embedding cosine, or ρ itself when rerank is ablated."""
+        if self.config.rerank:
+            return cosine()
+        xp = self.be.xp
+        return xp.where(hop.pool, hop.rho, xp.float32(-np.inf)).astype(xp.float32)
 
     def _top_chunks(self, sigma: Any, count: int) -> np.ndarray:
         """Ids (B × count) of the best-scoring chunks per column; -1 where fewer are pooled."""

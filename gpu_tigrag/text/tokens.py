@@ -36,6 +36,11 @@ def _treebank():
     return TreebankWordTokenizer()
 
 
+def treebank_words(text: str) -> list[str]:
+    """All Treebank word tokens of `text` (no filtering); used to measure context sizes."""
+    return _treebank().tokenize(text)
+
+
 def is_valid_token(token: str, config: TokenConfig = TokenConfig()) -> bool:
     """φ(token) ∧ token ∉ stopwords, for an already lower-cased token."""
     if len(token) < config.min_length or token in english_stopwords():

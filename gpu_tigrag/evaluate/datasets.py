@@ -1,0 +1,105 @@
+"""Evaluation datasets: a corpus plus queries with gold passages.
+
+Two layouts are read:
+  * HippoRAG protocol: a folder with `*_corpus.json` (passages) and one query file (2Wiki
+    `supporting_titles`/`supporting_facts`, MuSiQue `paragraphs[*].is_supporting`, HotpotQA
+    `supporting_facts`, or `gold_titles`); gold passages are matched by title.
+  * BEIR: a folder with `corpus.jsonl`, `queries.jsonl` and `qrels/<split>.tsv`; gold are the
+    qrels' corpus ids with their grades, matched by passage id.
+A single query file (JSON/JSONL) with a separate corpus is also a dataset, matched by title.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import CorpusError
+from .queries import Query, load_queries
+
+
+@dataclass
+class Dataset:
+    name: str
+    corpus_paths: list[Path]
+    queries: list[Query]
+    match: str = "title"  # how gold is matched to passages: "title" or "doc_id"
+    checksums: dict[str, str] = field(default_factory=dict)  # file name -> sha256
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _checksums(paths: list[Path]) -> dict[str, str]:
+    return {p.name: file_sha256(p) for p in paths}
+
+
+def is_beir(folder: Path) -> bool:
+    return (folder / "corpus.jsonl").is_file() and (folder / "queries.jsonl").is_file() and (folder / "qrels").is_dir()
+
+
+def load_beir(folder: Path, split: str = "test") -> Dataset:
+    qrels_path = folder / "qrels" / f"{split}.tsv"
+    if not qrels_path.is_file():
+        splits = sorted(p.stem for p in (folder / "qrels").glob("*.tsv"))
+        raise CorpusError(f"{qrels_path}: no qrels for split {split!r} (available: {', '.join(splits) or 'none'})")
+    grades: dict[str, dict[str, int]] = {}
+    with open(qrels_path, encoding="utf-8", newline="") as handle:
+        reader = csv.reader(handle, delimiter="\t")
+        for lineno, row in enumerate(reader, start=1):
+            if lineno == 1 and row and row[0] == "query-id":
+                continue
+            if len(row) < 3:
+                raise CorpusError(f"{qrels_path}: line {lineno}: expected query-id, corpus-id, score")
+            try:
+                grade = int(row[2])
+            except ValueError:
+                raise CorpusError(f"{qrels_path}: line {lineno}: score {row[2]!r} is not an integer") from None
+            if grade > 0:
+                grades.setdefault(row[0], {})[row[1]] = grade
+    queries: list[Query] = []
+    path = folder / "queries.jsonl"
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(f"{path}: line {lineno}: malformed JSON ({exc.msg})") from None
+        qid = str(record.get("_id", ""))
+        if qid in grades:
+            gold = grades[qid]
+            queries.append(Query(qid, str(record.get("text", "")).strip(), tuple(gold), gold_grades=tuple(gold.values())))
+    if not queries:
+        raise CorpusError(f"{folder}: no query of {path.name} has relevance judgements in {qrels_path.name}")
+    files = [folder / "corpus.jsonl", path, qrels_path]
+    return Dataset(folder.name, [folder / "corpus.jsonl"], queries, match="doc_id", checksums=_checksums(files))
+
+
+def load_hipporag(folder: Path) -> Dataset:
+    corpora = sorted(folder.glob("*_corpus.json"))
+    query_files = sorted(p for p in folder.glob("*.json") if p not in corpora)
+    if len(corpora) != 1 or len(query_files) != 1:
+        raise CorpusError(
+            f"{folder}: expected one *_corpus.json and one query .json file, found corpora "
+            f"{[p.name for p in corpora]} and query files {[p.name for p in query_files]}"
+        )
+    return Dataset(folder.name, corpora, load_queries(query_files[0]), "title", _checksums(corpora + query_files))
+
+
+def load_dataset(path: str | Path, split: str = "test") -> Dataset:
+    """A dataset folder (BEIR or HippoRAG protocol) or a single query file."""
+    path = Path(path)
+    if path.is_dir():
+        return load_beir(path, split) if is_beir(path) else load_hipporag(path)
+    if not path.exists():
+        raise CorpusError(f"{path}: no such dataset folder or query file")
+    return Dataset(path.stem, [], load_queries(path), "title", _checksums([path]))

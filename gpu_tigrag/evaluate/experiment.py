@@ -1,0 +1,195 @@
+"""One evaluation run: baselines, TIGRAG, the ablations of Table 10 and sensitivity sweeps over
+the same chunks and encoder, scored with every retrieval metric; QA when an endpoint is given."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..config import RetrievalConfig, config_to_dict, replace_path
+from ..errors import TigragError
+from ..index.embed import CachingEncoder, load_encoder
+from ..index.index import Index
+from ..retrieve.baselines import bm25_search, naive_rag
+from ..retrieve.retriever import Retriever
+from ..text.tokens import treebank_words
+from .datasets import Dataset
+from .metrics import dedup_titles, mrr_at_k, ndcg_at_k, recall_at_k
+
+#: retrieval systems: baselines, TIGRAG, and the ablations of the paper's Table 10
+TIGRAG_SYSTEMS: dict[str, dict[str, Any]] = {
+    "TIGRAG": {},
+    "TIGRAG 1-hop": {"hops": 1},
+    "TIGRAG without BM25": {"scoring": "graph"},
+    "TIGRAG degree centrality": {"expansion": "degree"},
+    "TIGRAG without reranking": {"rerank": False},
+}
+BASELINES = ("NaiveRAG", "BM25")
+ALL_SYSTEMS = (*BASELINES, *TIGRAG_SYSTEMS)
+#: short sweep names (the paper's symbols) -> retrieval config paths; "w" rebuilds the graph
+SWEEP_KEYS = {"th": "pool_threshold", "beta": "beta", "iota": "iota", "h": "hops", "gamma": "ppr.top_gamma",
+              "damping": "ppr.damping", "w": "graph.window"}
+RECALL_KS = (2, 5, 10)
+DEPTH = 40  # chunks retrieved per query: room for de-duplication down to 10 passages
+
+
+@dataclass
+class SystemRun:
+    """Chunk rankings of one system over the dataset, with timing and (for TIGRAG) hop traces."""
+
+    name: str
+    config: dict[str, Any]
+    chunk_ids: list[list[int]]
+    seconds: float
+    results: list[Any] = field(default_factory=list)
+
+
+def parse_sweeps(specs: Sequence[str]) -> dict[str, list[str]]:
+    """`th=0.1,0.5` -> {"th": ["0.1", "0.5"]}; keys are the paper's symbols (SWEEP_KEYS)."""
+    sweeps: dict[str, list[str]] = {}
+    for spec in specs or []:
+        key, sep, values = spec.partition("=")
+        key = key.strip()
+        if not sep or key not in SWEEP_KEYS or not values.strip():
+            raise TigragError(f"--sweep {spec!r}: expected NAME=V1,V2,... with NAME one of {', '.join(SWEEP_KEYS)}")
+        sweeps[key] = [v.strip() for v in values.split(",") if v.strip()]
+    return sweeps
+
+
+def passage_keys(index: Index, chunk_ids: Sequence[int], match: str) -> list[str]:
+    keys = index.passage_titles if match == "title" else index.passage_ids
+    return [keys[int(index.chunk_passage[c])] for c in chunk_ids if c >= 0]
+
+
+def score_run(index: Index, dataset: Dataset, run: SystemRun) -> dict[str, Any]:
+    """Recall@k (chunk-level and de-duplicated), MRR@10, nDCG@10, per-type recall."""
+    ranked = [passage_keys(index, ids, dataset.match) for ids in run.chunk_ids]
+    unique = [dedup_titles(r) for r in ranked]
+    gold = [q.gold for q in dataset.queries]
+    metrics: dict[str, Any] = {}
+    for k in RECALL_KS:
+        metrics[f"recall@{k}"] = recall_at_k(ranked, gold, k)
+        metrics[f"recall_dedup@{k}"] = recall_at_k(unique, gold, k)
+    metrics["mrr@10"] = mrr_at_k(unique, gold, 10)
+    metrics["ndcg@10"] = ndcg_at_k(unique, [q.grades() for q in dataset.queries], 10)
+    types = sorted({q.qtype for q in dataset.queries if q.qtype})
+    if types:
+        metrics["by_type"] = {
+            t: {f"recall@{k}": recall_at_k([r for r, q in zip(ranked, dataset.queries) if q.qtype == t],
+                                          [q.gold for q in dataset.queries if q.qtype == t], k) for k in (2, 5)}
+            | {"queries": sum(q.qtype == t for q in dataset.queries)}
+            for t in types
+        }
+    return metrics
+
+
+def context_tokens(index: Index, run: SystemRun, beta: int) -> float:
+    """Mean size of the top-β context in Treebank word tokens (the paper's Table 5 footprint)."""
+    sizes = [sum(len(treebank_words(index.chunk_texts[c])) for c in ids[:beta]) for ids in run.chunk_ids]
+    return float(np.mean(sizes)) if sizes else 0.0
+
+
+def hop_gains(index: Index, dataset: Dataset, one_hop: SystemRun, two_hop: SystemRun, k: int = 5) -> dict[str, float]:
+    """Gold passages that the second hop brought into the top k, per query."""
+    added = []
+    for q, a, b in zip(dataset.queries, one_hop.chunk_ids, two_hop.chunk_ids):
+        gold = set(q.gold)
+        before = gold & set(passage_keys(index, a[:k], dataset.match))
+        after = gold & set(passage_keys(index, b[:k], dataset.match))
+        added.append(len(after - before) - len(before - after))
+    return {f"mean_gold_added_top{k}": float(np.mean(added)),
+            f"queries_gaining_top{k}": float(np.mean([a > 0 for a in added])),
+            f"queries_losing_top{k}": float(np.mean([a < 0 for a in added]))}
+
+
+class Experiment:
+    """Runs systems over one index and dataset, sharing the encoder (cached) and the backend."""
+
+    def __init__(self, index: Index, dataset: Dataset, backend: str = "auto", base: RetrievalConfig = RetrievalConfig(),
+                 show_progress: bool = False):
+        if dataset.match == "doc_id" and not any(index.passage_ids):
+            raise TigragError("this dataset matches gold by passage id, but the index has no passage ids")
+        self.index, self.dataset, self.backend, self.base = index, dataset, backend, base
+        self.encoder = CachingEncoder(load_encoder(index.config.encoder))
+        self.show_progress = show_progress
+        self.texts = [q.text for q in dataset.queries]
+
+    def retriever(self, config: RetrievalConfig, index: Index | None = None) -> Retriever:
+        return Retriever(index or self.index, config, encoder=self.encoder, backend=self.backend)
+
+    def run_system(self, name: str) -> SystemRun:
+        start = time.perf_counter()
+        if name in BASELINES:
+            r = self.retriever(self.base)
+            search: Callable = naive_rag if name == "NaiveRAG" else bm25_search
+            ids = search(r, self.texts, DEPTH)
+            return SystemRun(name, {}, [list(map(int, row)) for row in ids], time.perf_counter() - start)
+        if name not in TIGRAG_SYSTEMS:
+            raise TigragError(f"unknown system {name!r}; choose from {', '.join(ALL_SYSTEMS)}")
+        config = dataclasses.replace(self.base, **TIGRAG_SYSTEMS[name])
+        return self.run_config(name, config)
+
+    def run_config(self, name: str, config: RetrievalConfig, index: Index | None = None) -> SystemRun:
+        start = time.perf_counter()
+        results = self.retriever(config, index).retrieve(self.texts, k=DEPTH, show_progress=self.show_progress)
+        return SystemRun(name, config_to_dict(config), [r.chunk_ids for r in results], time.perf_counter() - start,
+                         results)
+
+    def sweep(self, key: str, values: Sequence[str]) -> list[dict[str, Any]]:
+        rows = []
+        for value in values:
+            if key == "w":
+                index = with_window(self.index, int(value))
+                run = self.run_config(f"w={value}", self.base, index)
+            else:
+                config = replace_path(self.base, SWEEP_KEYS[key], value)
+                run = self.run_config(f"{key}={value}", config)
+            rows.append({"parameter": key, "value": value, "seconds": run.seconds,
+                         **{m: v for m, v in score_run(self.index, self.dataset, run).items() if m != "by_type"}})
+        return rows
+
+
+def with_window(index: Index, window: int) -> Index:
+    """A copy of `index` whose co-occurrence graph is rebuilt with window `window`."""
+    from ..backend import get_backend
+    from ..index.graph import cooccurrence_graph
+
+    graph = cooccurrence_graph(get_backend("numpy"), index.token_indptr, index.token_ids, index.n_vocab, window)
+    config = dataclasses.replace(index.config, graph=dataclasses.replace(index.config.graph, window=window))
+    return dataclasses.replace(index, graph=graph, config=config)
+
+
+def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] = ALL_SYSTEMS,
+                   sweeps: dict[str, list[str]] | None = None, backend: str = "auto",
+                   base: RetrievalConfig = RetrievalConfig(), qa: Any = None, show_progress: bool = False,
+                   log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """All systems, sweeps and (optionally) QA in one run; returns the `results.json` payload."""
+    experiment = Experiment(index, dataset, backend, base, show_progress)
+    runs: dict[str, SystemRun] = {}
+    out: dict[str, Any] = {"systems": {}, "sweeps": {}, "hop_gains": None, "qa": None}
+    for name in systems:
+        log(f"system {name}")
+        run = experiment.run_system(name)
+        runs[name] = run
+        out["systems"][name] = {
+            "config": run.config, "seconds": run.seconds,
+            "queries_per_second": len(dataset.queries) / run.seconds if run.seconds else None,
+            "context_tokens": context_tokens(index, run, base.beta),
+            "metrics": score_run(index, dataset, run),
+        }
+    if "TIGRAG" in runs and "TIGRAG 1-hop" in runs:
+        out["hop_gains"] = hop_gains(index, dataset, runs["TIGRAG 1-hop"], runs["TIGRAG"])
+    for key, values in (sweeps or {}).items():
+        log(f"sweep {key} = {', '.join(values)}")
+        out["sweeps"][key] = experiment.sweep(key, values)
+    if qa is not None:
+        from .qa import run_qa
+
+        log("question answering")
+        out["qa"] = run_qa(qa, index, dataset, {n: runs[n] for n in ("NaiveRAG", "TIGRAG") if n in runs}, base.beta)
+    out["encoder_seconds"] = experiment.encoder.seconds
+    return out

@@ -1,0 +1,121 @@
+"""Download public evaluation sets: the HippoRAG `reproduce/dataset` files and BEIR zips.
+
+Downloads resume from a `.part` file with an HTTP Range request, and every file is checked
+against a sha256: the registry's where pinned, else the one recorded in `SHA256SUMS` on the
+first download (trust on first use), or one given with `--sha256 FILE=HEX`. A file is moved
+into place only once its checksum matches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import urllib.error
+import urllib.request
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..errors import TigragError
+
+HIPPORAG = "https://raw.githubusercontent.com/OSU-NLP-Group/HippoRAG/main/reproduce/dataset"
+BEIR = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
+
+
+@dataclass(frozen=True)
+class Source:
+    url: str
+    filename: str
+    sha256: str | None = None  # pinned checksum, where known
+    unzip: bool = False
+
+
+def _hipporag(name: str) -> list[Source]:
+    return [Source(f"{HIPPORAG}/{name}.json", f"{name}.json"), Source(f"{HIPPORAG}/{name}_corpus.json", f"{name}_corpus.json")]
+
+
+REGISTRY: dict[str, list[Source]] = {
+    "2wikimultihopqa": _hipporag("2wikimultihopqa"),
+    "musique": _hipporag("musique"),
+    "hotpotqa": _hipporag("hotpotqa"),
+    **{name: [Source(f"{BEIR}/{name}.zip", f"{name}.zip", unzip=True)]
+       for name in ("scifact", "nfcorpus", "fiqa", "arguana", "scidocs", "trec-covid")},
+}
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _read_sums(path: Path) -> dict[str, str]:
+    if not path.is_file():
+        return {}
+    sums = {}
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            sums[parts[1]] = parts[0]
+    return sums
+
+
+def download(source: Source, folder: Path, expected: str | None, chunk: int = 1 << 16,
+             progress: Callable[[int], None] = lambda n: None) -> str:
+    """Fetch one file into `folder`, resuming a partial download; returns its sha256."""
+    target, part = folder / source.filename, folder / f"{source.filename}.part"
+    if target.is_file():
+        digest = sha256_of(target)
+        if expected and digest != expected:
+            raise TigragError(f"{target}: sha256 {digest} does not match the expected {expected}; delete it and retry")
+        return digest
+    offset = part.stat().st_size if part.is_file() else 0
+    request = urllib.request.Request(source.url, headers={"Range": f"bytes={offset}-"} if offset else {})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            mode = "ab" if offset and response.status == 206 else "wb"
+            with open(part, mode) as handle:
+                while block := response.read(chunk):
+                    handle.write(block)
+                    progress(len(block))
+    except urllib.error.HTTPError as exc:
+        if exc.code != 416:  # 416: the part is already complete
+            raise TigragError(f"{source.url}: HTTP {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise TigragError(
+            f"{source.url}: cannot download ({reason}). Offline? Put local copies in a folder and pass --data-dir; "
+            f"a rerun resumes from {part.name}"
+        ) from None
+    digest = sha256_of(part)
+    if expected and digest != expected:
+        part.unlink()
+        raise TigragError(f"{source.url}: sha256 {digest} does not match the expected {expected}; the download was discarded")
+    os.replace(part, target)
+    return digest
+
+
+def fetch(name: str, to: str | Path, pins: dict[str, str] | None = None,
+          registry: dict[str, list[Source]] | None = None, log: Callable[[str], None] = print) -> Path:
+    """Download (or resume, or verify) dataset `name` into `to/name`; returns that folder."""
+    registry = REGISTRY if registry is None else registry
+    if name not in registry:
+        raise TigragError(f"unknown dataset {name!r}; known: {', '.join(sorted(registry))}")
+    folder = Path(to) / name
+    folder.mkdir(parents=True, exist_ok=True)
+    sums_path = folder / "SHA256SUMS"
+    recorded = _read_sums(sums_path)
+    for source in registry[name]:
+        expected = (pins or {}).get(source.filename) or source.sha256 or recorded.get(source.filename)
+        digest = download(source, folder, expected)
+        state = "verified" if expected else "recorded (first download)"
+        log(f"{source.filename}: sha256 {digest} {state}")
+        recorded[source.filename] = digest
+        if source.unzip:
+            with zipfile.ZipFile(folder / source.filename) as archive:
+                archive.extractall(folder)
+    sums_path.write_text("".join(f"{h}  {f}\n" for f, h in sorted(recorded.items())))
+    return folder

@@ -1,0 +1,195 @@
+"""Run reports: results.json, report.md with tables laid out like the paper's Tables 2-10,
+PNG plots, and side-by-side comparison of several runs (`tigrag report`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import TigragError
+
+ABLATIONS = ("TIGRAG without BM25", "TIGRAG degree centrality", "TIGRAG without reranking", "TIGRAG")
+SWEEP_TITLES = {"beta": "Table 6 (β)", "iota": "Table 7 (ι)", "h": "Table 8 (h)", "th": "Table 9 (th_ρ)",
+                "gamma": "γ (not in the paper)", "damping": "PPR damping (not in the paper)", "w": "window w"}
+
+
+def pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.2f}"
+
+
+def claims(systems: dict[str, Any]) -> list[str]:
+    """The paper's claims (Table 2 and Table 10) checked against this run, each says holds or not."""
+    lines = []
+    m = {name: s["metrics"] for name, s in systems.items()}
+    if "TIGRAG" in m and "NaiveRAG" in m:
+        d2 = m["TIGRAG"]["recall@2"] - m["NaiveRAG"]["recall@2"]
+        d5 = m["TIGRAG"]["recall@5"] - m["NaiveRAG"]["recall@5"]
+        verdict = "holds" if d2 > 0 and d5 > 0 else "does not hold"
+        lines.append(f"- TIGRAG > NaiveRAG: {verdict} (R@2 {100 * d2:+.2f} pp, R@5 {100 * d5:+.2f} pp).")
+    ablated = [a for a in ABLATIONS[:3] if a in m]
+    if "TIGRAG" in m and ablated:
+        # drop = mean of the R@2 and R@5 drops, in points
+        drop = {a: 50 * sum(m["TIGRAG"][k] - m[a][k] for k in ("recall@2", "recall@5")) for a in ablated}
+        if "TIGRAG degree centrality" in drop:
+            worst = max(drop, key=drop.get)
+            verdict = "holds" if worst == "TIGRAG degree centrality" else f"does not hold (largest drop: {worst})"
+            lines.append(f"- Removing PPR (degree centrality) hurts most: {verdict} "
+                         f"(mean R@2/R@5 drop {drop['TIGRAG degree centrality']:.2f} pp).")
+        if "TIGRAG without reranking" in drop:
+            d = drop["TIGRAG without reranking"]
+            lines.append(f"- Removing the rerank hurts: {'holds' if d > 0 else 'does not hold'} "
+                         f"(mean R@2/R@5 drop {d:.2f} pp).")
+        if "TIGRAG without BM25" in drop:
+            d = drop["TIGRAG without BM25"]
+            lines.append(f"- Removing BM25 barely matters (|drop| ≤ 1 pp): {'holds' if abs(d) <= 1 else 'does not hold'} "
+                         f"(mean R@2/R@5 drop {d:.2f} pp).")
+    return lines
+
+
+def markdown(payload: dict[str, Any]) -> str:
+    run, systems = payload["run"], payload["results"]["systems"]
+    out = [f"# Evaluation: {run['dataset']} ({run['queries']} queries, {run['chunks']:,} chunks)", "",
+           f"Code {run['code_version']}, encoder {run['encoder']}, backend {run['backend']}, started {run['started']}. "
+           f"Command: `{run['command']}`", ""]
+    out += ["## Retrieval (Table 2 layout)", "",
+            "| system | R@2 | R@5 | R@10 | R@2 dedup | R@5 dedup | MRR@10 | nDCG@10 |", "|---|---|---|---|---|---|---|---|"]
+    for name, s in systems.items():
+        m = s["metrics"]
+        out.append(f"| {name} | {pct(m['recall@2'])} | {pct(m['recall@5'])} | {pct(m['recall@10'])} | "
+                   f"{pct(m['recall_dedup@2'])} | {pct(m['recall_dedup@5'])} | {pct(m['mrr@10'])} | {pct(m['ndcg@10'])} |")
+    qa = payload["results"].get("qa")
+    if qa:
+        out += ["", f"## Question answering (Table 3 layout; {qa['model']})", "", "| system | EM | F1 | mean latency (s) |",
+                "|---|---|---|---|"]
+        for name, s in qa["systems"].items():
+            out.append(f"| {name} | {pct(s['em'])} | {pct(s['f1'])} | {s['mean_latency_seconds']:.2f} |")
+    else:
+        out += ["", "## Question answering", "", "Skipped: no LLM endpoint was given (`--qa-endpoint`)."]
+    out += ["", "## Resources (Tables 4-5 layout)", "", "| system | retrieval seconds | queries/s | context tokens (top-β) |",
+            "|---|---|---|---|"]
+    for name, s in systems.items():
+        qps = s["queries_per_second"]
+        out.append(f"| {name} | {s['seconds']:.2f} | {qps:.1f} | {s['context_tokens']:.1f} |")
+    out += ["", f"Encoder time (computed once, cached across systems): {payload['results']['encoder_seconds']:.2f} s.",
+            "Context tokens are Treebank word tokens of the top-β chunks."]
+    gains = payload["results"].get("hop_gains")
+    if gains:
+        out += ["", "## What the second hop adds", "",
+                f"Gold passages gained in the top 5 per query: {gains['mean_gold_added_top5']:+.3f}; queries gaining: "
+                f"{pct(gains['queries_gaining_top5'])}%, losing: {pct(gains['queries_losing_top5'])}%."]
+    types = systems.get("TIGRAG", {}).get("metrics", {}).get("by_type")
+    if types:
+        out += ["", "## By question type (R@2 / R@5)", "", "| type | queries | " + " | ".join(systems) + " |",
+                "|---|---|" + "---|" * len(systems)]
+        for t, row in types.items():
+            cells = [f"{pct(s['metrics']['by_type'][t]['recall@2'])} / {pct(s['metrics']['by_type'][t]['recall@5'])}"
+                     for s in systems.values()]
+            out.append(f"| {t} | {row['queries']} | " + " | ".join(cells) + " |")
+    if any(a in systems for a in ABLATIONS[:3]):
+        out += ["", "## Ablations (Table 10 layout)", "", "| approach | R@2 | R@5 |", "|---|---|---|"]
+        for a in ABLATIONS:
+            if a in systems:
+                out.append(f"| {a} | {pct(systems[a]['metrics']['recall@2'])} | {pct(systems[a]['metrics']['recall@5'])} |")
+    for key, rows in payload["results"]["sweeps"].items():
+        out += ["", f"## Sensitivity: {SWEEP_TITLES.get(key, key)}", "", f"| {key} | R@2 | R@5 | nDCG@10 |", "|---|---|---|---|"]
+        out += [f"| {r['value']} | {pct(r['recall@2'])} | {pct(r['recall@5'])} | {pct(r['ndcg@10'])} |" for r in rows]
+    found = claims(systems)
+    if found:
+        out += ["", "## The paper's claims on this run", "", *found]
+    if payload.get("plots"):
+        out += ["", "## Plots", ""] + [f"![{p}]({p})" for p in payload["plots"]]
+    return "\n".join(out) + "\n"
+
+
+def plot(payload: dict[str, Any], folder: Path) -> list[str]:
+    """PNG plots next to the report; returns their file names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results, names = payload["results"], []
+    systems = results["systems"]
+    fig, ax = plt.subplots(figsize=(5, 3.5), dpi=100)
+    for name, s in systems.items():
+        ks = [k for k in (2, 5, 10) if f"recall@{k}" in s["metrics"]]
+        ax.plot(ks, [100 * s["metrics"][f"recall@{k}"] for k in ks], marker="o", label=name)
+    ax.set(xlabel="k", ylabel="recall@k (%)", title="Recall@k per system")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(folder / "recall_at_k.png")
+    plt.close(fig)
+    names.append("recall_at_k.png")
+    for key, rows in results["sweeps"].items():
+        fig, ax = plt.subplots(figsize=(4, 3), dpi=100)
+        values = [r["value"] for r in rows]
+        for metric in ("recall@2", "recall@5"):
+            ax.plot(values, [100 * r[metric] for r in rows], marker="o", label=metric)
+        ax.set(xlabel=key, ylabel="%", title=f"Sweep of {key}")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(folder / f"sweep_{key}.png")
+        plt.close(fig)
+        names.append(f"sweep_{key}.png")
+    types = systems.get("TIGRAG", {}).get("metrics", {}).get("by_type")
+    if types:
+        fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+        width = 0.8 / max(len(systems), 1)
+        for i, (name, s) in enumerate(systems.items()):
+            ax.bar([j + i * width for j in range(len(types))],
+                   [100 * s["metrics"]["by_type"][t]["recall@5"] for t in types], width, label=name)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(types))], list(types), fontsize=7)
+        ax.set(ylabel="recall@5 (%)", title="Recall@5 by question type")
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        fig.savefig(folder / "by_type.png")
+        plt.close(fig)
+        names.append("by_type.png")
+    qa = results.get("qa")
+    if qa:
+        fig, ax = plt.subplots(figsize=(5, 3.5), dpi=100)
+        for name, s in qa["systems"].items():
+            ax.hist(s["latencies"], bins=20, alpha=0.5, label=name)
+        ax.set(xlabel="seconds per question (LLM call)", ylabel="questions", title="QA latency")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(folder / "latency.png")
+        plt.close(fig)
+        names.append("latency.png")
+    return names
+
+
+def write_run(folder: str | Path, payload: dict[str, Any]) -> Path:
+    """Write results.json, the PNG plots and report.md into `folder`."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    payload["plots"] = plot(payload, folder)
+    (folder / "results.json").write_text(json.dumps(payload, indent=2, default=float) + "\n")
+    (folder / "report.md").write_text(markdown(payload))
+    return folder
+
+
+def load_run(folder: str | Path) -> dict[str, Any]:
+    path = Path(folder) / "results.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise TigragError(f"{path}: no such file (is {folder} a run directory written by `tigrag eval --out`?)") from None
+    except json.JSONDecodeError as exc:
+        raise TigragError(f"{path}: damaged results ({exc})") from None
+
+
+def compare(folders: Sequence[str | Path]) -> str:
+    """Markdown table of R@2 / R@5 / nDCG@10 per system (rows) and run (columns)."""
+    runs = [(Path(f).name, load_run(f)) for f in folders]
+    systems = list(dict.fromkeys(s for _, r in runs for s in r["results"]["systems"]))
+    head = "| system | " + " | ".join(f"{name} ({r['run']['dataset']}) R@2 / R@5 / nDCG@10" for name, r in runs) + " |"
+    lines = [head, "|---|" + "---|" * len(runs)]
+    for s in systems:
+        cells = []
+        for _, r in runs:
+            m = r["results"]["systems"].get(s, {}).get("metrics")
+            cells.append(f"{pct(m['recall@2'])} / {pct(m['recall@5'])} / {pct(m['ndcg@10'])}" if m else "–")
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

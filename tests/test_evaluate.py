@@ -1,0 +1,122 @@
+"""Evaluation suite: dataset formats, a full run with ablations, sweeps and QA, reports."""
+
+import json
+import threading
+
+import pytest
+
+from conftest import EXAMPLES
+from gpu_tigrag.cli import main
+from gpu_tigrag.config import EncoderConfig, IndexConfig
+from gpu_tigrag.corpus import load_corpus
+from gpu_tigrag.errors import CorpusError
+from gpu_tigrag.evaluate.datasets import load_dataset
+from gpu_tigrag.evaluate.experiment import ALL_SYSTEMS, parse_sweeps, run_experiment
+from gpu_tigrag.evaluate.qa import QAConfig
+from gpu_tigrag.evaluate.report import compare, write_run
+from gpu_tigrag.errors import TigragError
+from gpu_tigrag.index.build import build_index
+from gpu_tigrag.index.embed import load_encoder
+from gpu_tigrag.index.store import save_index
+
+ENTITIES = {"Mirela Vantz": "PERSON", "Korvath": "GPE", "Oskar Helm": "PERSON", "Tamsin Orrey": "PERSON",
+            "Ansel Brightwater": "PERSON", "Gideon Marsh": "PERSON", "Clara Weskin": "PERSON", "Port Elsin": "GPE",
+            "Northern Ledger": "ORG", "Mount Varn": "LOC", "Piet Anholt": "PERSON", "Marta Quell": "PERSON",
+            "Lena Sorvik": "PERSON", "Elsin Medal": "WORK_OF_ART", "Royal Conservatory of Halden": "ORG"}
+
+
+def string_entities(texts):
+    return [[(name, label) for name, label in ENTITIES.items() if name in text] for text in texts]
+
+
+@pytest.fixture(scope="module")
+def example_index(tmp_path_factory):
+    config = IndexConfig(encoder=EncoderConfig(model="hashing:128"))
+    index = build_index(load_corpus(EXAMPLES / "corpus.json"), config, encoder=load_encoder(config.encoder),
+                        entity_extractor=string_entities)
+    path = tmp_path_factory.mktemp("eval") / "index"
+    save_index(index, path)
+    return index, path
+
+
+def test_hipporag_and_beir_layouts(tmp_path):
+    hip = tmp_path / "toy"
+    hip.mkdir()
+    (hip / "toy_corpus.json").write_text(json.dumps([{"title": "A", "text": "a"}]))
+    (hip / "toy.json").write_text(json.dumps([
+        {"id": "1", "question": "q?", "answer": "x", "paragraphs": [
+            {"title": "A", "paragraph_text": "a", "is_supporting": True},
+            {"title": "B", "paragraph_text": "b", "is_supporting": False}]},
+        {"_id": "2", "question": "r?", "type": "comparison", "supporting_facts": [["A", 0], ["C", 2]]}]))
+    ds = load_dataset(hip)
+    assert ds.match == "title" and [q.gold for q in ds.queries] == [("A",), ("A", "C")]
+    assert ds.queries[1].qtype == "comparison" and set(ds.checksums) == {"toy_corpus.json", "toy.json"}
+
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text('{"_id": "d1", "title": "T", "text": "x"}\n')
+    (beir / "queries.jsonl").write_text('{"_id": "q1", "text": "what?"}\n{"_id": "q2", "text": "unjudged"}\n')
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td9\t0\n")
+    ds = load_dataset(beir)
+    assert ds.match == "doc_id" and len(ds.queries) == 1
+    assert ds.queries[0].grades() == {"d1": 2}
+    with pytest.raises(CorpusError, match="no qrels for split 'dev'"):
+        load_dataset(beir, split="dev")
+    with pytest.raises(CorpusError, match="expected one \\*_corpus.json"):
+        load_dataset(tmp_path)
+
+
+def test_sweep_flags_are_validated():
+    assert parse_sweeps(["th=0.1,0.5", "gamma=20"]) == {"th": ["0.1", "0.5"], "gamma": ["20"]}
+    with pytest.raises(TigragError, match="expected NAME=V1"):
+        parse_sweeps(["theta=1"])
+
+
+def test_full_run_writes_tables_plots_and_compares(example_index, tmp_path):
+    from test_qa import ChatHandler
+
+    import http.server
+
+    ChatHandler.calls, ChatHandler.fail_first = 0, 0
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ChatHandler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    index, _ = example_index
+    dataset = load_dataset(EXAMPLES / "questions.json")
+    qa = QAConfig(endpoint=f"http://127.0.0.1:{httpd.server_address[1]}/v1", model="toy", cache_dir=tmp_path / "qa")
+    try:
+        results = run_experiment(index, dataset, ALL_SYSTEMS, {"th": ["0.5", "0.8"]}, backend="numpy", qa=qa)
+    finally:
+        httpd.shutdown()
+    systems = results["systems"]
+    assert set(systems) == set(ALL_SYSTEMS)
+    full, one_hop = systems["TIGRAG"]["metrics"], systems["TIGRAG 1-hop"]["metrics"]
+    assert full["recall@5"] >= one_hop["recall@5"] and results["hop_gains"]["mean_gold_added_top5"] >= 0
+    # degree expansion ignores the query: its graph stage ranks every query's pool the same way
+    assert systems["TIGRAG degree centrality"]["metrics"]["recall@5"] < full["recall@5"]
+    assert [row["value"] for row in results["sweeps"]["th"]] == ["0.5", "0.8"]
+    assert results["sweeps"]["th"][1]["recall@5"] == pytest.approx(full["recall@5"])  # th=0.8 is the default
+    assert set(results["qa"]["systems"]) == {"NoRAG", "NaiveRAG", "TIGRAG"}
+    assert all(0 <= s["f1"] <= 1 for s in results["qa"]["systems"].values())
+    payload = {"run": {"dataset": "example", "queries": 15, "chunks": index.n_chunks, "code_version": "test",
+                       "encoder": index.encoder_name, "backend": "numpy", "started": "now", "command": "test"},
+               "results": results}
+    folder = write_run(tmp_path / "run", payload)
+    report = (folder / "report.md").read_text()
+    for heading in ("Retrieval (Table 2 layout)", "Question answering (Table 3 layout", "Ablations (Table 10 layout)",
+                    "Table 9 (th_ρ)", "The paper's claims on this run"):
+        assert heading in report
+    assert {p.name for p in folder.glob("*.png")} == {"recall_at_k.png", "sweep_th.png", "latency.png"}
+    assert json.loads((folder / "results.json").read_text())["results"]["systems"]["TIGRAG"]["metrics"]
+    table = compare([folder, folder])
+    assert table.count("| TIGRAG |") == 1 and "R@2 / R@5 / nDCG@10" in table
+
+
+def test_cli_eval_run_and_report(example_index, tmp_path, capsys):
+    _, path = example_index
+    out = tmp_path / "run"
+    assert main(["eval", str(path), str(EXAMPLES / "questions.json"), "--systems", "NaiveRAG", "TIGRAG",
+                 "--out", str(out), "-q"]) == 0
+    assert (out / "report.md").is_file() and (out / "recall_at_k.png").is_file()
+    assert main(["report", str(out)]) == 0
+    assert "| NaiveRAG |" in capsys.readouterr().out
+    assert main(["report", str(tmp_path / "missing")]) == 2
