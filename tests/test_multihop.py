@@ -131,8 +131,10 @@ def test_ablations_change_only_their_stage(index, backend):
     first_hop = ranked.hops[0]
     assert first_hop.top_chunks == [int(np.argmax(rho))]  # the pool is ordered by ρ, not by cosine
 
+    bm25_before = index.bm25.data.copy()
     presence = Retriever(index, RetrievalConfig(scoring="graph"), backend=backend)
     assert set(backend.to_host(presence.bm25.data).tolist()) == {1.0}
+    np.testing.assert_array_equal(index.bm25.data, bm25_before)  # the index itself is untouched
 
     degree = Retriever(index, RetrievalConfig(expansion="degree"), backend=backend)
     a, b = (backend.to_host(degree.graph_stage(degree.query_seeds([q])).rho) for q in QUERIES[:2])

@@ -71,7 +71,8 @@ class Retriever:
         be = self.be
         self.transition = TransitionMatrix.from_adjacency(be, index.graph)
         self.bm25 = be.csr(index.bm25)
-        if config.scoring == "graph":  # ablation: token presence, no BM25 weighting
+        if config.scoring == "graph":  # ablation: token presence, no BM25 weighting (on a copy: the
+            self.bm25 = self.bm25.copy()  # host CSR may be the index's own matrix)
             self.bm25.data = be.xp.ones_like(self.bm25.data)
         self.degree = None
         if config.expansion == "degree":  # ablation: weighted degree centrality, the same for every query
