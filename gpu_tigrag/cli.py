@@ -209,6 +209,18 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    from .scheduler import run_queries
+
+    retriever = _retriever(args)
+    stats = run_queries(retriever, args.queries, args.output, k=args.k, resume=args.resume,
+                        show_progress=not args.quiet)
+    print(f"{stats['written']} queries written to {args.output} in {stats['seconds']:.1f} s "
+          f"({stats['queries_per_second']:.1f} q/s)" + (f"; {stats['skipped_done']} were already done"
+                                                        if stats["skipped_done"] else ""), file=sys.stderr)
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from .evaluate.report import compare
 
@@ -275,6 +287,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     _add_retrieval_options(p)
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("run", help="stream a query file through the engine into JSONL",
+                       description="Retrieve for every query of a JSONL or Parquet file (read lazily) in micro-batches, "
+                                   "writing one JSONL line per query in input order; --resume continues an "
+                                   "interrupted run without losing or repeating a query.")
+    p.add_argument("index", type=Path, help="index directory")
+    p.add_argument("queries", help="JSONL ({id, question} or strings) or Parquet query file")
+    p.add_argument("-o", "--output", required=True, help="JSONL results file")
+    p.add_argument("-k", type=int, default=5, help="chunks per query (default 5 = β)")
+    p.add_argument("--resume", action="store_true", help="continue an existing output file")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    _add_retrieval_options(p)
+    p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("datasets", help="list or download public evaluation sets",
                        description="Download HippoRAG-protocol sets and BEIR zips with sha256 verification; "

@@ -99,6 +99,7 @@ def test_out_of_memory_splits_the_batch_and_loses_no_query(index, backend, monke
 
     def fail_when_large(batch, k):
         sizes.append(len(batch))
+        assert batch.seeds is not None and len(batch.vectors) == len(batch)
         if len(batch) > 2:
             raise MemoryError("simulated allocation failure")
         return original(batch, k)

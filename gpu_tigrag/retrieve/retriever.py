@@ -50,6 +50,21 @@ class GraphHop:
     dense: np.ndarray  # bool, per query: no seed or empty pool -> all chunks pooled
 
 
+@dataclass
+class PreparedBatch:
+    """The CPU-side work of a batch, done ahead: seed token ids and query embeddings (host)."""
+
+    queries: list[str]
+    seeds: list[np.ndarray]
+    vectors: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def part(self, start: int, stop: int) -> "PreparedBatch":
+        return PreparedBatch(self.queries[start:stop], self.seeds[start:stop], self.vectors[start:stop])
+
+
 class Retriever:
     """Batched TIGRAG retrieval over a loaded `Index`."""
 
@@ -110,10 +125,22 @@ class Retriever:
         return GraphHop(pool, rho, n_seeds, dense)
 
     def encode(self, texts: Sequence[str]) -> Any:
+        return self.be.asarray(self.encode_host(texts))
+
+    def encode_host(self, texts: Sequence[str]) -> np.ndarray:
         t = time.perf_counter()
-        vectors = self.be.asarray(self.encoder.encode(texts))
+        vectors = self.encoder.encode(texts)
         self.timer.add("encode", t)
         return vectors
+
+    def prepare(self, queries: Sequence[str]) -> PreparedBatch:
+        """Tokenise and embed a batch (CPU work; may run in another thread ahead of `run_prepared`)."""
+        queries = list(queries)
+        return PreparedBatch(queries, self.query_seeds(queries), self.encode_host(queries))
+
+    def run_prepared(self, prepared: PreparedBatch, k: int | None = None) -> list[QueryResult]:
+        """The device part of a batch prepared by `prepare`, split on out-of-memory errors."""
+        return self._retrieve_splitting(prepared, k or self.config.beta)
 
     # -- batch ----------------------------------------------------------------------------
     def retrieve(self, queries: Sequence[str], k: int | None = None, show_progress: bool = False) -> list[QueryResult]:
@@ -126,7 +153,7 @@ class Retriever:
         bar = counter(len(queries), "retrieve", show_progress, unit="query")
         try:
             for start in range(0, len(queries), size):
-                batch = list(queries[start : start + size])
+                batch = self.prepare(queries[start : start + size])
                 results.extend(self._retrieve_splitting(batch, k))
                 bar.update(len(batch))
         finally:
@@ -150,24 +177,25 @@ class Retriever:
         fits = max(1, budget // max(per_query, 1))
         return int(min(self.config.batch_size, fits))
 
-    def _retrieve_splitting(self, queries: list[str], k: int) -> list[QueryResult]:
+    def _retrieve_splitting(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
         """One block; on an out-of-memory error it is halved and retried, so no query is lost."""
         try:
-            return self._retrieve_batch(queries, k)
+            return self._retrieve_batch(batch, k)
         except self.be.out_of_memory_errors:
-            if len(queries) == 1:
+            if len(batch) == 1:
                 raise TigragError(
                     "out of memory on a single query; lower memory_budget_mb or use a machine with more memory"
                 ) from None
             self.be.release_cached_memory()
-            half = len(queries) // 2
-            return self._retrieve_splitting(queries[:half], k) + self._retrieve_splitting(queries[half:], k)
+            half = len(batch) // 2
+            return (self._retrieve_splitting(batch.part(0, half), k)
+                    + self._retrieve_splitting(batch.part(half, len(batch)), k))
 
-    def _retrieve_batch(self, queries: list[str], k: int) -> list[QueryResult]:
+    def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
         be, xp, cfg, index = self.be, self.be.xp, self.config, self.index
+        queries, seeds = batch.queries, batch.seeds
         n = len(queries)
-        seeds = self.query_seeds(queries)
-        query_vectors = self.encode(queries)
+        query_vectors = be.asarray(batch.vectors)
         hop = self.graph_stage(seeds)
         t = time.perf_counter()
         sigma = self._rank_pool(hop, lambda: masked_cosine(be, self.embeddings, query_vectors, hop.pool))

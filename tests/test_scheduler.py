@@ -1,0 +1,91 @@
+"""Streaming batch runs: input order, ids, resume after a torn write and after a kill."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import EXAMPLES
+from gpu_tigrag.config import EncoderConfig, IndexConfig, RetrievalConfig
+from gpu_tigrag.corpus import load_corpus
+from gpu_tigrag.errors import TigragError
+from gpu_tigrag.index.build import build_index
+from gpu_tigrag.index.embed import load_encoder
+from gpu_tigrag.index.store import save_index
+from gpu_tigrag.retrieve.retriever import Retriever
+from gpu_tigrag.scheduler import run_queries
+from test_evaluate import string_entities
+
+QUESTIONS = [q["question"] for q in json.loads((EXAMPLES / "questions.json").read_text())]
+
+
+@pytest.fixture(scope="module")
+def index_path(tmp_path_factory):
+    config = IndexConfig(encoder=EncoderConfig(model="hashing:128"))
+    index = build_index(load_corpus(EXAMPLES / "corpus.json"), config, encoder=load_encoder(config.encoder),
+                        entity_extractor=string_entities)
+    path = tmp_path_factory.mktemp("sched") / "index"
+    save_index(index, path)
+    return path, index
+
+
+def write_queries(path, n):
+    with open(path, "w") as handle:
+        for i in range(n):
+            handle.write(json.dumps({"id": f"q{i}", "question": QUESTIONS[i % len(QUESTIONS)] + f" ({i})"}) + "\n")
+    return path
+
+
+def lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_results_stream_in_input_order_with_ids(index_path, tmp_path):
+    _, index = index_path
+    queries = write_queries(tmp_path / "q.jsonl", 37)
+    retriever = Retriever(index, RetrievalConfig(batch_size=8), backend="numpy")
+    stats = run_queries(retriever, queries, tmp_path / "out.jsonl", k=3)
+    out = lines(tmp_path / "out.jsonl")
+    assert stats["written"] == 37 and [r["index"] for r in out] == list(range(37))
+    assert [r["id"] for r in out] == [f"q{i}" for i in range(37)]
+    direct = retriever.retrieve([r["query"] for r in out], k=3)
+    assert [r["chunk_ids"] for r in out] == [d.chunk_ids for d in direct]
+    with pytest.raises(TigragError, match="exists; pass --resume"):
+        run_queries(retriever, queries, tmp_path / "out.jsonl")
+
+
+def test_resume_after_a_torn_write(index_path, tmp_path):
+    _, index = index_path
+    queries = write_queries(tmp_path / "q.jsonl", 20)
+    retriever = Retriever(index, RetrievalConfig(batch_size=4), backend="numpy")
+    run_queries(retriever, queries, tmp_path / "full.jsonl", k=3)
+    full = (tmp_path / "full.jsonl").read_text().splitlines(keepends=True)
+    partial = tmp_path / "partial.jsonl"
+    partial.write_text("".join(full[:9]) + full[9][:25])  # killed in the middle of line 10
+    stats = run_queries(retriever, queries, partial, k=3, resume=True)
+    assert stats["skipped_done"] == 9 and stats["written"] == 11
+    assert partial.read_text() == "".join(full)
+
+
+def test_kill_and_restart_loses_and_repeats_nothing(index_path, tmp_path):
+    path, _ = index_path
+    queries = write_queries(tmp_path / "q.jsonl", 600)
+    command = [sys.executable, "-m", "gpu_tigrag.cli", "run", str(path), str(queries), "-k", "3", "-q",
+               "--backend", "numpy", "--set", "batch_size=2", "--set", "hops=1"]
+    reference = tmp_path / "reference.jsonl"
+    subprocess.run(command + ["-o", str(reference)], check=True, timeout=600)
+    out = tmp_path / "out.jsonl"
+    proc = subprocess.Popen(command + ["-o", str(out)])
+    deadline = time.time() + 300
+    while time.time() < deadline and (not out.exists() or out.read_text().count("\n") < 40):
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = out.read_text().count("\n")
+    assert 0 < done < 600, "the kill should land mid-run"
+    subprocess.run(command + ["-o", str(out), "--resume"], check=True, timeout=600)
+    assert out.read_text() == reference.read_text()
