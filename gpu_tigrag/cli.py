@@ -58,6 +58,24 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_add(args: argparse.Namespace) -> int:
+    from .backend import get_backend
+    from .corpus import load_corpus
+    from .index.add import add_passages
+    from .index.stats import format_statistics
+    from .index.store import load_index, save_index
+
+    index = load_index(args.index)
+    passages = load_corpus(args.corpus)
+    start = time.perf_counter()
+    grown = add_passages(index, passages, backend=get_backend(args.backend), show_progress=not args.quiet)
+    save_index(grown, args.index)
+    print(format_statistics(grown.stats))
+    print(f"added {len(passages):,} passages ({grown.n_chunks - index.n_chunks:,} chunks) to {args.index} "
+          f"in {time.perf_counter() - start:.2f} s")
+    return 0
+
+
 def _retriever(args: argparse.Namespace):
     from .index.store import load_index
     from .retrieve.retriever import Retriever
@@ -254,6 +272,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override an index parameter, e.g. --set graph.window=5 --set bm25.k1=1.2")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("add", help="append passages to an existing index",
+                       description="Add the passages of CORPUS files to INDEX_DIR; the result equals a full rebuild "
+                                   "on the union (graph counts and BM25 statistics are merged, only new chunks "
+                                   "are embedded and tagged). The index is rewritten atomically.")
+    p.add_argument("index", type=Path, help="index directory to grow")
+    p.add_argument("corpus", nargs="+", type=Path, help="corpus file(s) with the new passages")
+    p.add_argument("--backend", default="numpy", choices=["auto", "numpy", "cupy"])
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("query", help="retrieve chunks for one or more questions",
                        description="Retrieve the top-k chunks of INDEX_DIR for each question.")

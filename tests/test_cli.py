@@ -69,3 +69,17 @@ def test_user_mistakes_get_one_line_errors_not_tracebacks(tmp_path):
 def test_help_on_every_command(command):
     proc = run_cli(*command, "--help")
     assert proc.returncode == 0 and "usage: tigrag" in proc.stdout
+
+
+def test_add_command_grows_the_index(example_index, tmp_path, capsys):
+    import shutil
+
+    grown = tmp_path / "grown"
+    shutil.copytree(example_index, grown)
+    extra = tmp_path / "extra.json"
+    extra.write_text(json.dumps([{"title": "Zebrine Quay", "text": "Zebrine Quay is a pier near Korvath."}]))
+    assert main(["add", str(grown), str(extra), "-q"]) == 0
+    assert "added 1 passages (1 chunks)" in capsys.readouterr().out
+    assert json.loads((grown / "manifest.json").read_text())["counts"]["chunks"] == 31
+    assert main(["query", str(grown), "Zebrine Quay pier", "--json"]) == 0
+    assert "Zebrine Quay" in json.loads(capsys.readouterr().out)[0]["titles"]

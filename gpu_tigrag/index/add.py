@@ -1,0 +1,97 @@
+"""Incremental add: append passages to an index so that it equals a full rebuild on the union.
+
+Co-occurrence counts and BM25 statistics are additive over chunks. The new chunks are
+tokenised, the vocabulary is merged (ids follow sorted token order, so old ids are remapped),
+the old graph is remapped and the new chunks' counts are added. BM25 is recomputed from the
+merged token table, because N and avgdl change. Only the new chunks are embedded and run
+through NER, and the entity table is rebuilt in chunk order, as a rebuild would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+import scipy.sparse
+
+from ..backend import Backend, get_backend
+from ..config import ENTITY_LABELS
+from ..corpus import Passage
+from ..text.pipeline import chunk_and_tokenise, split_passages
+from ..text.tokens import Vocabulary, token_csr
+from .bm25 import bm25_matrix
+from .embed import Encoder, load_encoder
+from .entities import entities_from_lists, extract_entities
+from .graph import cooccurrence_graph
+from .index import Index
+from .stats import graph_statistics
+
+
+def _old_entity_lists(index: Index) -> list[list[tuple[str, str]]]:
+    """Each old chunk's entities as (text, label) pairs, one per label bit, in chunk order."""
+    ents = index.entities
+    labels_of = [[label for bit, label in enumerate(ENTITY_LABELS) if mask >> bit & 1] for mask in ents.label_masks]
+    return [[(ents.texts[e], label) for e in ents.of_chunk(c) for label in labels_of[e]] for c in range(index.n_chunks)]
+
+
+def add_passages(
+    index: Index,
+    passages: Sequence[Passage],
+    encoder: Encoder | None = None,
+    backend: Backend | None = None,
+    show_progress: bool = False,
+    entity_extractor: Callable[[Sequence[str]], list[list[tuple[str, str]]]] | None = None,
+) -> Index:
+    """A new Index holding `index` plus `passages` (the input index is not modified)."""
+    be = backend or get_backend("numpy")
+    cfg = index.config
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    sentences = split_passages(passages, cfg.chunk.language, show_progress)
+    texts, owner, sequences = chunk_and_tokenise(passages, sentences, cfg.chunk, cfg.tokens, show_progress)
+    timings["add_split_tokenise"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    vocab = Vocabulary(sorted(set(index.vocab.tokens).union(*map(set, sequences))))
+    remap = np.array([vocab.get(t) for t in index.vocab.tokens], dtype=np.int64)
+    new_indptr, new_ids = token_csr(sequences, vocab)
+    token_indptr = np.concatenate([index.token_indptr, index.token_indptr[-1] + new_indptr[1:]]).astype(np.int64)
+    token_ids = np.concatenate([remap[index.token_ids].astype(np.int32), new_ids])
+    n_vocab = len(vocab)
+    old = index.graph.tocoo()
+    graph = scipy.sparse.coo_matrix((old.data, (remap[old.row], remap[old.col])), shape=(n_vocab, n_vocab)).tocsr()
+    added = cooccurrence_graph(be, new_indptr, new_ids, n_vocab, cfg.graph.window)
+    graph = (graph + (added.get() if be.is_gpu else added)).tocsr().astype(np.float32)
+    graph.sort_indices()
+    bm25 = bm25_matrix(be, token_indptr, token_ids, n_vocab, cfg.bm25)
+    bm25 = bm25.get() if be.is_gpu else bm25
+    timings["add_graph_bm25"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    encoder = encoder or load_encoder(cfg.encoder)
+    embeddings = np.concatenate([index.embeddings, encoder.encode(texts, show_progress=show_progress)])
+    timings["add_embed"] = time.perf_counter() - start
+    start = time.perf_counter()
+    names = entity_extractor(texts) if entity_extractor else extract_entities(texts, cfg.entities, show_progress)
+    entities = entities_from_lists(_old_entity_lists(index) + names, vocab, cfg.tokens)
+    timings["add_ner"] = time.perf_counter() - start
+
+    first_passage = len(index.passage_titles)
+    return dataclasses.replace(
+        index,
+        passage_titles=index.passage_titles + [p.title for p in passages],
+        passage_ids=index.passage_ids + [p.doc_id for p in passages],
+        chunk_texts=index.chunk_texts + texts,
+        chunk_passage=np.concatenate([index.chunk_passage, np.asarray(owner, dtype=np.int32) + first_passage]),
+        vocab=vocab,
+        token_indptr=token_indptr,
+        token_ids=token_ids,
+        graph=graph,
+        bm25=bm25,
+        embeddings=embeddings,
+        entities=entities,
+        stats=graph_statistics(graph, bm25),
+        timings={**index.timings, **timings},
+    )
