@@ -228,11 +228,20 @@ def cmd_datasets(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .scheduler import run_queries
+    if args.workers or args.scheduler:
+        from .distributed import run_distributed
+        from .index.store import read_manifest
 
-    retriever = _retriever(args)
-    stats = run_queries(retriever, args.queries, args.output, k=args.k, resume=args.resume,
-                        show_progress=not args.quiet)
+        read_manifest(args.index)  # fail here, not on every worker
+        stats = run_distributed(args.index, _parse_sets(RetrievalConfig(), args.sets), args.queries, args.output,
+                                k=args.k, workers=args.workers or 0, scheduler=args.scheduler, backend=args.backend,
+                                shard_size=args.shard_size or None, resume=args.resume, show_progress=not args.quiet)
+    else:
+        from .scheduler import run_queries
+
+        retriever = _retriever(args)
+        stats = run_queries(retriever, args.queries, args.output, k=args.k, resume=args.resume,
+                            show_progress=not args.quiet)
     print(f"{stats['written']} queries written to {args.output} in {stats['seconds']:.1f} s "
           f"({stats['queries_per_second']:.1f} q/s)" + (f"; {stats['skipped_done']} were already done"
                                                         if stats["skipped_done"] else ""), file=sys.stderr)
@@ -325,6 +334,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="JSONL results file")
     p.add_argument("-k", type=int, default=5, help="chunks per query (default 5 = β)")
     p.add_argument("--resume", action="store_true", help="continue an existing output file")
+    p.add_argument("--workers", type=int, default=0, help="spread shards over N local Dask worker processes")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786)")
+    p.add_argument("--shard-size", type=int, default=0,
+                   help="queries per distributed task (default: the batch size, which keeps results bit-identical)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     _add_retrieval_options(p)
     p.set_defaults(func=cmd_run)

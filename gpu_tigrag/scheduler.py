@@ -88,6 +88,13 @@ def completed_lines(path: Path) -> int:
     return data[:keep].count(b"\n")
 
 
+def result_line(record: QueryRecord, result) -> str:
+    """The JSONL line of one answered query (shared by local and distributed runs)."""
+    return json.dumps({"index": record.position, "id": record.qid, "query": record.text,
+                       "chunk_ids": result.chunk_ids, "scores": result.scores, "titles": result.titles,
+                       "dense_fallback": result.dense_fallback, "hops": len(result.hops)}, ensure_ascii=False)
+
+
 def _batches(records: Iterator[QueryRecord], size: int) -> Iterator[list[QueryRecord]]:
     while batch := list(islice(records, size)):
         yield batch
@@ -118,10 +125,7 @@ def run_queries(retriever: Retriever, queries_path: str | Path, output: str | Pa
             pending = (following, helper.submit(retriever.prepare, [r.text for r in following])) if following else None
             results = retriever.run_prepared(prepared, k)
             for record, result in zip(batch, results):
-                line = {"index": record.position, "id": record.qid, "query": record.text,
-                        "chunk_ids": result.chunk_ids, "scores": result.scores, "titles": result.titles,
-                        "dense_fallback": result.dense_fallback, "hops": len(result.hops)}
-                sink.write(json.dumps(line, ensure_ascii=False) + "\n")
+                sink.write(result_line(record, result) + "\n")
             sink.flush()
             os.fsync(sink.fileno())
             written += len(batch)

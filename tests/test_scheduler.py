@@ -89,3 +89,18 @@ def test_kill_and_restart_loses_and_repeats_nothing(index_path, tmp_path):
     assert 0 < done < 600, "the kill should land mid-run"
     subprocess.run(command + ["-o", str(out), "--resume"], check=True, timeout=600)
     assert out.read_text() == reference.read_text()
+
+
+def test_two_dask_workers_give_exactly_the_local_results(index_path, tmp_path):
+    pytest.importorskip("distributed")
+    from gpu_tigrag.distributed import run_distributed
+
+    path, index = index_path
+    queries = write_queries(tmp_path / "q.jsonl", 90)
+    config = RetrievalConfig(batch_size=7)
+    local = tmp_path / "local.jsonl"
+    run_queries(Retriever(index, config, backend="numpy"), queries, local, k=3)
+    spread = tmp_path / "spread.jsonl"
+    stats = run_distributed(path, config, queries, spread, k=3, workers=2, backend="numpy")
+    assert stats["workers"] == 2 and stats["written"] == 90
+    assert spread.read_text() == local.read_text()
