@@ -1,0 +1,299 @@
+"""Streaming, partitioned and resumable index build for corpora larger than memory.
+
+Passages are read lazily and cut into partitions whose size follows `memory_budget_mb`.
+Each stage of each partition writes a checkpoint file into `<output>.work/` (atomically),
+so a build that is killed resumes with `resume=True` and redoes only unfinished work:
+
+  1. tokenise (worker processes): split, chunk and tokenise; a local sorted vocabulary
+  2. vocabulary: the sorted union of the local ones (ids as in the in-memory build)
+  3. count (worker processes): global ids, co-occurrence pair counts, BM25 statistics
+  4. merge: pair counts summed bucket by bucket of the key range (bounded memory); statistics added
+  5. embed, 6. entities: per partition
+  7. assemble: the same Index as `build_index` on the whole corpus, saved atomically
+
+Counts and statistics are additive, every stage is deterministic, and the result equals the
+in-memory build array for array (tested), so a resumed build is byte-identical to a clean one.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import scipy.sparse
+
+from ..backend import get_backend
+from ..config import ChunkConfig, IndexConfig, TokenConfig, config_from_dict, config_to_dict
+from ..corpus import Passage, iter_passages
+from ..errors import CorpusError, TigragError
+from ..progress import counter
+from ..text.pipeline import chunk_and_tokenise, split_passages
+from ..text.tokens import Vocabulary, token_csr
+from .bm25 import CorpusStatistics, bm25_matrix, corpus_statistics
+from .embed import Encoder, load_encoder
+from .entities import entities_from_lists, extract_entities
+from .graph import window_pair_keys
+from .index import Index
+from .stats import graph_statistics
+
+#: worker processes are spawned, not forked: the parent may already run OpenMP or torch threads
+_SPAWN = multiprocessing.get_context("spawn")
+#: rough peak bytes per passage while one partition is tokenised and counted
+BYTES_PER_PASSAGE = 48 * 1024
+MERGE_BUCKETS_MIN = 4
+
+
+def partition_passages(memory_budget_mb: int, workers: int) -> int:
+    """Passages per partition so that `workers` partitions in flight fit the budget."""
+    return max(256, (memory_budget_mb << 20) // (BYTES_PER_PASSAGE * max(workers, 1)))
+
+
+def _save_npz(path: Path, **arrays: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def _load_npz(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}
+
+
+def _iter_partitions(paths: Sequence[Path], size: int) -> Iterator[list[Passage]]:
+    batch: list[Passage] = []
+    for path in paths:
+        for passage in iter_passages(path):
+            if passage.text:
+                batch.append(passage)
+                if len(batch) == size:
+                    yield batch
+                    batch = []
+    if batch:
+        yield batch
+
+
+def _tokenise_partition(records: list[tuple[str, str, str]], chunk: dict, tokens: dict, out: str) -> int:
+    """Stage 1 (worker): chunks, local sorted vocabulary and local token ids of one partition."""
+    passages = [Passage(t, x, d) for t, x, d in records]
+    chunk_cfg, token_cfg = config_from_dict(ChunkConfig, chunk), config_from_dict(TokenConfig, tokens)
+    sentences = split_passages(passages, chunk_cfg.language)
+    texts, owner, sequences = chunk_and_tokenise(passages, sentences, chunk_cfg, token_cfg)
+    local = Vocabulary.from_sequences(sequences)
+    indptr, ids = token_csr(sequences, local)
+    _save_npz(Path(out), vocab=np.array(local.tokens, dtype=str), indptr=indptr, ids=ids,
+              texts=np.array(texts, dtype=str), owner=np.asarray(owner, dtype=np.int32),
+              titles=np.array([p.title for p in passages], dtype=str),
+              doc_ids=np.array([p.doc_id for p in passages], dtype=str))
+    return len(texts)
+
+
+def _count_partition(tokens_path: str, vocab_path: str, window: int, out: str) -> None:
+    """Stage 3 (worker): global ids, unique pair keys with counts, and BM25 statistics."""
+    part = _load_npz(Path(tokens_path))
+    vocab = np.load(vocab_path, allow_pickle=False)
+    remap = np.searchsorted(vocab, part["vocab"]).astype(np.int32)
+    ids = remap[part["ids"]] if part["ids"].size else part["ids"]
+    be = get_backend("numpy")
+    keys, counts = np.unique(window_pair_keys(be, part["indptr"], ids, len(vocab), window), return_counts=True)
+    stats = corpus_statistics(be, part["indptr"], ids, len(vocab))
+    _save_npz(Path(out), ids=ids.astype(np.int32), keys=keys, counts=counts.astype(np.int64),
+              n_docs=np.int64(stats.n_docs), total_length=np.int64(stats.total_length), doc_freq=stats.doc_freq)
+
+
+@dataclass
+class StreamBuild:
+    """Paths and settings of one streaming build."""
+
+    paths: list[Path]
+    output: Path
+    config: IndexConfig
+    workers: int
+    size: int
+
+    @property
+    def work(self) -> Path:
+        return self.output.with_name(self.output.name + ".work")
+
+    def file(self, name: str) -> Path:
+        return self.work / name
+
+    def fingerprint(self) -> dict[str, Any]:
+        inputs = [{"path": str(p.resolve()), "bytes": p.stat().st_size if p.is_file() else None} for p in self.paths]
+        return {"config": config_to_dict(self.config), "partition_passages": self.size, "inputs": inputs}
+
+
+def build_index_streaming(
+    paths: Sequence[str | Path], output: str | Path, config: IndexConfig = IndexConfig(),
+    memory_budget_mb: int = 2048, workers: int = 1, resume: bool = False, partition_size: int | None = None,
+    encoder: Encoder | None = None,
+    entity_extractor: Callable[[Sequence[str]], list[list[tuple[str, str]]]] | None = None,
+    show_progress: bool = False, log: Callable[[str], None] = lambda m: None,
+) -> Index:
+    """Build the index of `paths` partition by partition into `output` (see the module doc)."""
+    from .store import save_index
+
+    build = StreamBuild([Path(p) for p in paths], Path(output), config, max(workers, 1),
+                        partition_size or partition_passages(memory_budget_mb, workers))
+    work = build.work
+    fingerprint = build.fingerprint()
+    if work.exists():
+        if not resume:
+            raise TigragError(f"{work}: an unfinished build is there; pass --resume to continue it or delete it")
+        saved = json.loads((work / "build.json").read_text()) if (work / "build.json").is_file() else None
+        if saved != fingerprint:
+            raise TigragError(f"{work}: was started with other inputs or settings; delete it to start over")
+    else:
+        work.mkdir(parents=True)
+        (work / "build.json").write_text(json.dumps(fingerprint, indent=1))
+    timings: dict[str, float] = {}
+
+    start = time.perf_counter()
+    n_parts = _stage_tokenise(build, show_progress)
+    timings["split_tokenise"] = time.perf_counter() - start
+    log(f"{n_parts} partition(s) of up to {build.size:,} passages tokenised")
+
+    start = time.perf_counter()
+    vocab_path = build.file("vocab.npy")
+    if not vocab_path.is_file():
+        tokens: set[str] = set()
+        for p in range(n_parts):
+            tokens.update(np.load(build.file(f"part-{p:05d}.tokens.npz"), allow_pickle=False)["vocab"].tolist())
+        np.save(str(vocab_path) + ".tmp.npy", np.array(sorted(tokens), dtype=str))
+        os.replace(str(vocab_path) + ".tmp.npy", vocab_path)
+    _stage_count(build, n_parts, show_progress)
+    vocab = Vocabulary(np.load(vocab_path, allow_pickle=False).tolist())
+    graph, stats = _merge_counts(build, n_parts, len(vocab))
+    timings["graph"] = time.perf_counter() - start
+
+    encoder = encoder or load_encoder(config.encoder)
+    start = time.perf_counter()
+    for p in range(n_parts):
+        target = build.file(f"part-{p:05d}.embed.npy")
+        if not target.is_file():
+            texts = np.load(build.file(f"part-{p:05d}.tokens.npz"), allow_pickle=False)["texts"].tolist()
+            np.save(str(target) + ".tmp.npy", encoder.encode(texts, show_progress=show_progress))
+            os.replace(str(target) + ".tmp.npy", target)
+    timings["embed"] = time.perf_counter() - start
+    start = time.perf_counter()
+    for p in range(n_parts):
+        target = build.file(f"part-{p:05d}.entities.json")
+        if not target.is_file():
+            texts = np.load(build.file(f"part-{p:05d}.tokens.npz"), allow_pickle=False)["texts"].tolist()
+            found = entity_extractor(texts) if entity_extractor else extract_entities(texts, config.entities)
+            target.with_suffix(".tmp").write_text(json.dumps(found))
+            os.replace(target.with_suffix(".tmp"), target)
+    timings["ner"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    index = _assemble(build, n_parts, vocab, graph, stats, encoder)
+    timings["assemble_bm25"] = time.perf_counter() - start
+    index.timings = timings
+    save_index(index, build.output)
+    shutil.rmtree(work, ignore_errors=True)
+    return index
+
+
+def _stage_tokenise(build: StreamBuild, show_progress: bool) -> int:
+    chunk, tokens = config_to_dict(build.config.chunk), config_to_dict(build.config.tokens)
+    bar = counter(0, "tokenise", show_progress, unit="passage")
+    n_parts = 0
+    with ProcessPoolExecutor(max_workers=build.workers, mp_context=_SPAWN) as pool:
+        in_flight: list[Any] = []
+        for p, batch in enumerate(_iter_partitions(build.paths, build.size)):
+            n_parts = p + 1
+            target = build.file(f"part-{p:05d}.tokens.npz")
+            if target.is_file():
+                continue
+            records = [(x.title, x.text, x.doc_id) for x in batch]
+            in_flight.append(pool.submit(_tokenise_partition, records, chunk, tokens, str(target)))
+            bar.update(len(batch))
+            while len(in_flight) >= 2 * build.workers:  # bounded: memory stays within the budget
+                in_flight.pop(0).result()
+        for future in in_flight:
+            future.result()
+    bar.close()
+    if n_parts == 0:
+        raise CorpusError(f"{', '.join(map(str, build.paths))}: no non-empty passages found")
+    return n_parts
+
+
+def _stage_count(build: StreamBuild, n_parts: int, show_progress: bool) -> None:
+    todo = [p for p in range(n_parts) if not build.file(f"part-{p:05d}.counts.npz").is_file()]
+    with ProcessPoolExecutor(max_workers=build.workers, mp_context=_SPAWN) as pool:
+        futures = [pool.submit(_count_partition, str(build.file(f"part-{p:05d}.tokens.npz")),
+                               str(build.file("vocab.npy")), build.config.graph.window,
+                               str(build.file(f"part-{p:05d}.counts.npz"))) for p in todo]
+        for future in futures:
+            future.result()
+
+
+def _merge_counts(build: StreamBuild, n_parts: int, n_vocab: int) -> tuple[scipy.sparse.csr_matrix, CorpusStatistics]:
+    """Sum the partitions' pair counts bucket by bucket of the key range; add their statistics."""
+    stats = CorpusStatistics(0, 0, np.zeros(n_vocab, dtype=np.int64))
+    total_keys = 0
+    for p in range(n_parts):
+        with np.load(build.file(f"part-{p:05d}.counts.npz"), allow_pickle=False) as part:
+            total_keys += part["keys"].size
+            stats = stats + CorpusStatistics(int(part["n_docs"]), int(part["total_length"]), part["doc_freq"])
+    buckets = max(MERGE_BUCKETS_MIN, total_keys // 50_000_000 + 1)
+    edges = np.linspace(0, n_vocab * n_vocab, buckets + 1).astype(np.int64)
+    keys_out, counts_out = [], []
+    for b in range(buckets):
+        keys, counts = [], []
+        for p in range(n_parts):
+            with np.load(build.file(f"part-{p:05d}.counts.npz"), allow_pickle=False) as part:
+                k = part["keys"]
+                lo, hi = np.searchsorted(k, [edges[b], edges[b + 1]])
+                keys.append(k[lo:hi])
+                counts.append(part["counts"][lo:hi])
+        merged, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+        keys_out.append(merged)
+        counts_out.append(np.bincount(inverse, weights=np.concatenate(counts), minlength=merged.size))
+    pairs, counts = np.concatenate(keys_out), np.concatenate(counts_out)
+    lo, hi = (pairs // n_vocab).astype(np.int32), (pairs % n_vocab).astype(np.int32)
+    data = np.concatenate([counts, counts]).astype(np.float32)
+    graph = scipy.sparse.coo_matrix((data, (np.concatenate([lo, hi]), np.concatenate([hi, lo]))),
+                                    shape=(n_vocab, n_vocab)).tocsr()
+    graph.sort_indices()
+    return graph, stats
+
+
+def _assemble(build: StreamBuild, n_parts: int, vocab: Vocabulary, graph: Any, stats: CorpusStatistics,
+              encoder: Encoder) -> Index:
+    be = get_backend("numpy")
+    titles, doc_ids, texts, owners, indptrs, ids, bm25_parts, embeddings, names = [], [], [], [], [], [], [], [], []
+    passages = chunks = tokens = 0
+    for p in range(n_parts):
+        part = _load_npz(build.file(f"part-{p:05d}.tokens.npz"))
+        counts = _load_npz(build.file(f"part-{p:05d}.counts.npz"))
+        titles += part["titles"].tolist()
+        doc_ids += part["doc_ids"].tolist()
+        texts += part["texts"].tolist()
+        owners.append(part["owner"] + passages)
+        indptrs.append(part["indptr"][1:] + tokens)
+        ids.append(counts["ids"])
+        bm25_parts.append(bm25_matrix(be, part["indptr"], counts["ids"], len(vocab), build.config.bm25, stats))
+        embeddings.append(np.load(build.file(f"part-{p:05d}.embed.npy"), allow_pickle=False))
+        names += [[tuple(e) for e in chunk] for chunk in json.loads(build.file(f"part-{p:05d}.entities.json").read_text())]
+        passages += len(part["titles"])
+        chunks += len(part["texts"])
+        tokens += int(part["indptr"][-1])
+    bm25 = scipy.sparse.vstack(bm25_parts, format="csr").astype(np.float32)
+    bm25.sort_indices()
+    token_indptr = np.concatenate([[0], *indptrs]).astype(np.int64)
+    return Index(
+        config=build.config, passage_titles=titles, passage_ids=doc_ids, chunk_texts=texts,
+        chunk_passage=np.concatenate(owners).astype(np.int32), vocab=vocab, token_indptr=token_indptr,
+        token_ids=np.concatenate(ids).astype(np.int32), graph=graph, bm25=bm25,
+        embeddings=np.concatenate(embeddings).astype(np.float32),
+        entities=entities_from_lists(names, vocab, build.config.tokens),
+        encoder_name=encoder.name, encoder_fingerprint=encoder.fingerprint, stats=graph_statistics(graph, bm25),
+    )
