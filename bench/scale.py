@@ -134,6 +134,11 @@ def main() -> None:
     for r in payload["indexing"]:
         lines.append(f"| {r['passages']:,} | {r['chunks']:,} | {r['seconds']:.1f} | {r['passages_per_second']:,.0f} | "
                      f"{r['peak_rss_mib']:,.0f} |")
+    over = [r for r in payload["indexing"] if r["peak_rss_mib"] > args.budget]
+    lines += ["", "Peak memory within the budget: " + ("yes, at every size." if not over else
+              "no: " + ", ".join(f"{r['passages']:,} passages peaked at {r['peak_rss_mib']:,.0f} MiB" for r in over)
+              + f" (budget {args.budget:,} MiB). Partitions respect it; the final assembly holds the whole index "
+              "in memory and grows with the corpus.")]
     res, q, t = payload["resume"], payload["query_workers"], payload["transformer"]
     lines += ["", f"Resume: the {res['passages']:,}-passage build killed after {res['killed_after_seconds']:.1f} s and "
               f"resumed gives identical data files: {res['identical_files']}.", "",

@@ -11,6 +11,7 @@ Errors name the file, the record (index or line) and what was expected.
 
 from __future__ import annotations
 
+import glob
 import json
 import logging
 from dataclasses import dataclass
@@ -91,34 +92,65 @@ def _iter_json(path: Path) -> Iterator[Passage]:
 
 
 def _iter_jsonl(path: Path) -> Iterator[Passage]:
-    for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{path}: line {lineno}: malformed JSON ({exc.msg}, column {exc.colno})") from None
-        yield _passage_from_record(record, f"{path}: line {lineno}")
+    """Line by line: a JSONL corpus is never held in memory whole."""
+    try:
+        handle = open(path, "rb")
+    except FileNotFoundError:
+        raise CorpusError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise CorpusError(f"{path}: cannot read ({exc.strerror})") from None
+    with handle:
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorpusError(f"{path}: line {lineno}: not UTF-8 (invalid byte at column {exc.start + 1})") from None
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CorpusError(f"{path}: line {lineno}: malformed JSON ({exc.msg}, column {exc.colno})") from None
+            yield _passage_from_record(record, f"{path}: line {lineno}")
 
 
 def _iter_parquet(path: Path) -> Iterator[Passage]:
+    """Record batch by record batch."""
     try:
         import pyarrow.parquet as pq
     except ImportError:  # pragma: no cover
         raise CorpusError(f"{path}: reading Parquet needs pyarrow (pip install pyarrow)") from None
     try:
-        table = pq.read_table(path)
+        parquet = pq.ParquetFile(path)
     except FileNotFoundError:
         raise CorpusError(f"{path}: no such file") from None
     except Exception as exc:  # pyarrow raises several types for damaged files
         raise CorpusError(f"{path}: not a readable Parquet file ({exc})") from None
-    columns = set(table.column_names)
+    columns = set(parquet.schema_arrow.names)
     text_col = next((k for k in TEXT_KEYS if k in columns), None)
     if text_col is None or "title" not in columns:
         raise CorpusError(f"{path}: Parquet needs 'title' and 'text' columns, found {sorted(columns)}")
     id_col = next((k for k in ID_KEYS if k in columns), None)
-    for i, record in enumerate(table.select([c for c in ("title", text_col, id_col) if c]).to_pylist()):
-        yield _passage_from_record(record, f"{path}: row {i}")
+    row = 0
+    for batch in parquet.iter_batches(batch_size=8192, columns=[c for c in ("title", text_col, id_col) if c]):
+        for record in batch.to_pylist():
+            yield _passage_from_record(record, f"{path}: row {row}")
+            row += 1
+
+
+def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
+    """Corpus paths with glob patterns (`data/*.jsonl`) expanded in sorted order."""
+    out: list[Path] = []
+    for item in paths:
+        text = str(item)
+        if any(ch in text for ch in "*?["):
+            matches = sorted(Path(p) for p in glob.glob(text))
+            if not matches:
+                raise CorpusError(f"{text}: the pattern matches no file")
+            out.extend(matches)
+        else:
+            out.append(Path(item))
+    return out
 
 
 def iter_passages(path: str | Path) -> Iterator[Passage]:
@@ -142,6 +174,7 @@ def load_corpus(paths: str | Path | Sequence[str | Path]) -> list[Passage]:
     """All passages of one or more corpus files; empty passages are skipped with a warning."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
+    paths = expand_paths(paths)
     passages: list[Passage] = []
     skipped = 0
     for path in paths:

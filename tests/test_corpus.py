@@ -70,3 +70,14 @@ def test_every_shared_format_loads(relative, count):
     path = require_data(SHARED_DATA / relative)
     passages = load_corpus(path)
     assert len(passages) <= count and len(passages) >= count - 5  # a few empty abstracts may be skipped
+
+
+def test_globs_expand_and_jsonl_errors_name_the_line(tmp_path):
+    for i in range(3):
+        write(tmp_path, f"part{i}.jsonl", json.dumps({"title": f"T{i}", "text": f"text {i}"}) + "\n")
+    assert [p.title for p in load_corpus([str(tmp_path / "part*.jsonl")])] == ["T0", "T1", "T2"]
+    with pytest.raises(CorpusError, match="matches no file"):
+        load_corpus([str(tmp_path / "none*.jsonl")])
+    bad = write(tmp_path, "bad.jsonl", b'{"title": "A", "text": "ok"}\n{"title": "B", "text": "caf\xe9"}\n', mode="wb")
+    with pytest.raises(CorpusError, match="line 2: not UTF-8"):
+        load_corpus(bad)

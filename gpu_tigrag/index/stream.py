@@ -32,7 +32,7 @@ import scipy.sparse
 
 from ..backend import get_backend
 from ..config import ChunkConfig, IndexConfig, TokenConfig, config_from_dict, config_to_dict
-from ..corpus import Passage, iter_passages
+from ..corpus import Passage, expand_paths, iter_passages
 from ..errors import CorpusError, TigragError
 from ..progress import counter
 from ..text.pipeline import chunk_and_tokenise, split_passages
@@ -140,7 +140,7 @@ def build_index_streaming(
     """Build the index of `paths` partition by partition into `output` (see the module doc)."""
     from .store import save_index
 
-    build = StreamBuild([Path(p) for p in paths], Path(output), config, max(workers, 1),
+    build = StreamBuild(expand_paths(paths), Path(output), config, max(workers, 1),
                         partition_size or partition_passages(memory_budget_mb, workers))
     work = build.work
     fingerprint = build.fingerprint()
