@@ -357,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "interrupted run without losing or repeating a query.")
     p.add_argument("index", type=Path, help="index directory")
     p.add_argument("queries", help="JSONL ({id, question} or strings) or Parquet query file")
-    p.add_argument("-o", "--output", required=True, help="JSONL results file")
+    p.add_argument("-o", "--output", required=True, help="JSONL results file, or a folder of Parquet parts if named *.parquet")
     p.add_argument("-k", type=int, default=5, help="chunks per query (default 5 = β)")
     p.add_argument("--resume", action="store_true", help="continue an existing output file")
     p.add_argument("--workers", type=int, default=0, help="spread shards over N local Dask worker processes")

@@ -9,7 +9,6 @@ as the single-process scheduler. Dask re-runs the shard of a worker that dies on
 from __future__ import annotations
 
 import json
-import os
 import time
 from itertools import islice
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 from .config import RetrievalConfig, config_from_dict, config_to_dict
 from .errors import TigragError
 from .progress import counter
-from .scheduler import QueryRecord, completed_lines, result_line, stream_queries
+from .scheduler import QueryRecord, open_sink, result_record, stream_queries
 
 _WORKER_CACHE: dict[tuple[str, str], Any] = {}
 
@@ -35,11 +34,11 @@ def _worker_retriever(index_path: str, config: dict[str, Any], backend: str):
 
 
 def retrieve_shard(index_path: str, config: dict[str, Any], backend: str, shard: list[tuple[int, str, str]],
-                   k: int) -> list[str]:
-    """Task run on a worker: JSONL lines of one shard, in shard order."""
+                   k: int) -> list[dict]:
+    """Task run on a worker: output rows of one shard, in shard order."""
     retriever = _worker_retriever(index_path, config, backend)
     results = retriever.retrieve([text for _, _, text in shard], k=k)
-    return [result_line(QueryRecord(*item), result) for item, result in zip(shard, results)]
+    return [result_record(QueryRecord(*item), result) for item, result in zip(shard, results)]
 
 
 def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_path: str | Path, output: str | Path,
@@ -59,7 +58,8 @@ def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_pat
     output = Path(output)
     if output.exists() and not resume:
         raise TigragError(f"{output}: exists; pass --resume to continue it or choose another output")
-    done = completed_lines(output) if resume else 0
+    sink = open_sink(output)
+    done = sink.done() if resume else 0
     records = islice(stream_queries(queries_path), done, None)
     cluster = None
     if scheduler:
@@ -72,8 +72,8 @@ def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_pat
     bar = counter(0, "run", show_progress, unit="query")
     written, start = 0, time.perf_counter()
     try:
-        with open(output, "a", encoding="utf-8") as sink:
-            pending: dict[int, list[str]] = {}
+        with sink:
+            pending: dict[int, list[dict]] = {}
             next_shard = submitted = 0
             in_flight = as_completed()
             futures: dict[Any, int] = {}
@@ -96,12 +96,10 @@ def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_pat
                 pending[futures.pop(future)] = future.result()
                 submit()
                 while next_shard in pending:  # write completed shards in input order
-                    lines = pending.pop(next_shard)
-                    sink.write("".join(line + "\n" for line in lines))
-                    sink.flush()
-                    os.fsync(sink.fileno())
-                    written += len(lines)
-                    bar.update(len(lines))
+                    rows = pending.pop(next_shard)
+                    sink.write(rows)
+                    written += len(rows)
+                    bar.update(len(rows))
                     next_shard += 1
     finally:
         bar.close()

@@ -3,10 +3,11 @@
 Queries are read lazily (JSONL or Parquet record batches, never all in memory) and cut into
 micro-batches sized by `Retriever.batch_size()` (free device memory or the memory budget).
 A helper thread tokenises and embeds batch i+1 while batch i runs the graph stages, and
-results are appended to a JSONL file in input order, one line per query carrying its input
-position and id. The file is flushed and fsync'ed after every batch, so `resume=True`
-counts the complete lines already written (a torn last line is cut off) and continues
-with the next query: no query is lost or written twice.
+results are appended in input order, one row per query carrying its input position and id:
+to a JSONL file (flushed and fsync'ed after every batch; `resume=True` counts the complete
+lines, cutting off a torn last one) or, for an output named `*.parquet`, to a folder of part
+files each renamed into place when complete. Resuming continues with the next query, so
+no query is lost or written twice.
 """
 
 from __future__ import annotations
@@ -88,11 +89,73 @@ def completed_lines(path: Path) -> int:
     return data[:keep].count(b"\n")
 
 
-def result_line(record: QueryRecord, result) -> str:
-    """The JSONL line of one answered query (shared by local and distributed runs)."""
-    return json.dumps({"index": record.position, "id": record.qid, "query": record.text,
-                       "chunk_ids": result.chunk_ids, "scores": result.scores, "titles": result.titles,
-                       "dense_fallback": result.dense_fallback, "hops": len(result.hops)}, ensure_ascii=False)
+def result_record(record: QueryRecord, result) -> dict:
+    """The output row of one answered query (shared by local and distributed runs)."""
+    return {"index": record.position, "id": record.qid, "query": record.text, "chunk_ids": result.chunk_ids,
+            "scores": result.scores, "titles": result.titles, "dense_fallback": result.dense_fallback,
+            "hops": len(result.hops)}
+
+
+class JsonlSink:
+    """Appends rows as JSON lines, fsync'ed per write; resumes after the last complete line."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def done(self) -> int:
+        return completed_lines(self.path)
+
+    def __enter__(self) -> "JsonlSink":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.handle = open(self.path, "a", encoding="utf-8")
+        return self
+
+    def write(self, rows: list[dict]) -> None:
+        self.handle.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+
+    def __exit__(self, *exc) -> None:
+        self.handle.close()
+
+
+class ParquetSink:
+    """A folder of Parquet part files, one per write, each renamed into place when complete."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def parts(self) -> list[Path]:
+        return sorted(self.path.glob("part-*.parquet")) if self.path.is_dir() else []
+
+    def done(self) -> int:
+        import pyarrow.parquet as pq
+
+        return sum(pq.ParquetFile(p).metadata.num_rows for p in self.parts())
+
+    def __enter__(self) -> "ParquetSink":
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.next_part = len(self.parts())
+        return self
+
+    def write(self, rows: list[dict]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        target = self.path / f"part-{self.next_part:06d}.parquet"
+        tmp = target.with_suffix(".tmp")
+        pq.write_table(pa.Table.from_pylist(rows), tmp)
+        os.replace(tmp, target)
+        self.next_part += 1
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+def open_sink(output: str | Path):
+    """JSONL file, or a Parquet folder when the name ends in .parquet."""
+    output = Path(output)
+    return ParquetSink(output) if output.suffix == ".parquet" else JsonlSink(output)
 
 
 def _batches(records: Iterator[QueryRecord], size: int) -> Iterator[list[QueryRecord]]:
@@ -106,13 +169,13 @@ def run_queries(retriever: Retriever, queries_path: str | Path, output: str | Pa
     output = Path(output)
     if output.exists() and not resume:
         raise TigragError(f"{output}: exists; pass --resume to continue it or choose another output")
-    done = completed_lines(output) if resume else 0
+    sink = open_sink(output)
+    done = sink.done() if resume else 0
     records = islice(stream_queries(queries_path), done, None)
     size = retriever.batch_size()
-    output.parent.mkdir(parents=True, exist_ok=True)
     bar = counter(0, "run", show_progress, unit="query")
     written, start = 0, time.perf_counter()
-    with open(output, "a", encoding="utf-8") as sink, ThreadPoolExecutor(max_workers=1) as helper:
+    with sink, ThreadPoolExecutor(max_workers=1) as helper:
         batches = _batches(records, size)
         pending = None
         first = next(batches, None)
@@ -124,10 +187,7 @@ def run_queries(retriever: Retriever, queries_path: str | Path, output: str | Pa
             prepared = future.result()
             pending = (following, helper.submit(retriever.prepare, [r.text for r in following])) if following else None
             results = retriever.run_prepared(prepared, k)
-            for record, result in zip(batch, results):
-                sink.write(result_line(record, result) + "\n")
-            sink.flush()
-            os.fsync(sink.fileno())
+            sink.write([result_record(record, result) for record, result in zip(batch, results)])
             written += len(batch)
             bar.update(len(batch))
     bar.close()

@@ -104,3 +104,22 @@ def test_two_dask_workers_give_exactly_the_local_results(index_path, tmp_path):
     stats = run_distributed(path, config, queries, spread, k=3, workers=2, backend="numpy")
     assert stats["workers"] == 2 and stats["written"] == 90
     assert spread.read_text() == local.read_text()
+
+
+def test_parquet_output_in_parts_resumes(index_path, tmp_path):
+    import pyarrow.parquet as pq
+
+    _, index = index_path
+    queries = write_queries(tmp_path / "q.jsonl", 23)
+    retriever = Retriever(index, RetrievalConfig(batch_size=5), backend="numpy")
+    run_queries(retriever, queries, tmp_path / "all.jsonl", k=3)
+    out = tmp_path / "out.parquet"
+    run_queries(retriever, queries, out, k=3)
+    parts = sorted(out.glob("part-*.parquet"))
+    assert len(parts) == 5
+    parts[-1].unlink()
+    parts[-2].unlink()  # as if killed after three batches
+    stats = run_queries(retriever, queries, out, k=3, resume=True)
+    assert stats["skipped_done"] == 15 and stats["written"] == 8
+    rows = pq.read_table(out).to_pylist()
+    assert rows == lines(tmp_path / "all.jsonl")
