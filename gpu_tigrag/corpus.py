@@ -91,8 +91,11 @@ def _iter_json(path: Path) -> Iterator[Passage]:
         raise CorpusError(f"{path}: expected a JSON list of passages or an object title -> sentences")
 
 
-def _iter_jsonl(path: Path) -> Iterator[Passage]:
-    """Line by line: a JSONL corpus is never held in memory whole."""
+def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed record) of a JSONL file, read line by line; blank lines skipped.
+
+    Errors name the file and the line: unreadable, not UTF-8, or malformed JSON.
+    """
     try:
         handle = open(path, "rb")
     except FileNotFoundError:
@@ -108,10 +111,14 @@ def _iter_jsonl(path: Path) -> Iterator[Passage]:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                yield lineno, json.loads(line)
             except json.JSONDecodeError as exc:
                 raise CorpusError(f"{path}: line {lineno}: malformed JSON ({exc.msg}, column {exc.colno})") from None
-            yield _passage_from_record(record, f"{path}: line {lineno}")
+
+
+def _iter_jsonl(path: Path) -> Iterator[Passage]:
+    for lineno, record in iter_jsonl(path):
+        yield _passage_from_record(record, f"{path}: line {lineno}")
 
 
 def _iter_parquet(path: Path) -> Iterator[Passage]:

@@ -17,7 +17,7 @@ from typing import Any
 from .config import RetrievalConfig, config_from_dict, config_to_dict
 from .errors import TigragError
 from .progress import counter
-from .scheduler import QueryRecord, open_sink, result_record, stream_queries
+from .scheduler import QueryRecord, open_run, result_record
 
 _WORKER_CACHE: dict[tuple[str, str], Any] = {}
 
@@ -55,12 +55,7 @@ def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_pat
         from distributed import Client, LocalCluster, as_completed
     except ImportError:
         raise TigragError("--workers/--scheduler need dask.distributed (pip install 'dask[distributed]')") from None
-    output = Path(output)
-    if output.exists() and not resume:
-        raise TigragError(f"{output}: exists; pass --resume to continue it or choose another output")
-    sink = open_sink(output)
-    done = sink.done() if resume else 0
-    records = islice(stream_queries(queries_path), done, None)
+    sink, done, records = open_run(queries_path, output, resume)
     cluster = None
     if scheduler:
         client = Client(scheduler)

@@ -21,6 +21,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Iterator
 
+from .corpus import iter_jsonl
 from .errors import CorpusError, TigragError
 from .progress import counter
 from .retrieve.retriever import Retriever
@@ -64,17 +65,8 @@ def stream_queries(path: str | Path) -> Iterator[QueryRecord]:
         return
     if path.suffix.lower() not in (".jsonl", ".ndjson"):
         raise CorpusError(f"{path}: queries must be JSONL or Parquet for streaming")
-    position = 0
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CorpusError(f"{path}: line {lineno}: malformed JSON ({exc.msg})") from None
-            yield _record(data, position, f"{path}: line {lineno}")
-            position += 1
+    for position, (lineno, data) in enumerate(iter_jsonl(path)):
+        yield _record(data, position, f"{path}: line {lineno}")
 
 
 def completed_lines(path: Path) -> int:
@@ -163,15 +155,20 @@ def _batches(records: Iterator[QueryRecord], size: int) -> Iterator[list[QueryRe
         yield batch
 
 
-def run_queries(retriever: Retriever, queries_path: str | Path, output: str | Path, k: int = 5,
-                resume: bool = False, show_progress: bool = False) -> dict[str, float]:
-    """Stream every query of `queries_path` through `retriever` into JSONL `output`."""
+def open_run(queries_path: str | Path, output: str | Path, resume: bool):
+    """(sink, queries already answered, the records still to answer) of a run."""
     output = Path(output)
     if output.exists() and not resume:
         raise TigragError(f"{output}: exists; pass --resume to continue it or choose another output")
     sink = open_sink(output)
     done = sink.done() if resume else 0
-    records = islice(stream_queries(queries_path), done, None)
+    return sink, done, islice(stream_queries(queries_path), done, None)
+
+
+def run_queries(retriever: Retriever, queries_path: str | Path, output: str | Path, k: int = 5,
+                resume: bool = False, show_progress: bool = False) -> dict[str, float]:
+    """Stream every query of `queries_path` through `retriever` into `output` (JSONL or Parquet parts)."""
+    sink, done, records = open_run(queries_path, output, resume)
     size = retriever.batch_size()
     bar = counter(0, "run", show_progress, unit="query")
     written, start = 0, time.perf_counter()

@@ -12,11 +12,11 @@ A single query file (JSON/JSONL) with a separate corpus is also a dataset, match
 from __future__ import annotations
 
 import csv
-import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..checksums import sha256_file
+from ..corpus import iter_jsonl
 from ..errors import CorpusError
 from .queries import Query, load_queries
 
@@ -30,16 +30,8 @@ class Dataset:
     checksums: dict[str, str] = field(default_factory=dict)  # file name -> sha256
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _checksums(paths: list[Path]) -> dict[str, str]:
-    return {p.name: file_sha256(p) for p in paths}
+    return {p.name: sha256_file(p) for p in paths}
 
 
 def is_beir(folder: Path) -> bool:
@@ -67,13 +59,9 @@ def load_beir(folder: Path, split: str = "test") -> Dataset:
                 grades.setdefault(row[0], {})[row[1]] = grade
     queries: list[Query] = []
     path = folder / "queries.jsonl"
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
+    for _, record in iter_jsonl(path):
+        if not isinstance(record, dict):
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{path}: line {lineno}: malformed JSON ({exc.msg})") from None
         qid = str(record.get("_id", ""))
         if qid in grades:
             gold = grades[qid]

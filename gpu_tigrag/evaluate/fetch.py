@@ -8,7 +8,6 @@ into place only once its checksum matches.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import urllib.error
 import urllib.request
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..checksums import sha256_file
 from ..errors import TigragError
 
 HIPPORAG = "https://raw.githubusercontent.com/OSU-NLP-Group/HippoRAG/main/reproduce/dataset"
@@ -44,14 +44,6 @@ REGISTRY: dict[str, list[Source]] = {
 }
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _read_sums(path: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
@@ -68,7 +60,7 @@ def download(source: Source, folder: Path, expected: str | None, chunk: int = 1 
     """Fetch one file into `folder`, resuming a partial download; returns its sha256."""
     target, part = folder / source.filename, folder / f"{source.filename}.part"
     if target.is_file():
-        digest = sha256_of(target)
+        digest = sha256_file(target)
         if expected and digest != expected:
             raise TigragError(f"{target}: sha256 {digest} does not match the expected {expected}; delete it and retry")
         return digest
@@ -90,7 +82,7 @@ def download(source: Source, folder: Path, expected: str | None, chunk: int = 1 
             f"{source.url}: cannot download ({reason}). Offline? Put local copies in a folder and pass --data-dir; "
             f"a rerun resumes from {part.name}"
         ) from None
-    digest = sha256_of(part)
+    digest = sha256_file(part)
     if expected and digest != expected:
         part.unlink()
         raise TigragError(f"{source.url}: sha256 {digest} does not match the expected {expected}; the download was discarded")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..corpus import iter_jsonl
 from ..errors import CorpusError
 
 
@@ -65,21 +66,15 @@ def _query(record: Any, where: str, position: int) -> Query:
 def load_queries(path: str | Path) -> list[Query]:
     """Queries with gold titles from a JSON list or a JSONL file."""
     path = Path(path)
-    try:
-        raw = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise CorpusError(f"{path}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise CorpusError(f"{path}: not UTF-8 (invalid byte at offset {exc.start})") from None
     if path.suffix.lower() in (".jsonl", ".ndjson"):
-        records = []
-        for lineno, line in enumerate(raw.splitlines(), start=1):
-            if line.strip():
-                try:
-                    records.append((json.loads(line), f"{path}: line {lineno}"))
-                except json.JSONDecodeError as exc:
-                    raise CorpusError(f"{path}: line {lineno}: malformed JSON ({exc.msg})") from None
+        records = [(r, f"{path}: line {n}") for n, r in iter_jsonl(path)]
     else:
+        try:
+            raw = path.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            raise CorpusError(f"{path}: no such file") from None
+        except UnicodeDecodeError as exc:
+            raise CorpusError(f"{path}: not UTF-8 (invalid byte at offset {exc.start})") from None
         try:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:

@@ -12,6 +12,7 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from ..checksums import sha256_file
 from ..config import EncoderConfig
 from ..errors import ModelError
 
@@ -29,14 +30,6 @@ class Encoder(Protocol):
     dim: int
 
     def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray: ...
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _default_model_path() -> Path:

@@ -20,10 +20,10 @@ import numpy as np
 import scipy.sparse
 
 from .. import __version__
+from ..checksums import sha256_file
 from ..config import ENTITY_LABELS, IndexConfig, config_from_dict, config_to_dict
 from ..errors import IndexFormatError, TigragError
 from ..text.tokens import Vocabulary
-from .embed import sha256_file
 from .entities import ChunkEntities
 from .index import Index
 
