@@ -268,32 +268,49 @@ def _merge_counts(build: StreamBuild, n_parts: int, n_vocab: int) -> tuple[scipy
 
 def _assemble(build: StreamBuild, n_parts: int, vocab: Vocabulary, graph: Any, stats: CorpusStatistics,
               encoder: Encoder) -> Index:
+    """The whole index from the checkpoints. Large arrays are preallocated and filled partition
+    by partition (no list-then-concatenate copies), so the peak stays near the index's own size."""
     be = get_backend("numpy")
-    titles, doc_ids, texts, owners, indptrs, ids, bm25_parts, embeddings, names = [], [], [], [], [], [], [], [], []
-    passages = chunks = tokens = 0
+    sizes = []
+    for p in range(n_parts):
+        with np.load(build.file(f"part-{p:05d}.tokens.npz"), allow_pickle=False) as part:
+            sizes.append((len(part["texts"]), int(part["indptr"][-1])))
+    n_chunks, n_tokens = sum(c for c, _ in sizes), sum(t for _, t in sizes)
+    dim = encoder.dim
+    embeddings = np.empty((n_chunks, dim), dtype=np.float32)
+    token_indptr = np.zeros(n_chunks + 1, dtype=np.int64)
+    token_ids = np.empty(n_tokens, dtype=np.int32)
+    chunk_passage = np.empty(n_chunks, dtype=np.int32)
+    bm25_indptr = np.zeros(n_chunks + 1, dtype=np.int64)
+    bm25_indices, bm25_data = [], []
+    titles, doc_ids, texts, names = [], [], [], []
+    chunk = token = passage = 0
     for p in range(n_parts):
         part = _load_npz(build.file(f"part-{p:05d}.tokens.npz"))
-        counts = _load_npz(build.file(f"part-{p:05d}.counts.npz"))
+        ids = np.load(build.file(f"part-{p:05d}.counts.npz"), allow_pickle=False)["ids"]
+        c, t = sizes[p]
+        embeddings[chunk : chunk + c] = np.load(build.file(f"part-{p:05d}.embed.npy"), allow_pickle=False)
+        token_indptr[chunk + 1 : chunk + c + 1] = part["indptr"][1:] + token
+        token_ids[token : token + t] = ids
+        chunk_passage[chunk : chunk + c] = part["owner"] + passage
+        rows = bm25_matrix(be, part["indptr"], ids, len(vocab), build.config.bm25, stats)
+        rows.sort_indices()
+        bm25_indptr[chunk + 1 : chunk + c + 1] = rows.indptr[1:] + bm25_indptr[chunk]
+        bm25_indices.append(rows.indices.astype(np.int32))
+        bm25_data.append(rows.data.astype(np.float32))
         titles += part["titles"].tolist()
         doc_ids += part["doc_ids"].tolist()
         texts += part["texts"].tolist()
-        owners.append(part["owner"] + passages)
-        indptrs.append(part["indptr"][1:] + tokens)
-        ids.append(counts["ids"])
-        bm25_parts.append(bm25_matrix(be, part["indptr"], counts["ids"], len(vocab), build.config.bm25, stats))
-        embeddings.append(np.load(build.file(f"part-{p:05d}.embed.npy"), allow_pickle=False))
-        names += [[tuple(e) for e in chunk] for chunk in json.loads(build.file(f"part-{p:05d}.entities.json").read_text())]
-        passages += len(part["titles"])
-        chunks += len(part["texts"])
-        tokens += int(part["indptr"][-1])
-    bm25 = scipy.sparse.vstack(bm25_parts, format="csr").astype(np.float32)
-    bm25.sort_indices()
-    token_indptr = np.concatenate([[0], *indptrs]).astype(np.int64)
+        names += [[tuple(e) for e in found] for found in json.loads(build.file(f"part-{p:05d}.entities.json").read_text())]
+        chunk, token, passage = chunk + c, token + t, passage + len(part["titles"])
+        del part, rows
+    bm25 = scipy.sparse.csr_matrix((np.concatenate(bm25_data), np.concatenate(bm25_indices), bm25_indptr),
+                                   shape=(n_chunks, len(vocab)))
+    entities = entities_from_lists(names, vocab, build.config.tokens)
+    del names
     return Index(
         config=build.config, passage_titles=titles, passage_ids=doc_ids, chunk_texts=texts,
-        chunk_passage=np.concatenate(owners).astype(np.int32), vocab=vocab, token_indptr=token_indptr,
-        token_ids=np.concatenate(ids).astype(np.int32), graph=graph, bm25=bm25,
-        embeddings=np.concatenate(embeddings).astype(np.float32),
-        entities=entities_from_lists(names, vocab, build.config.tokens),
-        encoder_name=encoder.name, encoder_fingerprint=encoder.fingerprint, stats=graph_statistics(graph, bm25),
+        chunk_passage=chunk_passage, vocab=vocab, token_indptr=token_indptr, token_ids=token_ids, graph=graph,
+        bm25=bm25, embeddings=embeddings, entities=entities, encoder_name=encoder.name,
+        encoder_fingerprint=encoder.fingerprint, stats=graph_statistics(graph, bm25),
     )
