@@ -4,6 +4,7 @@ CPU figure from the same code. Run through bench/gpu_check.sh (see bench/README.
 Sections (each recorded, an error in one does not hide the others; exit status 1 if any failed):
   parity    pytest's CuPy cases and the kernel checks
   indexing  graph + BM25 of synthetic Zipf corpora generated on the device (100k and 1M chunks)
+  pair_count  counting those corpora's window pair keys: sort (xp.unique) vs hash (atomics kernel)
   ppr       batched PPR queries/s on the 2Wiki graph at B = 256, 1024, 4096, and bytes/s
   engine    end-to-end 2-hop retrieval queries/s on the 2Wiki index, encoder excluded
 """
@@ -61,7 +62,7 @@ def device_info() -> dict[str, Any]:
 
 def run_parity(out: Path) -> dict[str, Any]:
     tests = ["tests/test_graph_bm25.py", "tests/test_ppr.py", "tests/test_scoring.py", "tests/test_multihop.py",
-             "tests/test_kernels.py"]
+             "tests/test_kernels.py", "tests/test_pair_count.py"]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", *tests], cwd=ROOT, capture_output=True,
                           text=True, timeout=600)
     (out / "parity_pytest.txt").write_text(proc.stdout + proc.stderr)
@@ -110,6 +111,32 @@ def bench_indexing(sizes: list[int], cpu_max: int) -> list[dict[str, Any]]:
                          "chunks_per_second": n / seconds, "graph_nnz": int(graph_nnz), "bm25_nnz": int(bm25_nnz)})
             print(f"indexing {name} {n:,} chunks: {seconds:.2f} s", file=sys.stderr, flush=True)
     return rows
+
+
+def bench_pair_count(sizes: list[int], cpu_max: int) -> dict[str, Any]:
+    """bench/pair_count.py's comparison on the indexing section's corpora (all their keys).
+
+    "ok" is false when the two methods disagree, which fails the section but keeps the figures.
+    """
+    from pair_count import compare  # bench/pair_count.py (it imports this file's helpers in turn)
+
+    from gpu_tigrag.index.graph import window_pair_keys
+
+    rows = []
+    n_vocab, mean_length = 200_000, 60
+    for n in sizes:
+        for position, name in enumerate(BACKENDS):
+            if position == 1 and n > cpu_max:
+                continue
+            be = get_backend(name)
+            indptr, ids = synthetic_tokens(be.xp, n, n_vocab, mean_length, seed=0)
+            keys = window_pair_keys(be, indptr, ids, n_vocab, 4)
+            rows.append({**compare(be, keys, repeat=1), "chunks": n})
+            print(f"pair_count {name} {n:,} chunks: hash/sort {rows[-1]['hash_over_sort']:.2f}", file=sys.stderr,
+                  flush=True)
+            del indptr, ids, keys
+            be.release_cached_memory()
+    return {"ok": all(row["equal"] for row in rows), "rows": rows}
 
 
 def bench_ppr(index, seeds: list[np.ndarray], batches: list[int], cpu_max: int) -> list[dict[str, Any]]:
@@ -197,6 +224,7 @@ def main() -> int:
         section(report, "device", device_info)
     section(report, "parity", lambda: run_parity(args.out))
     section(report, "indexing", lambda: bench_indexing(args.sizes, args.cpu_max_chunks))
+    section(report, "pair_count", lambda: bench_pair_count(args.sizes, args.cpu_max_chunks))
 
     def load():
         from gpu_tigrag.index.embed import PrecomputedEncoder

@@ -46,7 +46,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     from .index.store import save_index
 
     config = _parse_sets(IndexConfig(), args.sets)
-    if args.stream or args.resume:
+    if args.stream or args.resume or args.scheduler:
         return _index_streaming(args, config)
     passages = load_corpus(args.corpus)
     print(f"loaded {len(passages):,} passages from {len(args.corpus)} file(s)", file=sys.stderr)
@@ -68,7 +68,7 @@ def _index_streaming(args: argparse.Namespace, config: IndexConfig) -> int:
     index = build_index_streaming(
         args.corpus, args.output, config, memory_budget_mb=args.memory_budget, workers=args.workers,
         resume=args.resume, partition_size=args.partition_passages or None, show_progress=not args.quiet,
-        log=(lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr)))
+        scheduler=args.scheduler, log=(lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr)))
     print(format_statistics(index.stats))
     print("build seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in index.timings.items())
           + f"; total {time.perf_counter() - start:.2f}")
@@ -301,9 +301,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="partitioned build for corpora larger than memory, checkpointed per partition and stage")
     p.add_argument("--resume", action="store_true", help="continue an interrupted --stream build (implies --stream)")
     p.add_argument("--memory-budget", type=int, default=2048, metavar="MB",
-                   help="working memory of a --stream build; sets the partition size (default 2048)")
+                   help="working memory of a --stream build above the runtime's own (interpreter and libraries); "
+                        "sets the partition size (default 2048)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="processes tokenising and counting partitions (default: all cores)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="tokenise and count partitions on the workers of this Dask scheduler instead (implies "
+                        "--stream; the output must be on a filesystem the workers share)")
     p.add_argument("--partition-passages", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_index)

@@ -3,16 +3,18 @@
 Every worker loads the index once (cached per process) and answers shards of queries; the
 client streams the query file, keeps a bounded number of shards in flight, and writes the
 results in input order as shards complete, with the same JSONL format, fsync and `--resume`
-as the single-process scheduler. Dask re-runs the shard of a worker that dies on another.
+as the single-process scheduler. The shard of a worker that dies is re-run on another by
+Dask's scheduler (up to its `allowed-failures` setting, 3 by default); tested by killing one.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .config import RetrievalConfig, config_from_dict, config_to_dict
 from .errors import TigragError
@@ -20,6 +22,31 @@ from .progress import counter
 from .scheduler import QueryRecord, open_run, result_record
 
 _WORKER_CACHE: dict[tuple[str, str], Any] = {}
+
+
+@contextmanager
+def dask_client(scheduler: str | None = None, workers: int = 2) -> Iterator[Any]:
+    """A Dask client on `scheduler` (an address), or on a LocalCluster of `workers` single-threaded
+    processes started here and closed on exit."""
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise TigragError("Dask workers need dask.distributed (pip install 'dask[distributed]')") from None
+    if scheduler:
+        try:
+            client = Client(scheduler, timeout="30s")
+        except (OSError, TimeoutError) as error:
+            raise TigragError(f"cannot reach the Dask scheduler at {scheduler}: {error}") from None
+        cluster = None
+    else:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        client = Client(cluster)
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
 
 
 def _worker_retriever(index_path: str, config: dict[str, Any], backend: str):
@@ -51,56 +78,50 @@ def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_pat
     (other shard sizes change BLAS blocking, hence the last bits of some scores).
     """
     shard_size = shard_size or config.batch_size
-    try:
-        from distributed import Client, LocalCluster, as_completed
-    except ImportError:
-        raise TigragError("--workers/--scheduler need dask.distributed (pip install 'dask[distributed]')") from None
     sink, done, records = open_run(queries_path, output, resume)
-    cluster = None
-    if scheduler:
-        client = Client(scheduler)
-    else:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
-        client = Client(cluster)
+    with sink, dask_client(scheduler, workers) as client:
+        return _run_on(client, sink, done, records, (str(Path(index_path).resolve()), config_to_dict(config), backend),
+                       shard_size, k, show_progress)
+
+
+def _run_on(client: Any, sink: Any, done: int, records: Iterator[QueryRecord], settings: tuple, shard_size: int,
+            k: int, show_progress: bool) -> dict[str, Any]:
+    from distributed import as_completed
+
     n_workers = len(client.scheduler_info()["workers"])
-    settings = (str(Path(index_path).resolve()), config_to_dict(config), backend)
     bar = counter(0, "run", show_progress, unit="query")
     written, start = 0, time.perf_counter()
     try:
-        with sink:
-            pending: dict[int, list[dict]] = {}
-            next_shard = submitted = 0
-            in_flight = as_completed()
-            futures: dict[Any, int] = {}
+        pending: dict[int, list[dict]] = {}
+        next_shard = submitted = 0
+        in_flight = as_completed()
+        futures: dict[Any, int] = {}
 
-            def submit() -> bool:
-                nonlocal submitted
-                shard = [(r.position, r.qid, r.text) for r in islice(records, shard_size)]
-                if not shard:
-                    return False
-                future = client.submit(retrieve_shard, *settings, shard, k, pure=False)
-                futures[future] = submitted
-                in_flight.add(future)
-                submitted += 1
-                return True
+        def submit() -> bool:
+            nonlocal submitted
+            shard = [(r.position, r.qid, r.text) for r in islice(records, shard_size)]
+            if not shard:
+                return False
+            future = client.submit(retrieve_shard, *settings, shard, k, pure=False)
+            futures[future] = submitted
+            in_flight.add(future)
+            submitted += 1
+            return True
 
-            for _ in range(2 * max(n_workers, 1)):
-                if not submit():
-                    break
-            for future in in_flight:
-                pending[futures.pop(future)] = future.result()
-                submit()
-                while next_shard in pending:  # write completed shards in input order
-                    rows = pending.pop(next_shard)
-                    sink.write(rows)
-                    written += len(rows)
-                    bar.update(len(rows))
-                    next_shard += 1
+        for _ in range(2 * max(n_workers, 1)):
+            if not submit():
+                break
+        for future in in_flight:
+            pending[futures.pop(future)] = future.result()
+            submit()
+            while next_shard in pending:  # write completed shards in input order
+                rows = pending.pop(next_shard)
+                sink.write(rows)
+                written += len(rows)
+                bar.update(len(rows))
+                next_shard += 1
     finally:
         bar.close()
-        client.close()
-        if cluster is not None:
-            cluster.close()
     elapsed = time.perf_counter() - start
     return {"skipped_done": done, "written": written, "seconds": elapsed, "workers": n_workers,
             "queries_per_second": written / elapsed if elapsed else 0.0}

@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -104,6 +105,40 @@ def test_two_dask_workers_give_exactly_the_local_results(index_path, tmp_path):
     stats = run_distributed(path, config, queries, spread, k=3, workers=2, backend="numpy")
     assert stats["workers"] == 2 and stats["written"] == 90
     assert spread.read_text() == local.read_text()
+
+
+def test_the_shards_of_a_killed_worker_are_rerun(index_path, tmp_path):
+    pytest.importorskip("distributed")
+    from distributed import Client, LocalCluster
+    from gpu_tigrag.distributed import run_distributed
+
+    path, index = index_path
+    queries = write_queries(tmp_path / "q.jsonl", 400)
+    config = RetrievalConfig(batch_size=2, hops=1)
+    local = tmp_path / "local.jsonl"
+    run_queries(Retriever(index, config, backend="numpy"), queries, local, k=3)
+    spread = tmp_path / "spread.jsonl"
+    killed_at: list[int] = []
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        victim = sorted(client.run(os.getpid).values())[0]
+
+        def kill_when_under_way() -> None:
+            deadline = time.time() + 120
+            while time.time() < deadline and (not spread.exists() or spread.read_text().count("\n") < 30):
+                time.sleep(0.005)
+            killed_at.append(spread.read_text().count("\n"))
+            os.kill(victim, signal.SIGKILL)
+
+        killer = threading.Thread(target=kill_when_under_way)
+        killer.start()
+        stats = run_distributed(path, config, queries, spread, k=3, scheduler=cluster.scheduler_address,
+                                backend="numpy")
+        killer.join()
+        survivors = set(client.run(os.getpid).values())
+    assert 30 <= killed_at[0] < 400, "the kill should land mid-run"
+    assert victim not in survivors
+    assert stats["written"] == 400 and spread.read_text() == local.read_text()
 
 
 def test_parquet_output_in_parts_resumes(index_path, tmp_path):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import EXAMPLES, ROOT
-from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig
+from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig, config_to_dict
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.errors import TigragError
 from gpu_tigrag.index.build import build_index
@@ -59,3 +59,78 @@ def test_resume_after_kill_gives_an_identical_index(tmp_path):
         build_index_streaming([corpus], tmp_path / "killed", CONFIG)
     subprocess.run(command + ["-o", str(tmp_path / "killed"), "--resume"], check=True, timeout=600, capture_output=True)
     assert files_of(tmp_path / "killed") == files_of(tmp_path / "clean")
+
+
+def assert_same_index(a, b):
+    assert a.vocab.tokens == b.vocab.tokens and a.chunk_texts == b.chunk_texts
+    np.testing.assert_array_equal(a.token_ids, b.token_ids)
+    assert (a.graph != b.graph).nnz == 0
+    np.testing.assert_array_equal(a.bm25.toarray(), b.bm25.toarray())
+
+
+def test_partitions_on_dask_workers_give_the_same_index(tmp_path):
+    pytest.importorskip("distributed")
+    from distributed import LocalCluster
+
+    encoder = load_encoder(CONFIG.encoder)
+    local = build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "local", CONFIG, partition_size=4, workers=1,
+                                  encoder=encoder, entity_extractor=string_entities)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        spread = build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "dask", CONFIG, partition_size=4,
+                                       scheduler=cluster.scheduler_address, encoder=encoder,
+                                       entity_extractor=string_entities)
+    assert_same_index(spread, local)
+    assert files_of(tmp_path / "dask") == files_of(tmp_path / "local")
+
+
+def test_a_resumed_build_keeps_its_partition_size(tmp_path):
+    encoder = load_encoder(CONFIG.encoder)
+    work = tmp_path / "idx.work"
+    work.mkdir()
+    fingerprint = {"config": config_to_dict(CONFIG),
+                   "inputs": [{"path": str((EXAMPLES / "corpus.json").resolve()),
+                               "bytes": (EXAMPLES / "corpus.json").stat().st_size}],
+                   "partition_passages": 5}
+    (work / "build.json").write_text(json.dumps(fingerprint))
+    with pytest.raises(TigragError, match="partitions of 5 passages, not 9"):
+        build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "idx", CONFIG, partition_size=9, resume=True,
+                              encoder=encoder, entity_extractor=string_entities)
+    messages = []
+    resumed = build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "idx", CONFIG, memory_budget_mb=4096,
+                                    workers=1, resume=True, encoder=encoder, entity_extractor=string_entities,
+                                    log=messages.append)
+    assert "6 partition(s) of up to 5 passages tokenised" in messages
+    full = build_index(load_corpus(EXAMPLES / "corpus.json"), CONFIG, encoder=encoder, entity_extractor=string_entities)
+    assert_same_index(resumed, full)
+
+
+def peak_tree_pss_mib(command: list[str]) -> float:
+    """Peak proportional set size of a command's process tree (shared library pages split, not repeated)."""
+    psutil = pytest.importorskip("psutil")
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    root, peak = psutil.Process(proc.pid), 0
+    while proc.poll() is None:
+        total = 0
+        for member in [root, *root.children(recursive=True)]:
+            try:
+                total += member.memory_full_info().pss
+            except psutil.Error:
+                pass
+        peak = max(peak, total)
+        time.sleep(0.05)
+    assert proc.returncode == 0, proc.stderr.read().decode()[-2000:]
+    return peak / 2**20
+
+
+def test_the_memory_budget_bounds_the_working_memory(tmp_path):
+    corpus = tmp_path / "synth.jsonl"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "synth.py"), "10000", "-o", str(corpus)], check=True)
+    budget = 48
+    command = [sys.executable, "-m", "gpu_tigrag.cli", "index", "--stream", "--workers", "1", "-q",
+               "--memory-budget", str(budget), "--set", "encoder.model=hashing:32", "--set", "entities.model=capitalized"]
+    runtime = peak_tree_pss_mib(command + [str(EXAMPLES / "corpus.json"), "-o", str(tmp_path / "tiny")])
+    bounded = peak_tree_pss_mib(command + [str(corpus), "-o", str(tmp_path / "bounded")])
+    one_partition = peak_tree_pss_mib(command + [str(corpus), "-o", str(tmp_path / "whole"),
+                                                 "--partition-passages", "10000"])
+    assert bounded - runtime <= budget, (runtime, bounded)
+    assert one_partition - runtime > budget, (runtime, one_partition)  # the partitioning is what keeps it down

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernels.cooccurrence import emit_pairs_cpu, emit_pairs_cuda, slots_per_window, window_bounds
+from kernels.pair_count import count_keys
 
 from ..backend import Backend
 
@@ -29,11 +30,31 @@ def window_pair_keys(be: Backend, indptr: Any, ids: Any, n_vocab: int, window: i
     return out[out >= 0]
 
 
-def cooccurrence_graph(be: Backend, indptr: Any, ids: Any, n_vocab: int, window: int) -> Any:
-    """Symmetric CSR adjacency (n_vocab × n_vocab, float32) of windowed co-occurrence counts."""
+COUNT_METHODS = ("sort", "hash")
+
+
+def count_pairs(be: Backend, keys: Any, method: str = "sort") -> tuple[Any, Any]:
+    """(distinct keys ascending, int64 counts) of packed pair keys; both methods give the same arrays.
+
+    "sort" is `xp.unique` (sorts every key); "hash" inserts the keys into an open-addressing
+    table (kernels/pair_count.py, atomics on the GPU) and sorts only the distinct ones.
+    bench/pair_count.py measures both.
+    """
+    if method == "sort":
+        return be.xp.unique(keys, return_counts=True)
+    if method == "hash":
+        return count_keys(be, keys)
+    raise ValueError(f"unknown pair counting method {method!r}; choose one of {', '.join(COUNT_METHODS)}")
+
+
+def cooccurrence_graph(be: Backend, indptr: Any, ids: Any, n_vocab: int, window: int, method: str = "sort") -> Any:
+    """Symmetric CSR adjacency (n_vocab × n_vocab, float32) of windowed co-occurrence counts.
+
+    `method` picks how pair keys are counted (see `count_pairs`); the graph is the same.
+    """
     keys = window_pair_keys(be, indptr, ids, n_vocab, window)
     xp = be.xp
-    pairs, counts = xp.unique(keys, return_counts=True)
+    pairs, counts = count_pairs(be, keys, method)
     lo = (pairs // n_vocab).astype(xp.int32)
     hi = (pairs % n_vocab).astype(xp.int32)
     rows = xp.concatenate([lo, hi])

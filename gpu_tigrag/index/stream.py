@@ -13,6 +13,12 @@ so a build that is killed resumes with `resume=True` and redoes only unfinished 
 
 Counts and statistics are additive, every stage is deterministic, and the result equals the
 in-memory build array for array (tested), so a resumed build is byte-identical to a clean one.
+
+Stages 1 and 3 run in local spawned processes, or on the workers of a Dask scheduler
+(`scheduler=ADDRESS`); those read and write the checkpoints themselves, so the work directory
+must be on a filesystem they share with this process (checked before any work is sent).
+`memory_budget_mb` bounds the working memory above the fixed cost of the runtime (interpreter
+and libraries in each process): partitions in flight plus the merge and the assembled index.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import os
 import shutil
 import time
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -117,6 +124,7 @@ class StreamBuild:
     config: IndexConfig
     workers: int
     size: int
+    scheduler: str | None = None
 
     @property
     def work(self) -> Path:
@@ -126,8 +134,31 @@ class StreamBuild:
         return self.work / name
 
     def fingerprint(self) -> dict[str, Any]:
+        """What a resumed build must share with the interrupted one (the partition size is taken from it)."""
         inputs = [{"path": str(p.resolve()), "bytes": p.stat().st_size if p.is_file() else None} for p in self.paths]
-        return {"config": config_to_dict(self.config), "partition_passages": self.size, "inputs": inputs}
+        return {"config": config_to_dict(self.config), "inputs": inputs}
+
+
+Submit = Callable[..., Any]
+
+
+@contextmanager
+def partition_executor(build: StreamBuild) -> Iterator[tuple[Submit, int]]:
+    """(submit(fn, *args) -> future, parallel slots): spawned local processes, or Dask workers."""
+    if build.scheduler is None:
+        with ProcessPoolExecutor(max_workers=build.workers, mp_context=_SPAWN) as pool:
+            yield pool.submit, build.workers
+        return
+    from ..distributed import dask_client
+
+    with dask_client(build.scheduler) as client:
+        seen = client.run(os.path.isdir, str(build.work))
+        blind = sorted(worker for worker, ok in seen.items() if not ok)
+        if blind:
+            raise TigragError(f"{build.work}: not visible to Dask worker(s) {', '.join(blind)}; "
+                              "a --scheduler build needs its output on a filesystem the workers share")
+        slots = sum(w["nthreads"] for w in client.scheduler_info()["workers"].values())
+        yield (lambda fn, *args: client.submit(fn, *args, pure=False)), max(slots, 1)
 
 
 def build_index_streaming(
@@ -135,40 +166,34 @@ def build_index_streaming(
     memory_budget_mb: int = 2048, workers: int = 1, resume: bool = False, partition_size: int | None = None,
     encoder: Encoder | None = None,
     entity_extractor: Callable[[Sequence[str]], list[list[tuple[str, str]]]] | None = None,
-    show_progress: bool = False, log: Callable[[str], None] = lambda m: None,
+    show_progress: bool = False, log: Callable[[str], None] = lambda m: None, scheduler: str | None = None,
 ) -> Index:
-    """Build the index of `paths` partition by partition into `output` (see the module doc)."""
+    """Build the index of `paths` partition by partition into `output` (see the module doc).
+
+    `workers` local processes tokenise and count partitions, or the workers of the Dask
+    scheduler at `scheduler`; `resume=True` continues a build that was interrupted.
+    """
     from .store import save_index
 
-    build = StreamBuild(expand_paths(paths), Path(output), config, max(workers, 1),
-                        partition_size or partition_passages(memory_budget_mb, workers))
-    work = build.work
-    fingerprint = build.fingerprint()
-    if work.exists():
-        if not resume:
-            raise TigragError(f"{work}: an unfinished build is there; pass --resume to continue it or delete it")
-        saved = json.loads((work / "build.json").read_text()) if (work / "build.json").is_file() else None
-        if saved != fingerprint:
-            raise TigragError(f"{work}: was started with other inputs or settings; delete it to start over")
-    else:
-        work.mkdir(parents=True)
-        (work / "build.json").write_text(json.dumps(fingerprint, indent=1))
+    build = StreamBuild(expand_paths(paths), Path(output).resolve(), config, max(workers, 1),
+                        partition_size or partition_passages(memory_budget_mb, workers), scheduler)
+    _open_work(build, resume, explicit_size=partition_size is not None)
     timings: dict[str, float] = {}
 
-    start = time.perf_counter()
-    n_parts = _stage_tokenise(build, show_progress)
-    timings["split_tokenise"] = time.perf_counter() - start
-    log(f"{n_parts} partition(s) of up to {build.size:,} passages tokenised")
-
-    start = time.perf_counter()
-    vocab_path = build.file("vocab.npy")
-    if not vocab_path.is_file():
-        tokens: set[str] = set()
-        for p in range(n_parts):
-            tokens.update(np.load(build.file(f"part-{p:05d}.tokens.npz"), allow_pickle=False)["vocab"].tolist())
-        np.save(str(vocab_path) + ".tmp.npy", np.array(sorted(tokens), dtype=str))
-        os.replace(str(vocab_path) + ".tmp.npy", vocab_path)
-    _stage_count(build, n_parts, show_progress)
+    with partition_executor(build) as (submit, slots):
+        start = time.perf_counter()
+        n_parts = _stage_tokenise(build, submit, slots, show_progress)
+        timings["split_tokenise"] = time.perf_counter() - start
+        log(f"{n_parts} partition(s) of up to {build.size:,} passages tokenised")
+        start = time.perf_counter()
+        vocab_path = build.file("vocab.npy")
+        if not vocab_path.is_file():
+            tokens: set[str] = set()
+            for p in range(n_parts):
+                tokens.update(np.load(build.file(f"part-{p:05d}.tokens.npz"), allow_pickle=False)["vocab"].tolist())
+            np.save(str(vocab_path) + ".tmp.npy", np.array(sorted(tokens), dtype=str))
+            os.replace(str(vocab_path) + ".tmp.npy", vocab_path)
+        _stage_count(build, n_parts, submit)
     vocab = Vocabulary(np.load(vocab_path, allow_pickle=False).tolist())
     graph, stats = _merge_counts(build, n_parts, len(vocab))
     timings["graph"] = time.perf_counter() - start
@@ -197,42 +222,58 @@ def build_index_streaming(
     timings["assemble_bm25"] = time.perf_counter() - start
     index.timings = timings
     save_index(index, build.output)
-    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(build.work, ignore_errors=True)
     return index
 
 
-def _stage_tokenise(build: StreamBuild, show_progress: bool) -> int:
+def _open_work(build: StreamBuild, resume: bool, explicit_size: bool) -> None:
+    """Create the work directory, or check that the one there belongs to this build and adopt its
+    partition size (a resumed build may run with another worker count or budget)."""
+    work, fingerprint = build.work, build.fingerprint()
+    if not work.exists():
+        work.mkdir(parents=True)
+        (work / "build.json").write_text(json.dumps({**fingerprint, "partition_passages": build.size}, indent=1))
+        return
+    if not resume:
+        raise TigragError(f"{work}: an unfinished build is there; pass --resume to continue it or delete it")
+    saved = json.loads((work / "build.json").read_text()) if (work / "build.json").is_file() else {}
+    size = saved.pop("partition_passages", None)
+    if saved != fingerprint:
+        raise TigragError(f"{work}: was started with other inputs or settings; delete it to start over")
+    if explicit_size and size != build.size:
+        raise TigragError(f"{work}: was started with partitions of {size} passages, not {build.size}")
+    build.size = size
+
+
+def _stage_tokenise(build: StreamBuild, submit: Submit, slots: int, show_progress: bool) -> int:
     chunk, tokens = config_to_dict(build.config.chunk), config_to_dict(build.config.tokens)
     bar = counter(0, "tokenise", show_progress, unit="passage")
     n_parts = 0
-    with ProcessPoolExecutor(max_workers=build.workers, mp_context=_SPAWN) as pool:
-        in_flight: list[Any] = []
-        for p, batch in enumerate(_iter_partitions(build.paths, build.size)):
-            n_parts = p + 1
-            target = build.file(f"part-{p:05d}.tokens.npz")
-            if target.is_file():
-                continue
-            records = [(x.title, x.text, x.doc_id) for x in batch]
-            in_flight.append(pool.submit(_tokenise_partition, records, chunk, tokens, str(target)))
-            bar.update(len(batch))
-            while len(in_flight) >= 2 * build.workers:  # bounded: memory stays within the budget
-                in_flight.pop(0).result()
-        for future in in_flight:
-            future.result()
+    in_flight: list[Any] = []
+    for p, batch in enumerate(_iter_partitions(build.paths, build.size)):
+        n_parts = p + 1
+        target = build.file(f"part-{p:05d}.tokens.npz")
+        if target.is_file():
+            continue
+        records = [(x.title, x.text, x.doc_id) for x in batch]
+        in_flight.append(submit(_tokenise_partition, records, chunk, tokens, str(target)))
+        bar.update(len(batch))
+        while len(in_flight) >= 2 * slots:  # bounded: memory stays within the budget
+            in_flight.pop(0).result()
+    for future in in_flight:
+        future.result()
     bar.close()
     if n_parts == 0:
         raise CorpusError(f"{', '.join(map(str, build.paths))}: no non-empty passages found")
     return n_parts
 
 
-def _stage_count(build: StreamBuild, n_parts: int, show_progress: bool) -> None:
+def _stage_count(build: StreamBuild, n_parts: int, submit: Submit) -> None:
     todo = [p for p in range(n_parts) if not build.file(f"part-{p:05d}.counts.npz").is_file()]
-    with ProcessPoolExecutor(max_workers=build.workers, mp_context=_SPAWN) as pool:
-        futures = [pool.submit(_count_partition, str(build.file(f"part-{p:05d}.tokens.npz")),
-                               str(build.file("vocab.npy")), build.config.graph.window,
-                               str(build.file(f"part-{p:05d}.counts.npz"))) for p in todo]
-        for future in futures:
-            future.result()
+    futures = [submit(_count_partition, str(build.file(f"part-{p:05d}.tokens.npz")), str(build.file("vocab.npy")),
+                      build.config.graph.window, str(build.file(f"part-{p:05d}.counts.npz"))) for p in todo]
+    for future in futures:
+        future.result()
 
 
 def _merge_counts(build: StreamBuild, n_parts: int, n_vocab: int) -> tuple[scipy.sparse.csr_matrix, CorpusStatistics]:
