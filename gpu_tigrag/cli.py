@@ -68,7 +68,7 @@ def _index_streaming(args: argparse.Namespace, config: IndexConfig) -> int:
     index = build_index_streaming(
         args.corpus, args.output, config, memory_budget_mb=args.memory_budget, workers=args.workers,
         resume=args.resume, partition_size=args.partition_passages or None, show_progress=not args.quiet,
-        scheduler=args.scheduler, log=(lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr)))
+        scheduler=args.scheduler, backend=args.backend, log=(lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr)))
     print(format_statistics(index.stats))
     print("build seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in index.timings.items())
           + f"; total {time.perf_counter() - start:.2f}")
@@ -412,6 +412,7 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")  # read when dask.distributed is imported
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     for name in ("sentence_transformers", "transformers", "huggingface_hub"):

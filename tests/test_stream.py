@@ -21,11 +21,11 @@ from test_evaluate import string_entities
 CONFIG = IndexConfig(encoder=EncoderConfig(model="hashing:64"))
 
 
-def test_streaming_build_equals_in_memory_build(tmp_path):
+def test_streaming_build_equals_in_memory_build(tmp_path, backend):
     encoder = load_encoder(CONFIG.encoder)
     full = build_index(load_corpus(EXAMPLES / "corpus.json"), CONFIG, encoder=encoder, entity_extractor=string_entities)
     streamed = build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "idx", CONFIG, partition_size=7, workers=2,
-                                     encoder=encoder, entity_extractor=string_entities)
+                                     encoder=encoder, entity_extractor=string_entities, backend=backend.name)
     assert streamed.vocab.tokens == full.vocab.tokens and streamed.chunk_texts == full.chunk_texts
     np.testing.assert_array_equal(streamed.token_ids, full.token_ids)
     np.testing.assert_array_equal(streamed.chunk_passage, full.chunk_passage)
@@ -52,9 +52,13 @@ def test_resume_after_kill_gives_an_identical_index(tmp_path):
     deadline = time.time() + 300
     while time.time() < deadline and len(list(work.glob("*.npz")) if work.exists() else []) < 12:
         time.sleep(0.02)
+    psutil = pytest.importorskip("psutil")
+    workers = psutil.Process(proc.pid).children(recursive=True)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert work.exists() and not (tmp_path / "killed" / "manifest.json").exists()
+    _, alive = psutil.wait_procs(workers, timeout=10)
+    assert workers and not alive, "worker processes outlived the killed build"
     with pytest.raises(TigragError, match="pass --resume"):
         build_index_streaming([corpus], tmp_path / "killed", CONFIG)
     subprocess.run(command + ["-o", str(tmp_path / "killed"), "--resume"], check=True, timeout=600, capture_output=True)

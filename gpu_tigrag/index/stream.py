@@ -47,7 +47,7 @@ from ..text.tokens import Vocabulary, token_csr
 from .bm25 import CorpusStatistics, bm25_matrix, corpus_statistics
 from .embed import Encoder, load_encoder
 from .entities import entities_from_lists, extract_entities
-from .graph import window_pair_keys
+from .graph import count_pairs, window_pair_keys
 from .index import Index
 from .stats import graph_statistics
 
@@ -56,6 +56,19 @@ _SPAWN = multiprocessing.get_context("spawn")
 #: rough peak bytes per passage while one partition is tokenised and counted
 BYTES_PER_PASSAGE = 48 * 1024
 MERGE_BUCKETS_MIN = 4
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Worker initializer: leave when the build process is gone (killed with -9, say), instead
+    of lingering as an orphan that holds its memory."""
+    import threading
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def partition_passages(memory_budget_mb: int, workers: int) -> int:
@@ -102,15 +115,18 @@ def _tokenise_partition(records: list[tuple[str, str, str]], chunk: dict, tokens
     return len(texts)
 
 
-def _count_partition(tokens_path: str, vocab_path: str, window: int, out: str) -> None:
-    """Stage 3 (worker): global ids, unique pair keys with counts, and BM25 statistics."""
+def _count_partition(tokens_path: str, vocab_path: str, window: int, out: str, backend: str = "numpy") -> None:
+    """Stage 3 (worker, or this process on a GPU): global ids, unique pair keys with counts, and
+    BM25 statistics; pairs are emitted and counted on `backend`."""
     part = _load_npz(Path(tokens_path))
     vocab = np.load(vocab_path, allow_pickle=False)
     remap = np.searchsorted(vocab, part["vocab"]).astype(np.int32)
     ids = remap[part["ids"]] if part["ids"].size else part["ids"]
-    be = get_backend("numpy")
-    keys, counts = np.unique(window_pair_keys(be, part["indptr"], ids, len(vocab), window), return_counts=True)
-    stats = corpus_statistics(be, part["indptr"], ids, len(vocab))
+    be = get_backend(backend)
+    device_ids = be.asarray(ids)
+    keys, counts = count_pairs(be, window_pair_keys(be, part["indptr"], device_ids, len(vocab), window))
+    keys, counts = be.to_host(keys), be.to_host(counts)
+    stats = corpus_statistics(be, be.asarray(part["indptr"]), device_ids, len(vocab))
     _save_npz(Path(out), ids=ids.astype(np.int32), keys=keys, counts=counts.astype(np.int64),
               n_docs=np.int64(stats.n_docs), total_length=np.int64(stats.total_length), doc_freq=stats.doc_freq)
 
@@ -125,6 +141,7 @@ class StreamBuild:
     workers: int
     size: int
     scheduler: str | None = None
+    backend: str = "numpy"
 
     @property
     def work(self) -> Path:
@@ -146,7 +163,8 @@ Submit = Callable[..., Any]
 def partition_executor(build: StreamBuild) -> Iterator[tuple[Submit, int]]:
     """(submit(fn, *args) -> future, parallel slots): spawned local processes, or Dask workers."""
     if build.scheduler is None:
-        with ProcessPoolExecutor(max_workers=build.workers, mp_context=_SPAWN) as pool:
+        with ProcessPoolExecutor(max_workers=build.workers, mp_context=_SPAWN, initializer=_exit_with_parent,
+                                 initargs=(os.getpid(),)) as pool:
             yield pool.submit, build.workers
         return
     from ..distributed import dask_client
@@ -167,23 +185,37 @@ def build_index_streaming(
     encoder: Encoder | None = None,
     entity_extractor: Callable[[Sequence[str]], list[list[tuple[str, str]]]] | None = None,
     show_progress: bool = False, log: Callable[[str], None] = lambda m: None, scheduler: str | None = None,
+    backend: str = "numpy",
 ) -> Index:
     """Build the index of `paths` partition by partition into `output` (see the module doc).
 
-    `workers` local processes tokenise and count partitions, or the workers of the Dask
-    scheduler at `scheduler`; `resume=True` continues a build that was interrupted.
+    `workers` local processes tokenise partitions, or the workers of the Dask scheduler at
+    `scheduler`; meanwhile this process embeds the partitions already tokenised (the encoder's
+    device work overlaps the text work). Pairs are counted in the workers too, or here on the
+    device when `backend` is a GPU. `resume=True` continues a build that was interrupted.
     """
     from .store import save_index
 
     build = StreamBuild(expand_paths(paths), Path(output).resolve(), config, max(workers, 1),
-                        partition_size or partition_passages(memory_budget_mb, workers), scheduler)
+                        partition_size or partition_passages(memory_budget_mb, workers), scheduler,
+                        get_backend(backend).name)
     _open_work(build, resume, explicit_size=partition_size is not None)
-    timings: dict[str, float] = {}
+    timings: dict[str, float] = {"embed": 0.0}
+    encoder = encoder or load_encoder(config.encoder)
+
+    def embed(p: int) -> None:
+        target = build.file(f"part-{p:05d}.embed.npy")
+        if not target.is_file():
+            begin = time.perf_counter()
+            texts = np.load(build.file(f"part-{p:05d}.tokens.npz"), allow_pickle=False)["texts"].tolist()
+            np.save(str(target) + ".tmp.npy", encoder.encode(texts))
+            os.replace(str(target) + ".tmp.npy", target)
+            timings["embed"] += time.perf_counter() - begin
 
     with partition_executor(build) as (submit, slots):
         start = time.perf_counter()
-        n_parts = _stage_tokenise(build, submit, slots, show_progress)
-        timings["split_tokenise"] = time.perf_counter() - start
+        n_parts = _stage_tokenise(build, submit, slots, show_progress, on_tokenised=embed)
+        timings["split_tokenise"] = time.perf_counter() - start - timings["embed"]
         log(f"{n_parts} partition(s) of up to {build.size:,} passages tokenised")
         start = time.perf_counter()
         vocab_path = build.file("vocab.npy")
@@ -198,15 +230,8 @@ def build_index_streaming(
     graph, stats = _merge_counts(build, n_parts, len(vocab))
     timings["graph"] = time.perf_counter() - start
 
-    encoder = encoder or load_encoder(config.encoder)
-    start = time.perf_counter()
-    for p in range(n_parts):
-        target = build.file(f"part-{p:05d}.embed.npy")
-        if not target.is_file():
-            texts = np.load(build.file(f"part-{p:05d}.tokens.npz"), allow_pickle=False)["texts"].tolist()
-            np.save(str(target) + ".tmp.npy", encoder.encode(texts, show_progress=show_progress))
-            os.replace(str(target) + ".tmp.npy", target)
-    timings["embed"] = time.perf_counter() - start
+    for p in range(n_parts):  # partitions tokenised before an interruption
+        embed(p)
     start = time.perf_counter()
     for p in range(n_parts):
         target = build.file(f"part-{p:05d}.entities.json")
@@ -245,23 +270,31 @@ def _open_work(build: StreamBuild, resume: bool, explicit_size: bool) -> None:
     build.size = size
 
 
-def _stage_tokenise(build: StreamBuild, submit: Submit, slots: int, show_progress: bool) -> int:
+def _stage_tokenise(build: StreamBuild, submit: Submit, slots: int, show_progress: bool,
+                    on_tokenised: Callable[[int], None]) -> int:
+    """Tokenise every partition in the workers; `on_tokenised(p)` runs here as each one lands."""
     chunk, tokens = config_to_dict(build.config.chunk), config_to_dict(build.config.tokens)
     bar = counter(0, "tokenise", show_progress, unit="passage")
     n_parts = 0
-    in_flight: list[Any] = []
+    in_flight: list[tuple[int, Any]] = []
+
+    def finish_oldest() -> None:
+        p, future = in_flight.pop(0)
+        future.result()
+        on_tokenised(p)
+
     for p, batch in enumerate(_iter_partitions(build.paths, build.size)):
         n_parts = p + 1
         target = build.file(f"part-{p:05d}.tokens.npz")
         if target.is_file():
             continue
         records = [(x.title, x.text, x.doc_id) for x in batch]
-        in_flight.append(submit(_tokenise_partition, records, chunk, tokens, str(target)))
+        in_flight.append((p, submit(_tokenise_partition, records, chunk, tokens, str(target))))
         bar.update(len(batch))
         while len(in_flight) >= 2 * slots:  # bounded: memory stays within the budget
-            in_flight.pop(0).result()
-    for future in in_flight:
-        future.result()
+            finish_oldest()
+    while in_flight:
+        finish_oldest()
     bar.close()
     if n_parts == 0:
         raise CorpusError(f"{', '.join(map(str, build.paths))}: no non-empty passages found")
@@ -269,9 +302,15 @@ def _stage_tokenise(build: StreamBuild, submit: Submit, slots: int, show_progres
 
 
 def _stage_count(build: StreamBuild, n_parts: int, submit: Submit) -> None:
+    """Count every partition: in the workers on the CPU, here on the device with a GPU backend."""
     todo = [p for p in range(n_parts) if not build.file(f"part-{p:05d}.counts.npz").is_file()]
-    futures = [submit(_count_partition, str(build.file(f"part-{p:05d}.tokens.npz")), str(build.file("vocab.npy")),
-                      build.config.graph.window, str(build.file(f"part-{p:05d}.counts.npz"))) for p in todo]
+    args = [(str(build.file(f"part-{p:05d}.tokens.npz")), str(build.file("vocab.npy")), build.config.graph.window,
+             str(build.file(f"part-{p:05d}.counts.npz"))) for p in todo]
+    if build.backend != "numpy":
+        for arguments in args:
+            _count_partition(*arguments, backend=build.backend)
+        return
+    futures = [submit(_count_partition, *arguments) for arguments in args]
     for future in futures:
         future.result()
 
