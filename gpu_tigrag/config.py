@@ -126,6 +126,7 @@ class RetrievalConfig:
     batch_size: int = 256  # queries per PPR block (lowered to fit memory_budget_mb)
     memory_budget_mb: int = 2048  # working memory of one batch's dense chunks × B and vocab × B blocks
     entity_labels: tuple[str, ...] = DEFAULT_ENTITY_LABELS  # NER labels that count as bridging entities
+    entities_at: str = "index"  # "index": look up the NER run at build time; "query": run NER on H (eq. 3.10) per hop
     # Ablations of the paper's Table 10 (defaults = full TIGRAG):
     scoring: str = "bm25"  # "bm25" (eq. 3.7) or "graph": token presence instead of BM25 (graph-only scoring)
     expansion: str = "ppr"  # "ppr" or "degree": top-γ tokens by weighted degree centrality instead of PPR
@@ -136,6 +137,8 @@ class RetrievalConfig:
             raise TigragError(f"scoring must be 'bm25' or 'graph', got {self.scoring!r}")
         if self.expansion not in ("ppr", "degree"):
             raise TigragError(f"expansion must be 'ppr' or 'degree', got {self.expansion!r}")
+        if self.entities_at not in ("index", "query"):
+            raise TigragError(f"entities_at must be 'index' or 'query', got {self.entities_at!r}")
         unknown = set(self.entity_labels) - set(ENTITY_LABELS)
         if unknown:
             raise TigragError(f"unknown entity label(s) {sorted(unknown)}; known: {', '.join(ENTITY_LABELS)}")

@@ -28,7 +28,7 @@ def test_add_equals_rebuild(backend):
     np.testing.assert_allclose(grown.bm25.toarray(), full.bm25.toarray(), rtol=1e-6)
     np.testing.assert_array_equal(grown.embeddings, full.embeddings)
     assert grown.entities.texts == full.entities.texts
-    np.testing.assert_array_equal(grown.entities.label_masks, full.entities.label_masks)
+    np.testing.assert_array_equal(grown.entities.chunk_masks, full.entities.chunk_masks)
     np.testing.assert_array_equal(grown.entities.chunk_ids, full.entities.chunk_ids)
     np.testing.assert_array_equal(grown.entities.token_ids, full.entities.token_ids)
     assert grown.stats == full.stats and grown.passage_titles == full.passage_titles

@@ -140,3 +140,31 @@ def test_ablations_change_only_their_stage(index, backend):
     degree = Retriever(index, RetrievalConfig(expansion="degree"), backend=backend)
     a, b = (backend.to_host(degree.graph_stage(degree.query_seeds([q])).rho) for q in QUERIES[:2])
     np.testing.assert_array_equal(a, b)  # degree expansion ignores the query
+
+
+def test_query_time_ner_equals_the_index_lookup(index):
+    def ner(texts):  # the same NER as the build's, run again on the hop's chunk texts
+        return [ENTITIES[index.chunk_texts.index(t)] for t in texts]
+
+    lookup = Retriever(index, RetrievalConfig(), backend="numpy").retrieve(QUERIES, k=index.n_chunks)
+    at_query = Retriever(index, RetrievalConfig(entities_at="query"), backend="numpy",
+                         entity_extractor=ner).retrieve(QUERIES, k=index.n_chunks)
+    assert [r.chunk_ids for r in at_query] == [r.chunk_ids for r in lookup]
+    assert [r.scores for r in at_query] == [r.scores for r in lookup]
+    assert [[h.new_entities for h in r.hops] for r in at_query] == [[h.new_entities for h in r.hops] for r in lookup]
+
+
+def test_query_time_ner_filters_by_the_label_of_the_occurrence(index):
+    def ner(texts):  # here tagged DATE (not a bridging label; PERSON in the table); one name is new
+        return [[("Mirela Vantz", "DATE"), ("Korvath Lighthouse", "FAC")] if "Glass Orchard" in t else []
+                for t in texts]
+
+    lookup = Retriever(index, RetrievalConfig(), backend="numpy").retrieve(QUERIES[:1], k=index.n_chunks)[0]
+    assert lookup.hops[0].new_entities == ["Mirela Vantz"]
+    result = Retriever(index, RetrievalConfig(entities_at="query"), backend="numpy",
+                       entity_extractor=ner).retrieve(QUERIES[:1], k=index.n_chunks)[0]
+    assert result.hops[0].new_entities == ["Korvath Lighthouse"]  # unknown to the table: a fresh entity
+    assert len(result.hops) == 2
+    assert 2 in result.chunk_ids and 2 not in lookup.chunk_ids  # hop 2 on "korvath lighthouse" pooled Korvath
+    with pytest.raises(Exception, match="entities_at"):
+        RetrievalConfig(entities_at="later")

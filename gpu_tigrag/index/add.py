@@ -17,7 +17,6 @@ import numpy as np
 import scipy.sparse
 
 from ..backend import Backend, get_backend
-from ..config import ENTITY_LABELS
 from ..corpus import Passage
 from ..text.pipeline import chunk_and_tokenise, split_passages
 from ..text.tokens import Vocabulary, token_csr
@@ -29,11 +28,9 @@ from .index import Index
 from .stats import graph_statistics
 
 
-def _old_entity_lists(index: Index) -> list[list[tuple[str, str]]]:
-    """Each old chunk's entities as (text, label) pairs, one per label bit, in chunk order."""
-    ents = index.entities
-    labels_of = [[label for bit, label in enumerate(ENTITY_LABELS) if mask >> bit & 1] for mask in ents.label_masks]
-    return [[(ents.texts[e], label) for e in ents.of_chunk(c) for label in labels_of[e]] for c in range(index.n_chunks)]
+def _old_entity_lists(index: Index) -> list[list[tuple[str, int]]]:
+    """Each old chunk's entity occurrences as (text, label mask), in reading order."""
+    return [index.entities.occurrences(c) for c in range(index.n_chunks)]
 
 
 def add_passages(

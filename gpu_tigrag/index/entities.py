@@ -2,8 +2,10 @@
 
 Multi-hop expansion (section 3.7) then is a lookup: chunk -> entity ids -> entity texts
 and entity token ids. Entities are de-duplicated case-insensitively; the first surface
-form seen names them. Every label is kept: each entity carries a bit mask of the labels it
-was given (bit i = ENTITY_LABELS[i]), so which labels drive a hop is a retrieval setting.
+form seen names them. Every occurrence is kept, in reading order, with the label NER gave
+it there (a bit mask, bit i = ENTITY_LABELS[i]), so which labels drive a hop is a retrieval
+setting and the lookup returns exactly what NER on the chunk at query time returns
+(eq. 3.10; checked by bench/ner_equivalence.py).
 """
 
 from __future__ import annotations
@@ -45,21 +47,26 @@ def normalise_entity(text: str) -> str:
 
 @dataclass
 class ChunkEntities:
-    """Entity vocabulary with label masks, chunk -> entity ids (CSR), entity -> valid token ids (CSR)."""
+    """Entity vocabulary, chunk -> entity occurrences with their labels (CSR), entity -> valid token ids (CSR)."""
 
     texts: list[str]
-    label_masks: np.ndarray  # int32, bit i set when the entity was tagged ENTITY_LABELS[i]
     chunk_indptr: np.ndarray  # int64
-    chunk_ids: np.ndarray  # int32
+    chunk_ids: np.ndarray  # int32, entity id of each occurrence, in reading order
+    chunk_masks: np.ndarray  # int32, label of each occurrence: bit i = ENTITY_LABELS[i] (0: a label outside them)
     token_indptr: np.ndarray  # int64
     token_ids: np.ndarray  # int32, ids in the token vocabulary (tokens outside it are dropped)
 
-    def allowed(self, labels: Sequence[str]) -> np.ndarray:
-        """Boolean per entity: tagged with at least one of `labels`."""
-        return (self.label_masks & label_mask(labels)) != 0
+    def of_chunk(self, chunk: int, labels: Sequence[str] | int = ENTITY_LABELS) -> list[int]:
+        """Distinct entity ids of a chunk, in order of their first occurrence tagged with one of `labels`."""
+        mask = labels if isinstance(labels, int) else label_mask(labels)
+        lo, hi = self.chunk_indptr[chunk], self.chunk_indptr[chunk + 1]
+        keep = (self.chunk_masks[lo:hi] & mask) != 0
+        return list(dict.fromkeys(self.chunk_ids[lo:hi][keep].tolist()))
 
-    def of_chunk(self, chunk: int) -> np.ndarray:
-        return self.chunk_ids[self.chunk_indptr[chunk] : self.chunk_indptr[chunk + 1]]
+    def occurrences(self, chunk: int) -> list[tuple[str, int]]:
+        """(entity text, label mask) of every occurrence in a chunk, in reading order."""
+        lo, hi = self.chunk_indptr[chunk], self.chunk_indptr[chunk + 1]
+        return [(self.texts[e], int(m)) for e, m in zip(self.chunk_ids[lo:hi], self.chunk_masks[lo:hi])]
 
     def tokens_of(self, entity: int) -> np.ndarray:
         return self.token_ids[self.token_indptr[entity] : self.token_indptr[entity + 1]]
@@ -73,14 +80,14 @@ def label_mask(labels: Sequence[str]) -> int:
 def entities_from_lists(
     per_chunk: Sequence[Sequence[tuple[str, str] | str]], vocab: Vocabulary, tokens: TokenConfig
 ) -> ChunkEntities:
-    """Build the tables from each chunk's list of (surface form, label); a bare string is a PERSON."""
+    """Build the tables from each chunk's list of (surface form, label); a bare string is a PERSON.
+    A label may also be given as its bit mask (as `occurrences` returns it)."""
     key_to_id: dict[str, int] = {}
     texts: list[str] = []
-    masks: list[int] = []
     indptr = np.zeros(len(per_chunk) + 1, dtype=np.int64)
     ids: list[int] = []
+    masks: list[int] = []
     for c, names in enumerate(per_chunk):
-        seen: set[int] = set()
         for item in names:
             name, label = (item, "PERSON") if isinstance(item, str) else item
             name = normalise_entity(name)
@@ -90,18 +97,14 @@ def entities_from_lists(
             if key not in key_to_id:
                 key_to_id[key] = len(texts)
                 texts.append(name)
-                masks.append(0)
-            e = key_to_id[key]
-            masks[e] |= label_mask([label])
-            if e not in seen:
-                seen.add(e)
-                ids.append(e)
+            ids.append(key_to_id[key])
+            masks.append(label if isinstance(label, int) else label_mask([label]))
         indptr[c + 1] = len(ids)
     token_lists = [vocab.encode(valid_tokens(t, tokens)) for t in texts]
     token_indptr = np.zeros(len(texts) + 1, dtype=np.int64)
     np.cumsum([len(t) for t in token_lists], out=token_indptr[1:])
     token_ids = np.concatenate(token_lists).astype(np.int32) if token_lists else np.zeros(0, np.int32)
-    return ChunkEntities(texts, np.asarray(masks, dtype=np.int32), indptr, np.asarray(ids, dtype=np.int32),
+    return ChunkEntities(texts, indptr, np.asarray(ids, dtype=np.int32), np.asarray(masks, dtype=np.int32),
                          token_indptr, token_ids)
 
 

@@ -27,7 +27,7 @@ from ..text.tokens import Vocabulary
 from .entities import ChunkEntities
 from .index import Index
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: entity labels per occurrence (entity_chunk_masks)
 MANIFEST = "manifest.json"
 
 
@@ -58,9 +58,9 @@ def _index_arrays(index: Index) -> dict[str, np.ndarray]:
         "token_indptr": index.token_indptr.astype(np.int64),
         "token_ids": index.token_ids.astype(np.int32),
         "embeddings": np.ascontiguousarray(index.embeddings, dtype=np.float32),
-        "entity_label_masks": index.entities.label_masks.astype(np.int32),
         "entity_chunk_indptr": index.entities.chunk_indptr.astype(np.int64),
         "entity_chunk_ids": index.entities.chunk_ids.astype(np.int32),
+        "entity_chunk_masks": index.entities.chunk_masks.astype(np.int32),
         "entity_token_indptr": index.entities.token_indptr.astype(np.int64),
         "entity_token_ids": index.entities.token_ids.astype(np.int32),
     }
@@ -201,9 +201,9 @@ def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
             embeddings=load_npy("embeddings"),
             entities=ChunkEntities(
                 texts=strings("entities", "text"),
-                label_masks=load_npy("entity_label_masks"),
                 chunk_indptr=load_npy("entity_chunk_indptr"),
                 chunk_ids=load_npy("entity_chunk_ids"),
+                chunk_masks=load_npy("entity_chunk_masks"),
                 token_indptr=load_npy("entity_token_indptr"),
                 token_ids=load_npy("entity_token_ids"),
             ),
@@ -229,5 +229,10 @@ def _check_shapes(path: Path, index: Index) -> None:
         problems.append("chunk -> passage map does not match the passages")
     if index.token_indptr.shape != (n + 1,) or index.entities.chunk_indptr.shape != (n + 1,):
         problems.append("token or entity tables do not have one row per chunk")
+    ents = index.entities
+    if ents.chunk_masks.shape != ents.chunk_ids.shape or ents.chunk_ids.size != int(ents.chunk_indptr[-1]):
+        problems.append("entity occurrences and their labels do not line up")
+    if ents.chunk_ids.size and int(ents.chunk_ids.max()) >= len(ents.texts):
+        problems.append("an entity occurrence points past the entity table")
     if problems:
         raise IndexFormatError(f"{path}: inconsistent index: {'; '.join(problems)}; rebuild it")

@@ -23,6 +23,7 @@ from ..index.embed import Encoder, load_encoder
 from ..index.index import Index
 from ..progress import counter
 from ..text.tokens import valid_tokens
+from .entity_source import EntityExtractor, IndexEntities, QueryTimeEntities
 from .rerank import masked_cosine, masked_max_cosine
 from .results import HopTrace, QueryResult
 from .scoring import cumulative_mass_pool, ppr_weighted_bm25
@@ -74,7 +75,9 @@ class Retriever:
         config: RetrievalConfig = RetrievalConfig(),
         encoder: Encoder | None = None,
         backend: str | Backend = "auto",
+        entity_extractor: EntityExtractor | None = None,
     ):
+        """`entity_extractor` is the NER of `entities_at="query"` (default: the index's spaCy model)."""
         self.index = index
         self.config = config
         self.be = backend if isinstance(backend, Backend) else get_backend(backend)
@@ -94,7 +97,8 @@ class Retriever:
             degree = np.asarray(index.graph.sum(axis=0)).ravel().astype(np.float32)
             self.degree = be.asarray(degree / max(float(degree.sum()), 1e-12))
         self.embeddings = be.asarray(index.embeddings)
-        self.entity_allowed = index.entities.allowed(config.entity_labels)
+        self.entities = (IndexEntities(index, config.entity_labels) if config.entities_at == "index"
+                         else QueryTimeEntities(index, config.entity_labels, entity_extractor))
         self.timer = StageTimer()
 
     # -- stages ---------------------------------------------------------------------------
@@ -192,7 +196,7 @@ class Retriever:
                     + self._retrieve_splitting(batch.part(half, len(batch)), k))
 
     def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
-        be, xp, cfg, index = self.be, self.be.xp, self.config, self.index
+        be, xp, cfg = self.be, self.be.xp, self.config
         queries, seeds = batch.queries, batch.seeds
         n = len(queries)
         query_vectors = be.asarray(batch.vectors)
@@ -210,9 +214,9 @@ class Retriever:
             t = time.perf_counter()
             top = self._top_chunks(current["sigma"], cfg.iota)
             next_active: list[int] = []
-            for col, q in enumerate(current["cols"]):
-                chunks = [int(c) for c in top[col] if c >= 0]
-                found = [int(e) for c in chunks for e in index.entities.of_chunk(c) if self.entity_allowed[e]]
+            chunk_lists = [[int(c) for c in row if c >= 0] for row in top]
+            for col, (q, chunks, found) in enumerate(zip(current["cols"], chunk_lists,
+                                                         self.entities.of_chunks(chunk_lists))):
                 new = [e for e in dict.fromkeys(found) if e not in seen[q]]
                 seen[q].update(new)
                 traces[q].append(HopTrace(
@@ -220,7 +224,7 @@ class Retriever:
                     seeds=int(current["hop"].n_seeds[col]),
                     pool_size=int(current["pool_sizes"][col]),
                     top_chunks=chunks,
-                    new_entities=[index.entities.texts[e] for e in new],
+                    new_entities=[self.entities.text(e) for e in new],
                     dense_fallback=bool(current["hop"].dense[col]),
                 ))
                 if new:
@@ -236,14 +240,13 @@ class Retriever:
     def _expanded_hop(self, queries: list[str], seeds: list[np.ndarray], seen: list[set[int]], active: np.ndarray) -> dict[str, Any]:
         """Hop j+1 for the active queries: expanded query μ ⊕ entities through the graph stage,
         rerank by the max cosine over the embeddings of μ ⊕ e_x (eqs. 3.14-3.15)."""
-        be, index = self.be, self.index
-        entities = index.entities
+        be, entities = self.be, self.entities
         t = time.perf_counter()
         expanded_seeds, texts, owner = [], [], []
         for col, q in enumerate(active):
             ents = sorted(seen[q])
             expanded_seeds.append(np.concatenate([seeds[q]] + [entities.tokens_of(e) for e in ents]))
-            texts.extend(f"{queries[q]} {entities.texts[e]}" for e in ents)
+            texts.extend(f"{queries[q]} {entities.text(e)}" for e in ents)
             owner.extend([col] * len(ents))
         self.timer.add("entities", t)
         hop = self.graph_stage(expanded_seeds)
