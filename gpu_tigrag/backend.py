@@ -34,7 +34,7 @@ class Backend:
     def to_host(self, array: Any) -> np.ndarray:
         """A NumPy copy of a backend array (no copy on CPU)."""
         if self.is_gpu:
-            return array.get()
+            return self.xp.asnumpy(array)  # accepts host arrays too
         return np.asarray(array)
 
     @property
@@ -51,7 +51,7 @@ class Backend:
         if not self.is_gpu:
             return None
         free, _total = self.xp.cuda.Device().mem_info
-        return int(free)
+        return int(free + self.xp.get_default_memory_pool().free_bytes())  # pooled blocks are free to reuse
 
     def release_cached_memory(self) -> None:
         """Return pooled device blocks after an out-of-memory error (no-op on CPU)."""
@@ -64,9 +64,31 @@ class Backend:
             return self.xp.argsort(array, axis=axis)
         return np.argsort(array, axis=axis, kind="stable")
 
+    def top_k_rows(self, scores: Any, k: int, floor: float = -np.inf) -> Any:
+        """Row ids (k × B, ascending per column) of the k largest entries of each column.
+
+        Ties at the cut go to the lowest row ids on every backend; NumPy's introselect alone
+        would pick among them arbitrarily. Ties at or below `floor` (entries that carry no
+        weight) are left as they fall, which spares their columns a full sort.
+        """
+        xp = self.xp
+        n = scores.shape[0]
+        if k >= n:
+            return xp.broadcast_to(xp.arange(n)[:, None], scores.shape).copy()
+        ids = xp.argpartition(scores, n - k, axis=0)[n - k :]
+        kept = xp.take_along_axis(scores, ids, axis=0)
+        cut = kept.min(axis=0)
+        straddle = ((scores == cut).sum(axis=0) > (kept == cut).sum(axis=0)) & (cut > floor)
+        if bool(straddle.any()):
+            cols = xp.nonzero(straddle)[0]
+            ids[:, cols] = self.argsort_stable(-scores[:, cols], axis=0)[:k]
+        return xp.sort(ids, axis=0)
+
     def csr(self, matrix: Any) -> Any:
-        """A host scipy CSR matrix moved onto this backend."""
+        """A host scipy CSR matrix moved onto this backend (cupyx holds float and bool data only)."""
         if self.is_gpu:
+            if matrix.dtype.char not in "?fdFD":
+                matrix = matrix.astype(np.float32)
             return self.sparse.csr_matrix(matrix)
         return matrix.tocsr()
 

@@ -44,18 +44,62 @@ def ppr_sweep_cpu(indptr, indices, data, x, v, coef, damping, out, delta):
         delta[b] = total
 
 
+#: threads per block (columns, rows) of the GPU sweep; the row count is fixed at compile time
+#: because it sizes the block's shared-memory reduction
+BLOCK_ROWS = 8
+#: grid rows at most (CUDA caps the grid's y dimension at 65,535); threads stride over the rest
+MAX_GRID_ROWS = 1024
+
+
 @cuda.jit
-def _ppr_sweep_kernel(indptr, indices, data, x, v, coef, damping, out, delta):
-    """GPU kernel: one thread per (row, query); neighbouring threads read neighbouring columns."""
-    b, i = cuda.grid(2)
-    if i >= x.shape[0] or b >= x.shape[1]:
+def _ppr_sweep_kernel(indptr, indices, data, x, v, coef, damping, out, partial):
+    """GPU kernel: thread (b, r) of a block handles query b for rows r, r + stride, ...;
+    neighbouring threads read neighbouring columns. Each block writes its rows' L1 change per
+    query into `partial` (a shared-memory reduction in a fixed order: no atomics, so the sweep
+    count is the same on every run)."""
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    b = cuda.blockIdx.x * cuda.blockDim.x + tx
+    n, width = x.shape
+    change = cuda.shared.array((BLOCK_ROWS, 32), dtype=np.float32)
+    local = np.float32(0.0)
+    if b < width:
+        stride = cuda.gridDim.y * BLOCK_ROWS
+        for i in range(cuda.blockIdx.y * BLOCK_ROWS + ty, n, stride):
+            acc = np.float32(0.0)
+            for p in range(indptr[i], indptr[i + 1]):
+                acc += data[p] * x[indices[p], b]
+            value = damping * acc + v[i, b] * coef[b]
+            out[i, b] = value
+            local += abs(value - x[i, b])
+    change[ty, tx] = local
+    cuda.syncthreads()
+    if ty == 0 and b < width:
+        total = np.float32(0.0)
+        for r in range(BLOCK_ROWS):
+            total += change[r, tx]
+        partial[cuda.blockIdx.y, b] = total
+
+
+@cuda.jit
+def _sum_rows_kernel(partial, delta):
+    """delta[b] = Σ_r partial[r, b], one thread per column, rows in order (deterministic)."""
+    b = cuda.grid(1)
+    if b >= delta.shape[0]:
         return
-    acc = np.float32(0.0)
-    for p in range(indptr[i], indptr[i + 1]):
-        acc += data[p] * x[indices[p], b]
-    value = damping * acc + v[i, b] * coef[b]
-    out[i, b] = value
-    cuda.atomic.add(delta, b, abs(value - x[i, b]))
+    total = np.float32(0.0)
+    for r in range(partial.shape[0]):
+        total += partial[r, b]
+    delta[b] = total
+
+
+def _device_empty(like, shape: tuple[int, ...]):
+    """An uninitialised float32 device array from the allocator `like` came from (CuPy's memory
+    pool for CuPy arrays, numba's otherwise)."""
+    if type(like).__module__.startswith("cupy"):
+        import cupy
+
+        return cupy.empty(shape, dtype=np.float32)
+    return cuda.device_array(shape, dtype=np.float32)
 
 
 def ptx_signatures():
@@ -64,13 +108,25 @@ def ptx_signatures():
 
     f32, i32 = types.float32, types.int32
     return [(_ppr_sweep_kernel, (i32[::1], i32[::1], f32[::1], f32[:, ::1], f32[:, ::1], f32[::1], f32,
-                                 f32[:, ::1], f32[::1]))]
+                                 f32[:, ::1], f32[:, ::1])),
+            (_sum_rows_kernel, (f32[:, ::1], f32[::1]))]
 
 
-def ppr_sweep_cuda(indptr, indices, data, x, v, coef, damping, out, delta, threads=(32, 8)) -> None:
-    """Launch the GPU sweep; `delta` must be zeroed by the caller (it is accumulated atomically)."""
+def ppr_sweep_cuda(indptr, indices, data, x, v, coef, damping, out, delta, columns_per_block: int = 32,
+                   max_grid_rows: int = MAX_GRID_ROWS) -> None:
+    """Launch the GPU sweep; writes `out` and `delta` (same contract as `ppr_sweep_cpu`).
+
+    Any vocabulary size works: the grid has at most `max_grid_rows` rows of blocks and the
+    threads stride over the remaining rows.
+    """
     n, width = x.shape
     if n == 0 or width == 0:
         return
-    grid = ((width + threads[0] - 1) // threads[0], (n + threads[1] - 1) // threads[1])
-    _ppr_sweep_kernel[grid, threads](indptr, indices, data, x, v, coef, np.float32(damping), out, delta)
+    if not 1 <= columns_per_block <= 32:
+        raise ValueError("columns_per_block must be in 1..32 (the shared reduction holds 32 columns)")
+    grid_rows = min((n + BLOCK_ROWS - 1) // BLOCK_ROWS, max_grid_rows)
+    grid = ((width + columns_per_block - 1) // columns_per_block, grid_rows)
+    partial = _device_empty(x, (grid_rows, width))
+    _ppr_sweep_kernel[grid, (columns_per_block, BLOCK_ROWS)](indptr, indices, data, x, v, coef, np.float32(damping),
+                                                             out, partial)
+    _sum_rows_kernel[(width + 127) // 128, 128](partial, delta)

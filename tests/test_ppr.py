@@ -49,3 +49,15 @@ def test_top_gamma_is_sorted_subset_and_l1_normalised(backend):
     np.testing.assert_allclose(sorted(weights[:, 0]), [0.2 / 0.7, 0.5 / 0.7], rtol=1e-6)
     # column 1 reaches one node: it gets all the weight, the other slot none
     assert weights[:, 1].sum() == 1.0 and sorted(weights[:, 1]) == [0.0, 1.0]
+
+
+def test_top_k_rows_breaks_ties_at_the_cut_by_lowest_id(backend):
+    xp = backend.xp
+    scores = xp.asarray(np.array([[1, 5, 0], [3, 3, 0], [3, 3, 0], [3, 3, 2], [5, 1, 1]], dtype=np.float32))
+    ids = backend.to_host(backend.top_k_rows(scores, 2))
+    assert ids[:, 0].tolist() == [1, 4] and ids[:, 1].tolist() == [0, 1] and ids[:, 2].tolist() == [3, 4]
+    many = np.zeros((200, 3), dtype=np.float32)
+    many[::7] = 1.0  # 29 tied rows per column, far more than k
+    ids = backend.to_host(backend.top_k_rows(xp.asarray(many), 5))
+    assert (ids == np.array([0, 7, 14, 21, 28])[:, None]).all()
+    assert backend.to_host(backend.top_k_rows(scores, 9)).tolist() == [[0] * 3, [1] * 3, [2] * 3, [3] * 3, [4] * 3]

@@ -34,25 +34,31 @@ class TransitionMatrix:
 
     @classmethod
     def from_adjacency(cls, be: Backend, adjacency: Any) -> "TransitionMatrix":
-        xp = be.xp
-        w = be.csr(adjacency).astype(xp.float32)
-        degree = xp.asarray(w.sum(axis=0)).ravel()
+        """Built on the host from the host adjacency, then moved: the same bits on every backend
+        (a device column sum runs a transposed product whose rounding varies from run to run)."""
+        w = adjacency.tocsr().astype(np.float32)
+        degree = np.asarray(w.sum(axis=0)).ravel()
         dangling = degree == 0
-        inv = xp.where(dangling, 0.0, 1.0 / xp.where(dangling, 1.0, degree)).astype(xp.float32)
+        inv = np.where(dangling, 0.0, 1.0 / np.where(dangling, 1.0, degree)).astype(np.float32)
         p = w.copy()
         p.data = p.data * inv[p.indices]  # scale column j by 1/deg(j)
-        return cls(p, dangling)
+        return cls(be.csr(p), be.asarray(dangling))
 
 
 def seed_matrix(be: Backend, seeds: Sequence[np.ndarray], n_vocab: int) -> Any:
     """Dense vocab × B personalization matrix: column j uniform over the unique seeds of query j."""
     xp = be.xp
-    v = np.zeros((n_vocab, len(seeds)), dtype=np.float32)
+    rows, cols, values = [], [], []
     for j, ids in enumerate(seeds):
         unique = np.unique(ids)
         if unique.size:
-            v[unique, j] = 1.0 / unique.size
-    return xp.asarray(v)
+            rows.append(unique)
+            cols.append(np.full(unique.size, j))
+            values.append(np.full(unique.size, 1.0 / unique.size, dtype=np.float32))
+    v = xp.zeros((n_vocab, len(seeds)), dtype=xp.float32)  # filled where it lives: no dense host copy
+    if rows:
+        v[be.asarray(np.concatenate(rows)), be.asarray(np.concatenate(cols))] = be.asarray(np.concatenate(values))
+    return v
 
 
 def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, config: PPRConfig) -> tuple[Any, int]:
@@ -73,7 +79,6 @@ def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, con
     iterations = 0
     for iterations in range(1, config.max_iter + 1):
         coef = (d * x[dangling].sum(axis=0) + (1 - d)).astype(xp.float32)
-        delta.fill(0)
         sweep(p.indptr, p.indices, p.data, x, v, coef, d, out, delta)
         x, out = out, x
         if x.shape[1] == 0 or float(delta.max()) < config.tol:
@@ -84,16 +89,15 @@ def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, con
 def top_gamma(be: Backend, scores: Any, gamma: int) -> tuple[Any, Any]:
     """Per column, the ids of the γ highest-scoring nodes and their L1-normalised scores (γ × B).
 
+    Ties at the cut go to the lowest node ids, the same on NumPy and CuPy.
+
     Nodes with zero score are never kept (their weight is 0), so a column reaching fewer
     than γ nodes still sums to 1 over what it reached.
     """
     xp = be.xp
     n = scores.shape[0]
     gamma = min(gamma, n)
-    if gamma < n:
-        ids = xp.argpartition(scores, n - gamma, axis=0)[n - gamma :]
-    else:
-        ids = xp.broadcast_to(xp.arange(n)[:, None], scores.shape).copy()
+    ids = be.top_k_rows(scores, gamma, floor=0.0)
     weights = xp.take_along_axis(scores, ids, axis=0)
     weights = xp.where(weights > 0, weights, 0).astype(xp.float32)
     total = weights.sum(axis=0, keepdims=True)

@@ -52,7 +52,10 @@ class CorpusStatistics:
 def corpus_statistics(be: Backend, indptr: Any, ids: Any, n_vocab: int, tf: Any = None) -> CorpusStatistics:
     """Chunk count, total length and document frequencies of these chunks."""
     tf = term_frequencies(be, indptr, ids, n_vocab) if tf is None else tf
-    doc_freq = be.to_host(be.xp.bincount(tf.indices, minlength=n_vocab)).astype(np.int64)
+    if tf.nnz == 0:  # CuPy's bincount fails on an empty input, whatever minlength says
+        doc_freq = np.zeros(n_vocab, dtype=np.int64)
+    else:
+        doc_freq = be.to_host(be.xp.bincount(tf.indices, minlength=n_vocab)).astype(np.int64)
     return CorpusStatistics(tf.shape[0], int(indptr[-1]) - int(indptr[0]), doc_freq)
 
 

@@ -19,11 +19,11 @@ def masked_cosine(be: Backend, embeddings: Any, query_vectors: Any, pool: Any) -
 
 def masked_max_cosine(be: Backend, embeddings: Any, vectors: Any, owner: Any, n_queries: int, pool: Any) -> Any:
     """For each query, the max cosine over its expanded-query embeddings (rows of `vectors`
-    whose `owner` is that query), on pooled chunks, −inf elsewhere: chunks × B."""
+    whose `owner`, a host array, is that query), on pooled chunks, −inf elsewhere: chunks × B."""
     xp = be.xp
     sims = embeddings @ vectors.T  # chunks × M
     best = xp.full((embeddings.shape[0], n_queries), NEG_INF, dtype=xp.float32)
-    counts = np.bincount(be.to_host(owner), minlength=n_queries)
+    counts = np.bincount(owner, minlength=n_queries)
     for rank in range(int(counts.max()) if counts.size else 0):
         # rank-th vector of every query that has one: a vectorised max over a padded axis
         take, cols = _rank_members(owner, counts, rank, xp)

@@ -253,7 +253,7 @@ class Retriever:
         vectors = self.encode(texts) if self.config.rerank else None
         t = time.perf_counter()
         sigma = self._rank_pool(hop, lambda: masked_max_cosine(
-            be, self.embeddings, vectors, be.asarray(np.asarray(owner)), len(active), hop.pool))
+            be, self.embeddings, vectors, np.asarray(owner, dtype=np.int64), len(active), hop.pool))
         self.timer.add("rerank", t)
         return {"sigma": sigma, "cols": active, "pool_sizes": be.to_host(hop.pool.sum(axis=0)), "hop": hop}
 
@@ -270,9 +270,10 @@ class Retriever:
         return np.where(np.isfinite(vals), ids, -1)
 
     def _topk(self, scores: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, scores), B × k, best first; equal scores in chunk-id order on every backend."""
         xp = self.be.xp
         k = min(k, scores.shape[0])
-        part = xp.argpartition(-scores, k - 1, axis=0)[:k] if k < scores.shape[0] else xp.argsort(-scores, axis=0)
+        part = self.be.top_k_rows(scores, k)  # ascending ids, so the stable sort below breaks ties by id
         vals = xp.take_along_axis(scores, part, axis=0)
         order = self.be.argsort_stable(-vals, axis=0)
         ids = xp.take_along_axis(part, order, axis=0)

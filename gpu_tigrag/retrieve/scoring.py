@@ -19,7 +19,7 @@ def ppr_weighted_bm25(be: Backend, bm25: Any, token_ids: Any, token_weights: Any
     expansion = be.sparse.coo_matrix(
         (token_weights.ravel(), (token_ids.ravel().astype(xp.int32), cols.ravel())),
         shape=(bm25.shape[1], n_queries),
-    ).tocsc()
+    ).tocsr()
     return (bm25 @ expansion).toarray()
 
 
