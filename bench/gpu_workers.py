@@ -1,0 +1,96 @@
+"""Query throughput with one GPU Dask worker against CPU Dask workers, in the same run (issue 5).
+
+Everything is made on the machine it runs on: a synthetic Zipf corpus (bench/synth.py), its
+streaming index (stand-in encoder `hashing:256` and NER `capitalized`, so no model weights
+are needed; pairs counted on the GPU), and two-hop queries drawn from its text. Then
+`tigrag run` answers the same queries with `--workers 1 --backend cupy` (at the default
+batch and at a large one) and with `--workers K --backend numpy`. Times include the cluster
+start and each worker's index load, as a user sees them. The rankings of the runs are
+compared (top-5 chunk ids per query).
+
+Usage: python bench/gpu_workers.py --out DIR [--passages 20000] [--queries 4000] [--cpu-workers 8]
+       python bench/gpu_workers.py --smoke --out DIR   (CPU dry run: numpy in the GPU's place)
+Writes DIR/gpu_workers.json. bench/gpu_workers.sh prepares the machine and runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".cache" / "bench"
+STAND_INS = ["--set", "encoder.model=hashing:256", "--set", "entities.model=capitalized"]
+
+
+def tigrag(*args: str) -> float:
+    """Seconds taken by one `tigrag` command (it must succeed)."""
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "gpu_tigrag.cli", *args, "-q"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"tigrag {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+    return time.perf_counter() - start
+
+
+def top_ids(path: Path) -> list[list[int]]:
+    return [json.loads(line)["chunk_ids"][:5] for line in path.read_text().splitlines()]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--passages", type=int, default=20_000)
+    parser.add_argument("--queries", type=int, default=4_000)
+    parser.add_argument("--cpu-workers", type=int, default=min(8, os.cpu_count() or 1))
+    parser.add_argument("--large-batch", type=int, default=2048)
+    parser.add_argument("--smoke", action="store_true", help="CPU dry run: numpy plays the GPU's part")
+    args = parser.parse_args()
+    gpu = "numpy" if args.smoke else "cupy"
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = CACHE / f"gpu_workers_{args.passages}"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    corpus, index = work / "corpus.jsonl", work / "index"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "synth.py"), str(args.passages), "-o", str(corpus)],
+                   check=True, capture_output=True)
+    report: dict = {"passages": args.passages, "gpu_backend": gpu, "cpu_workers": args.cpu_workers}
+    report["index_seconds"] = tigrag("index", str(corpus), "-o", str(index), "--stream", "--backend", gpu,
+                                     "--workers", str(args.cpu_workers), *STAND_INS)
+    words = [json.loads(line)["text"].split()[3:9] for line in corpus.open()][: args.queries]
+    queries = work / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"id": i, "question": " ".join(w)}) + "\n" for i, w in enumerate(words)))
+
+    runs = {
+        "gpu_1_worker": ["--workers", "1", "--backend", gpu],
+        f"gpu_1_worker_batch_{args.large_batch}": ["--workers", "1", "--backend", gpu,
+                                                    "--set", f"batch_size={args.large_batch}",
+                                                    "--set", "memory_budget_mb=32000"],
+        f"cpu_{args.cpu_workers}_workers": ["--workers", str(args.cpu_workers), "--backend", "numpy"],
+    }
+    rows = {}
+    for name, options in runs.items():
+        out = work / f"{name}.jsonl"
+        seconds = tigrag("run", str(index), str(queries), "-o", str(out), *options)
+        rows[name] = {"seconds": seconds, "queries_per_second": len(words) / seconds, "options": options}
+        print(f"{name}: {len(words) / seconds:,.1f} q/s", file=sys.stderr, flush=True)
+    reference = top_ids(work / f"cpu_{args.cpu_workers}_workers.jsonl")
+    for name in rows:
+        ids = top_ids(work / f"{name}.jsonl")
+        rows[name]["same_top5_as_cpu"] = sum(a == b for a, b in zip(ids, reference)) / len(reference)
+    report["queries"] = len(words)
+    report["runs"] = rows
+    cpu = rows[f"cpu_{args.cpu_workers}_workers"]["queries_per_second"]
+    report["gpu_over_cpu_workers"] = {name: r["queries_per_second"] / cpu for name, r in rows.items()}
+    (args.out / "gpu_workers.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
