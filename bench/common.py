@@ -61,6 +61,16 @@ def dataset_queries(name: str):
     return load_queries(DATA / DATASETS[name][1])
 
 
+def dataset_runs(names: list[str]):
+    """(name, index, queries, cached encoder) per dataset, for scripts that try many retrieval
+    settings on the same index: each distinct text is encoded once."""
+    from gpu_tigrag.index.embed import CachingEncoder, load_encoder
+
+    for name in names:
+        index = dataset_index(name)
+        yield name, index, dataset_queries(name), CachingEncoder(load_encoder(index.config.encoder))
+
+
 def write_results(stem: str, payload: dict[str, Any], markdown: str) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     payload = {"generated": time.strftime("%Y-%m-%d %H:%M:%S"), "code_version": code_version(),

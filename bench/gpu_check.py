@@ -89,28 +89,35 @@ def synthetic_tokens(xp: Any, n_chunks: int, n_vocab: int, mean_length: int, see
 BACKENDS = ["cupy", "numpy"]
 
 
-def bench_indexing(sizes: list[int], cpu_max: int) -> list[dict[str, Any]]:
-    from gpu_tigrag.index.bm25 import bm25_matrix
-    from gpu_tigrag.index.graph import cooccurrence_graph
+SYNTH_VOCAB, SYNTH_MEAN_LENGTH = 200_000, 60
 
-    rows = []
-    n_vocab, mean_length = 200_000, 60
+
+def synthetic_corpora(sizes: list[int], cpu_max: int):
+    """(backend name, backend, chunks, indptr, ids) per size and backend; the CPU only up to `cpu_max`."""
     for n in sizes:
         for position, name in enumerate(BACKENDS):
             if position == 1 and n > cpu_max:
                 continue
             be = get_backend(name)
-            indptr, ids = synthetic_tokens(be.xp, n, n_vocab, mean_length, seed=0)
+            yield (name, be, n, *synthetic_tokens(be.xp, n, SYNTH_VOCAB, SYNTH_MEAN_LENGTH, seed=0))
 
-            def build():
-                graph = cooccurrence_graph(be, indptr, ids, n_vocab, 4)
-                bm25 = bm25_matrix(be, indptr, ids, n_vocab, BM25Config())
-                return graph.nnz, bm25.nnz
 
-            seconds, (graph_nnz, bm25_nnz) = timed(be, build)
-            rows.append({"backend": name, "chunks": n, "tokens": int(indptr[-1]), "seconds": seconds,
-                         "chunks_per_second": n / seconds, "graph_nnz": int(graph_nnz), "bm25_nnz": int(bm25_nnz)})
-            print(f"indexing {name} {n:,} chunks: {seconds:.2f} s", file=sys.stderr, flush=True)
+def bench_indexing(sizes: list[int], cpu_max: int) -> list[dict[str, Any]]:
+    from gpu_tigrag.index.bm25 import bm25_matrix
+    from gpu_tigrag.index.graph import cooccurrence_graph
+
+    rows = []
+    for name, be, n, indptr, ids in synthetic_corpora(sizes, cpu_max):
+
+        def build():
+            graph = cooccurrence_graph(be, indptr, ids, SYNTH_VOCAB, 4)
+            bm25 = bm25_matrix(be, indptr, ids, SYNTH_VOCAB, BM25Config())
+            return graph.nnz, bm25.nnz
+
+        seconds, (graph_nnz, bm25_nnz) = timed(be, build)
+        rows.append({"backend": name, "chunks": n, "tokens": int(indptr[-1]), "seconds": seconds,
+                     "chunks_per_second": n / seconds, "graph_nnz": int(graph_nnz), "bm25_nnz": int(bm25_nnz)})
+        print(f"indexing {name} {n:,} chunks: {seconds:.2f} s", file=sys.stderr, flush=True)
     return rows
 
 
@@ -124,15 +131,9 @@ def bench_pair_count(sizes: list[int], cpu_max: int) -> dict[str, Any]:
     from gpu_tigrag.index.graph import window_pair_keys
 
     rows = []
-    n_vocab, mean_length = 200_000, 60
-    for n in sizes:
-        for position, name in enumerate(BACKENDS):
-            if position == 1 and n > cpu_max:
-                continue
-            be = get_backend(name)
-            indptr, ids = synthetic_tokens(be.xp, n, n_vocab, mean_length, seed=0)
-            keys = window_pair_keys(be, indptr, ids, n_vocab, 4)
-            rows.append({**compare(be, keys, repeat=1), "chunks": n})
+    for _name, be, n, indptr, ids in synthetic_corpora(sizes, cpu_max):
+        keys = window_pair_keys(be, indptr, ids, SYNTH_VOCAB, 4)
+        rows.append({**compare(be, keys, repeat=1), "chunks": n})
             print(f"pair_count {name} {n:,} chunks: hash/sort {rows[-1]['hash_over_sort']:.2f}", file=sys.stderr,
                   flush=True)
             del indptr, ids, keys

@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from common import dataset_index, dataset_queries, write_results
+from common import dataset_runs, write_results
 from gpu_tigrag.config import RetrievalConfig
 from gpu_tigrag.evaluate.run import evaluate_tigrag
-from gpu_tigrag.index.embed import CachingEncoder, load_encoder
 from gpu_tigrag.retrieve.retriever import Retriever
 
 
@@ -26,9 +25,7 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=["2wikimultihopqa", "musique_train100"])
     args = parser.parse_args()
     rows = []
-    for name in args.datasets:
-        index, queries = dataset_index(name), dataset_queries(name)
-        encoder = CachingEncoder(load_encoder(index.config.encoder))
+    for name, index, queries, encoder in dataset_runs(args.datasets):
         runs = {}
         for mode in ("index", "query"):
             retriever = Retriever(index, RetrievalConfig(entities_at=mode), encoder=encoder, backend="numpy")

@@ -10,11 +10,10 @@ import argparse
 import itertools
 import sys
 
-from common import dataset_index, dataset_queries, write_results
+from common import dataset_runs, write_results
 
 from gpu_tigrag.config import PPRConfig, RetrievalConfig
 from gpu_tigrag.evaluate.run import evaluate_tigrag
-from gpu_tigrag.index.embed import CachingEncoder, load_encoder
 from gpu_tigrag.retrieve.retriever import Retriever
 
 DAMPINGS = (0.3, 0.5, 0.7, 0.85)
@@ -26,10 +25,7 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="+", default=["2wikimultihopqa", "musique_train100"])
     args = parser.parse_args()
     rows = []
-    for name in args.datasets:
-        index = dataset_index(name)
-        queries = dataset_queries(name)
-        encoder = CachingEncoder(load_encoder(index.config.encoder))
+    for name, index, queries, encoder in dataset_runs(args.datasets):
         for damping, gamma in itertools.product(DAMPINGS, GAMMAS):
             config = RetrievalConfig(ppr=PPRConfig(damping=damping, top_gamma=gamma))
             report = evaluate_tigrag(Retriever(index, config, encoder=encoder, backend="numpy"), queries)

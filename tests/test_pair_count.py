@@ -76,42 +76,4 @@ def test_cuda_kernel_matches_njit_twin_under_simulator():
     assert proc.returncode == 0 and "SIM-OK" in proc.stdout, proc.stderr[-3000:]
 
 
-PTX_SCRIPT = textwrap.dedent("""
-    from numba import cuda
-    from kernels.pair_count import ptx_signatures
-    for kernel, signature in ptx_signatures():
-        ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
-        assert ".target sm_90" in ptx
-        assert "atom.global.cas.b64" in ptx and "atom.global.add.u64" in ptx, "expected 64-bit CAS and add"
-        print("PTX-OK", kernel.py_func.__name__)
-""")
-
-
-def test_cuda_kernel_compiles_to_ptx_for_sm90():
-    """tests/test_kernels.py compiles a fixed list of modules, so this module is checked here."""
-    try:
-        import numba_cuda  # noqa: F401
-    except ImportError:
-        pytest.skip("numba-cuda[cu13] is not installed: PTX compilation not checked")
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    proc = subprocess.run([sys.executable, "-c", PTX_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("PTX-OK") == 1
-
-
-@pytest.mark.parametrize("window", [2, 4, 7])
-def test_cooccurrence_graph_same_with_hash_and_sort(backend, window):
-    rng = np.random.default_rng(window)
-    lengths = rng.integers(0, 40, size=200)
-    indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    ids = np.minimum(rng.zipf(1.5, size=int(indptr[-1])) - 1, 299).astype(np.int32)
-    by_sort = cooccurrence_graph(backend, indptr, ids, 300, window, method="sort")
-    by_hash = cooccurrence_graph(backend, indptr, ids, 300, window, method="hash")
-    assert by_sort.nnz == by_hash.nnz > 0
-    for attr in ("indptr", "indices", "data"):
-        np.testing.assert_array_equal(backend.to_host(getattr(by_hash, attr)), backend.to_host(getattr(by_sort, attr)))
-
-
-def test_count_pairs_rejects_unknown_method(backend):
-    with pytest.raises(ValueError, match="unknown pair counting method"):
-        count_pairs(backend, backend.xp.arange(3), method="bucket")
+# PTX compilation of this module's kernel: tests/test_kernels.py (KERNEL_MODULES)
