@@ -104,7 +104,7 @@ class PPRConfig:
 
     damping: float = 0.5  # continue probability; restart = 1 - damping
     top_gamma: int = 100  # γ, expanded tokens kept per query
-    tol: float = 1e-6  # L1 change per column below which a column has converged
+    tol: float = 1e-4  # L1 change per column below which a column has converged (bench/results/ppr_tolerance.md)
     max_iter: int = 50
 
     def __post_init__(self) -> None:
