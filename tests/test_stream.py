@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import EXAMPLES, ROOT
-from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig, config_to_dict
+from gpu_tigrag.config import EncoderConfig, IndexConfig
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.errors import TigragError
 from gpu_tigrag.index.build import build_index
@@ -89,13 +89,13 @@ def test_partitions_on_dask_workers_give_the_same_index(tmp_path):
 
 def test_a_resumed_build_keeps_its_partition_size(tmp_path):
     encoder = load_encoder(CONFIG.encoder)
-    work = tmp_path / "idx.work"
-    work.mkdir()
-    fingerprint = {"config": config_to_dict(CONFIG),
-                   "inputs": [{"path": str((EXAMPLES / "corpus.json").resolve()),
-                               "bytes": (EXAMPLES / "corpus.json").stat().st_size}],
-                   "partition_passages": 5}
-    (work / "build.json").write_text(json.dumps(fingerprint))
+
+    def crashing_ner(texts):
+        raise RuntimeError("NER crashed")
+
+    with pytest.raises(RuntimeError, match="NER crashed"):  # interrupted after tokenise, count and embed
+        build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "idx", CONFIG, partition_size=5, workers=1,
+                              encoder=encoder, entity_extractor=crashing_ner)
     with pytest.raises(TigragError, match="partitions of 5 passages, not 9"):
         build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "idx", CONFIG, partition_size=9, resume=True,
                               encoder=encoder, entity_extractor=string_entities)
@@ -138,3 +138,12 @@ def test_the_memory_budget_bounds_the_working_memory(tmp_path):
                                                  "--partition-passages", "10000"])
     assert bounded - runtime <= budget, (runtime, bounded)
     assert one_partition - runtime > budget, (runtime, one_partition)  # the partitioning is what keeps it down
+
+
+def test_a_build_that_did_nothing_needs_no_resume(tmp_path):
+    (tmp_path / "idx.work").mkdir()
+    (tmp_path / "idx.work" / "build.json").write_text("{}")  # e.g. the Dask scheduler was unreachable
+    encoder = load_encoder(CONFIG.encoder)
+    index = build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "idx", CONFIG, workers=1, encoder=encoder,
+                                  entity_extractor=string_entities)
+    assert index.n_chunks > 0 and not (tmp_path / "idx.work").exists()

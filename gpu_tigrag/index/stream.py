@@ -255,8 +255,8 @@ def _open_work(build: StreamBuild, resume: bool, explicit_size: bool) -> None:
     """Create the work directory, or check that the one there belongs to this build and adopt its
     partition size (a resumed build may run with another worker count or budget)."""
     work, fingerprint = build.work, build.fingerprint()
-    if not work.exists():
-        work.mkdir(parents=True)
+    if not work.exists() or not any(f.name != "build.json" for f in work.iterdir()):  # nothing done yet
+        work.mkdir(parents=True, exist_ok=True)
         (work / "build.json").write_text(json.dumps({**fingerprint, "partition_passages": build.size}, indent=1))
         return
     if not resume:
