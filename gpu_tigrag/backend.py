@@ -64,21 +64,28 @@ class Backend:
             return self.xp.argsort(array, axis=axis)
         return np.argsort(array, axis=axis, kind="stable")
 
-    def top_k_rows(self, scores: Any, k: int, floor: float = -np.inf) -> Any:
+    def top_k_rows(self, scores: Any, k: int) -> Any:
         """Row ids (k × B, ascending per column) of the k largest entries of each column.
 
-        Ties at the cut go to the lowest row ids on every backend; NumPy's introselect alone
-        would pick among them arbitrarily. Ties at or below `floor` (entries that carry no
-        weight) are left as they fall, which spares their columns a full sort.
+        Ties at the cut go to the lowest row ids on both backends (NumPy's introselect alone
+        would pick among them arbitrarily): a column-parallel kernel on CPU, and on GPU CuPy's
+        partition (a full stable sort) with a stable re-sort of the columns whose ties cross
+        the cut.
         """
         xp = self.xp
         n = scores.shape[0]
         if k >= n:
             return xp.broadcast_to(xp.arange(n)[:, None], scores.shape).copy()
+        if not self.is_gpu:
+            from kernels.topk import top_k_rows_cpu
+
+            out = np.empty((k, scores.shape[1]), dtype=np.int64)
+            top_k_rows_cpu(np.ascontiguousarray(scores), k, out)
+            return out
         ids = xp.argpartition(scores, n - k, axis=0)[n - k :]
         kept = xp.take_along_axis(scores, ids, axis=0)
         cut = kept.min(axis=0)
-        straddle = ((scores == cut).sum(axis=0) > (kept == cut).sum(axis=0)) & (cut > floor)
+        straddle = (scores == cut).sum(axis=0) > (kept == cut).sum(axis=0)
         if bool(straddle.any()):
             cols = xp.nonzero(straddle)[0]
             ids[:, cols] = self.argsort_stable(-scores[:, cols], axis=0)[:k]

@@ -61,3 +61,12 @@ def test_top_k_rows_breaks_ties_at_the_cut_by_lowest_id(backend):
     ids = backend.to_host(backend.top_k_rows(xp.asarray(many), 5))
     assert (ids == np.array([0, 7, 14, 21, 28])[:, None]).all()
     assert backend.to_host(backend.top_k_rows(scores, 9)).tolist() == [[0] * 3, [1] * 3, [2] * 3, [3] * 3, [4] * 3]
+
+
+def test_top_k_rows_equals_a_stable_full_sort_on_random_ties(backend):
+    rng = np.random.default_rng(5)
+    scores = rng.integers(0, 6, size=(300, 37)).astype(np.float32)  # heavy ties everywhere
+    for k in (1, 7, 100, 299):
+        expected = np.sort(np.argsort(-scores, axis=0, kind="stable")[:k], axis=0)
+        got = backend.to_host(backend.top_k_rows(backend.xp.asarray(scores), k))
+        np.testing.assert_array_equal(got, expected)

@@ -97,7 +97,7 @@ def top_gamma(be: Backend, scores: Any, gamma: int) -> tuple[Any, Any]:
     xp = be.xp
     n = scores.shape[0]
     gamma = min(gamma, n)
-    ids = be.top_k_rows(scores, gamma, floor=0.0)
+    ids = be.top_k_rows(scores, gamma)
     weights = xp.take_along_axis(scores, ids, axis=0)
     weights = xp.where(weights > 0, weights, 0).astype(xp.float32)
     total = weights.sum(axis=0, keepdims=True)
