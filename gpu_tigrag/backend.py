@@ -77,7 +77,7 @@ class Backend:
         if k >= n:
             return xp.broadcast_to(xp.arange(n)[:, None], scores.shape).copy()
         if not self.is_gpu:
-            from kernels.topk import top_k_rows_cpu
+            from kernels.columns import top_k_rows_cpu
 
             out = np.empty((k, scores.shape[1]), dtype=np.int64)
             top_k_rows_cpu(np.ascontiguousarray(scores), k, out)

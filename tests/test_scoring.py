@@ -33,3 +33,17 @@ def test_pool_stops_at_first_prefix_reaching_the_mass(backend):
     # zero-score chunks never enter, even at th = 1
     pool = backend.to_host(cumulative_mass_pool(backend, backend.asarray(scores), 1.0))
     assert pool[:, 0].tolist() == [True, True, True, True, False]
+
+
+def test_cpu_pool_kernel_equals_the_sorting_version_bit_for_bit():
+    from gpu_tigrag.backend import get_backend
+    from gpu_tigrag.retrieve.scoring import pool_by_sorting
+
+    rng = np.random.default_rng(3)
+    scores = rng.gamma(0.3, 1.0, size=(5000, 70)).astype(np.float32)
+    scores[rng.random(scores.shape) < 0.6] = 0  # sparse columns, like ρ
+    scores[:, 5] = 0  # a column with no candidate
+    scores[:, 6] = np.float32(0.1) * (rng.integers(0, 3, 5000) > 0)  # ties everywhere
+    for threshold in (0.1, 0.5, 0.8, 0.9, 1.0):
+        got = cumulative_mass_pool(get_backend("numpy"), scores, threshold)
+        np.testing.assert_array_equal(got, pool_by_sorting(np, scores, threshold))
