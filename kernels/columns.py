@@ -1,16 +1,11 @@
-"""Column-wise selections over C-ordered (rows × B queries) blocks, on the CPU.
+"""Top-k rows of every column of a C-ordered (rows × B queries) block, on the CPU.
 
-NumPy's `argpartition` and `sort` along axis 0 walk each column with a stride (190 ms for a
-37k × 256 top-k here; 9 s of pooling for 512 queries on a 128k-chunk index). These kernels
-give each thread a group of columns, copied out row by row in whole cache lines, then work
-on contiguous columns. On the GPU the same results come from CuPy's sort (`Backend.top_k_rows`,
-`retrieve.scoring.cumulative_mass_pool`).
-
-- `top_k_rows_cpu`: the k largest entries per column, found with a size-k min-heap (one
-  pass; few values beat the heap's minimum); ids ascending, ties to the lowest ids.
-- `mass_cutoffs_cpu`: per column, the score at which the descending cumulative sum first
-  reaches `threshold` of the total (eq. 3.9), summed in float32 in the same order as
-  `cumsum` over the sorted column, so the pool is bit-identical to the array version.
+NumPy's `argpartition` along axis 0 walks each column with a stride and picks arbitrarily
+among equal values (190 ms for 37k × 256 here). `top_k_rows_cpu` gives each thread a group
+of columns, copied out row by row in whole cache lines, finds each column's k-th largest
+value with a size-k min-heap (one pass; few values beat the heap's minimum), then keeps, in
+row order, every larger entry and the first equal ones: ids ascending, ties to the lowest
+ids, the rule `Backend.top_k_rows` applies on the GPU through CuPy's sort.
 """
 
 from __future__ import annotations
@@ -76,36 +71,3 @@ def top_k_rows_cpu(scores, k, out):
                     out[m, b] = i
                     m += 1
 
-
-@njit(parallel=True, cache=True)
-def mass_cutoffs_cpu(scores, threshold, out):
-    """out[b] = the smallest score among the top α of column b, α the first rank whose
-    cumulative score reaches threshold × total; 0 where the column has no positive score.
-    Scores are >= 0 (zeros never enter a pool and add nothing to the sums)."""
-    n, width = scores.shape
-    limit_factor = np.float32(threshold)
-    for g in prange((width + GROUP - 1) // GROUP):
-        b0 = g * GROUP
-        b1 = min(width, b0 + GROUP)
-        block = np.empty((b1 - b0, n), dtype=np.float32)
-        counts = np.zeros(b1 - b0, dtype=np.int64)
-        for i in range(n):
-            for b in range(b0, b1):
-                value = scores[i, b]
-                if value > 0:
-                    block[b - b0, counts[b - b0]] = value
-                    counts[b - b0] += 1
-        for b in range(b0, b1):
-            values = np.sort(block[b - b0, : counts[b - b0]])  # ascending: walk it from the end
-            total = np.float32(0.0)
-            for r in range(values.size - 1, -1, -1):
-                total += values[r]
-            limit = limit_factor * total
-            running = np.float32(0.0)
-            cutoff = np.float32(0.0)
-            for r in range(values.size - 1, -1, -1):
-                running += values[r]
-                if running >= limit:
-                    cutoff = values[r]
-                    break
-            out[b] = cutoff

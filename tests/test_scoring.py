@@ -35,9 +35,13 @@ def test_pool_stops_at_first_prefix_reaching_the_mass(backend):
     assert pool[:, 0].tolist() == [True, True, True, True, False]
 
 
-def test_cpu_pool_kernel_equals_the_sorting_version_bit_for_bit():
-    from gpu_tigrag.backend import get_backend
-    from gpu_tigrag.retrieve.scoring import pool_by_sorting
+def test_pool_equals_the_axis0_formula_bit_for_bit(backend):
+    """The transposed sort must cut exactly where sorting each column in place would."""
+    def axis0_pool(scores, threshold):
+        ordered = -np.sort(-scores, axis=0)
+        cumulative = np.cumsum(ordered, axis=0)
+        alpha = np.argmax(cumulative >= threshold * cumulative[-1:, :], axis=0)
+        return (scores >= np.take_along_axis(ordered, alpha[None, :], axis=0)) & (scores > 0)
 
     rng = np.random.default_rng(3)
     scores = rng.gamma(0.3, 1.0, size=(5000, 70)).astype(np.float32)
@@ -45,5 +49,5 @@ def test_cpu_pool_kernel_equals_the_sorting_version_bit_for_bit():
     scores[:, 5] = 0  # a column with no candidate
     scores[:, 6] = np.float32(0.1) * (rng.integers(0, 3, 5000) > 0)  # ties everywhere
     for threshold in (0.1, 0.5, 0.8, 0.9, 1.0):
-        got = cumulative_mass_pool(get_backend("numpy"), scores, threshold)
-        np.testing.assert_array_equal(got, pool_by_sorting(np, scores, threshold))
+        got = backend.to_host(cumulative_mass_pool(backend, backend.asarray(scores), threshold))
+        np.testing.assert_array_equal(got, axis0_pool(scores, threshold))

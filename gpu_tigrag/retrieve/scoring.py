@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ..backend import Backend
 
 
@@ -30,24 +28,13 @@ def cumulative_mass_pool(be: Backend, scores: Any, threshold: float) -> Any:
     cumulative score first reaches `threshold` of the column's total (eq. 3.9).
 
     Chunks with score 0 are not candidates. A column with no candidate has an empty pool.
-    Scores are >= 0 (BM25 with a non-negative idf, weighted by PPR mass).
+    The columns are sorted as rows of the transposed block (contiguous: about twice as fast
+    as sorting along axis 0 of the C-ordered block on CPU), and summed in descending order.
     """
-    if not be.is_gpu:  # the same cutoffs without a strided sort of the whole block (kernels/columns.py)
-        from kernels.columns import mass_cutoffs_cpu
-
-        scores = np.ascontiguousarray(scores, dtype=np.float32)
-        cutoffs = np.empty(scores.shape[1], dtype=np.float32)
-        mass_cutoffs_cpu(scores, threshold, cutoffs)
-        return (scores >= cutoffs[None, :]) & (scores > 0)
-    return pool_by_sorting(be.xp, scores, threshold)
-
-
-def pool_by_sorting(xp: Any, scores: Any, threshold: float) -> Any:
-    """`cumulative_mass_pool` with array operations: sort each column, cumulative sum, cut."""
-    ordered = -xp.sort(-scores, axis=0)
-    cumulative = xp.cumsum(ordered, axis=0)
-    total = cumulative[-1:, :]
-    reached = cumulative >= threshold * total
-    alpha = xp.argmax(reached, axis=0)  # first index reaching the mass; α = index + 1
-    cutoff = xp.take_along_axis(ordered, alpha[None, :], axis=0)
-    return (scores >= cutoff) & (scores > 0)
+    xp = be.xp
+    ordered = xp.flip(xp.sort(xp.ascontiguousarray(scores.T), axis=1), axis=1)  # B × chunks, descending
+    cumulative = xp.cumsum(ordered, axis=1)
+    reached = cumulative >= threshold * cumulative[:, -1:]
+    alpha = xp.argmax(reached, axis=1)  # first index reaching the mass; α = index + 1
+    cutoff = xp.take_along_axis(ordered, alpha[:, None], axis=1)
+    return (scores >= cutoff.T) & (scores > 0)
