@@ -94,7 +94,7 @@ def _run_on(client: Any, sink: Any, done: int, records: Iterator[QueryRecord], s
     try:
         pending: dict[int, list[dict]] = {}
         next_shard = submitted = 0
-        in_flight = as_completed()
+        in_flight = as_completed(loop=client.loop)  # this client's loop, not the default client's
         futures: dict[Any, int] = {}
 
         def submit() -> bool:
