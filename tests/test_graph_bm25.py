@@ -1,7 +1,6 @@
 import math
 
 import numpy as np
-import pytest
 
 from gpu_tigrag.config import BM25Config
 from gpu_tigrag.index.bm25 import bm25_matrix

@@ -8,7 +8,6 @@ import textwrap
 import numpy as np
 import pytest
 
-from gpu_tigrag.index.graph import cooccurrence_graph, count_pairs
 from kernels.pair_count import EMPTY, count_keys, count_keys_cpu, table_capacity
 
 RNG = np.random.default_rng(7)
