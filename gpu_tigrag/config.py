@@ -115,6 +115,32 @@ class PPRConfig:
 
 
 @dataclass(frozen=True)
+class FusionConfig:
+    """Mechanisms beyond the paper (bench/results/quality.md measures each). The defaults switch
+    every one off, which is the paper's TIGRAG; the `best` preset (presets.py) turns them on."""
+
+    first_hop: str = "pool"  # top-ι chunks of hop 1 by "pool" (pooled cosine, paper) or "hybrid" (RRF of cosine, BM25, ρ, links)
+    hop_fusion: str = "max"  # merge of the hops: "max" (eq. 3.16) or "rrf" (reciprocal-rank fusion of the hop rankings)
+    title_links: bool = False  # passages whose title the question or a hop's top chunk mentions are linked in
+    question_link_bonus: float = 0.5  # added to the final score of chunks of passages the question names
+    bridge_link_bonus: float = 0.3  # added for chunks of passages named by an expanded bridging entity
+    bridge_entities: int = 0  # entities expanded per hop: 0 = every new one (paper), n = the n best
+    dedup_passages: bool = False  # the final top-k holds one chunk (the best) per passage
+    rrf_k: int = 60  # RRF constant k in 1 / (k + rank)
+    rrf_depth: int = 100  # ranks per list that RRF counts
+
+    def __post_init__(self) -> None:
+        if self.first_hop not in ("pool", "hybrid"):
+            raise TigragError(f"fusion.first_hop must be 'pool' or 'hybrid', got {self.first_hop!r}")
+        if self.hop_fusion not in ("max", "rrf"):
+            raise TigragError(f"fusion.hop_fusion must be 'max' or 'rrf', got {self.hop_fusion!r}")
+        if self.bridge_entities < 0 or self.rrf_k < 0 or self.rrf_depth < 1:
+            raise TigragError("fusion.bridge_entities and fusion.rrf_k must be >= 0, fusion.rrf_depth >= 1")
+        if self.question_link_bonus < 0 or self.bridge_link_bonus < 0:
+            raise TigragError("fusion link bonuses must be >= 0")
+
+
+@dataclass(frozen=True)
 class RetrievalConfig:
     """Scoring, pooling, rerank and multi-hop (sections 3.5-3.7); defaults from section 4.1.5."""
 
@@ -131,6 +157,7 @@ class RetrievalConfig:
     scoring: str = "bm25"  # "bm25" (eq. 3.7) or "graph": token presence instead of BM25 (graph-only scoring)
     expansion: str = "ppr"  # "ppr" or "degree": top-γ tokens by weighted degree centrality instead of PPR
     rerank: bool = True  # False: rank the pool by the graph score ρ instead of the embedding cosine
+    fusion: FusionConfig = field(default_factory=FusionConfig)  # beyond the paper: off by default
 
     def __post_init__(self) -> None:
         if self.scoring not in ("bm25", "graph"):

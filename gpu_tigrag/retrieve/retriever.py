@@ -23,10 +23,13 @@ from ..index.embed import Encoder, load_encoder
 from ..index.index import Index
 from ..progress import counter
 from ..text.tokens import valid_tokens
+from .bridging import Bridge, BridgeFinder, rank_bridges
 from .entity_source import EntityExtractor, IndexEntities, QueryTimeEntities
-from .rerank import masked_cosine, masked_max_cosine
+from .fusion import NEG_INF, bm25_scores, hybrid_first_hop, link_mask, reciprocal_rank
+from .rerank import masked_max_cosine
 from .results import HopTrace, QueryResult
 from .scoring import cumulative_mass_pool, ppr_weighted_bm25
+from .titles import TitleIndex
 
 
 @dataclass
@@ -49,6 +52,7 @@ class GraphHop:
     rho: Any  # float32 chunks × B, the graph-weighted score ρ
     n_seeds: np.ndarray  # int, per query
     dense: np.ndarray  # bool, per query: no seed or empty pool -> all chunks pooled
+    ppr: Any = None  # float32 vocab × B PPR scores (ranks bridging entities)
 
 
 @dataclass
@@ -72,12 +76,17 @@ class Retriever:
     def __init__(
         self,
         index: Index,
-        config: RetrievalConfig = RetrievalConfig(),
+        config: RetrievalConfig | None = None,
         encoder: Encoder | None = None,
         backend: str | Backend = "auto",
         entity_extractor: EntityExtractor | None = None,
     ):
-        """`entity_extractor` is the NER of `entities_at="query"` (default: the index's spaCy model)."""
+        """`config` defaults to the `best` preset (gpu_tigrag.presets); `RetrievalConfig()` is the
+        paper's method. `entity_extractor` is the NER of `entities_at="query"` (default: spaCy)."""
+        if config is None:
+            from ..presets import preset
+
+            config = preset()
         self.index = index
         self.config = config
         self.be = backend if isinstance(backend, Backend) else get_backend(backend)
@@ -99,6 +108,13 @@ class Retriever:
         self.embeddings = be.asarray(index.embeddings)
         self.entities = (IndexEntities(index, config.entity_labels) if config.entities_at == "index"
                          else QueryTimeEntities(index, config.entity_labels, entity_extractor))
+        fusion = config.fusion
+        self.titles = TitleIndex(index.passage_titles) if fusion.title_links else None
+        self.bridges = BridgeFinder(index, self.entities, self.titles)
+        order = np.argsort(index.chunk_passage, kind="stable")
+        indptr = np.zeros(len(index.passage_titles) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(index.chunk_passage, minlength=len(index.passage_titles)), out=indptr[1:])
+        self.passage_chunks = (indptr, order)
         self.timer = StageTimer()
 
     # -- stages ---------------------------------------------------------------------------
@@ -126,7 +142,7 @@ class Retriever:
         if dense.any():
             pool[:, xp.asarray(np.nonzero(dense)[0])] = True
         self.timer.add("pool", t)
-        return GraphHop(pool, rho, n_seeds, dense)
+        return GraphHop(pool, rho, n_seeds, dense, scores)
 
     def encode(self, texts: Sequence[str]) -> Any:
         return self.be.asarray(self.encode_host(texts))
@@ -196,35 +212,44 @@ class Retriever:
                     + self._retrieve_splitting(batch.part(half, len(batch)), k))
 
     def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
-        be, xp, cfg = self.be, self.be.xp, self.config
+        be, xp, cfg, fusion = self.be, self.be.xp, self.config, self.config.fusion
         queries, seeds = batch.queries, batch.seeds
         n = len(queries)
         query_vectors = be.asarray(batch.vectors)
         hop = self.graph_stage(seeds)
         t = time.perf_counter()
-        sigma = self._rank_pool(hop, lambda: masked_cosine(be, self.embeddings, query_vectors, hop.pool))
-        final = sigma.copy()
-        self.timer.add("rerank", t)
+        dense = self.embeddings @ query_vectors.T  # cosine of every chunk (embeddings are L2-normalised)
+        sigma = self._rank_pool(hop, lambda: xp.where(hop.pool, dense, NEG_INF))
+        t = self.timer.add("rerank", t)
+        question_links = self.titles.mentions_many(queries) if self.titles else None
+        linked = self._link_mask(question_links)
+        pick = sigma  # the ranking whose top-ι chunks drive the next hop
+        if fusion.first_hop == "hybrid":
+            pick = hybrid_first_hop(be, dense, bm25_scores(be, self.bm25, seeds, self.index.n_vocab), hop.rho,
+                                    linked, fusion.rrf_depth, fusion.rrf_k)
+        self.timer.add("fusion", t)
         traces: list[list[HopTrace]] = [[] for _ in range(n)]
-        pool_sizes = be.to_host(hop.pool.sum(axis=0))
-        seen: list[set[int]] = [set() for _ in range(n)]
-        active = np.arange(n)
-        current = {"sigma": sigma, "cols": active, "pool_sizes": pool_sizes, "hop": hop}
+        seen: list[dict[Any, Bridge]] = [{} for _ in range(n)]
+        hop_scores: list[tuple[np.ndarray, Any]] = []
+        current = {"pick": pick, "cols": np.arange(n), "pool_sizes": be.to_host(hop.pool.sum(axis=0)), "hop": hop}
         for hop_number in range(1, cfg.hops + 1):
             t = time.perf_counter()
-            top = self._top_chunks(current["sigma"], cfg.iota)
-            next_active: list[int] = []
+            top = self._top_chunks(current["pick"], cfg.iota)
             chunk_lists = [[int(c) for c in row if c >= 0] for row in top]
-            for col, (q, chunks, found) in enumerate(zip(current["cols"], chunk_lists,
-                                                         self.entities.of_chunks(chunk_lists))):
-                new = [e for e in dict.fromkeys(found) if e not in seen[q]]
-                seen[q].update(new)
+            new_lists = [list({b.key: b for b in found if b.key not in seen[q]}.values())
+                         for q, found in zip(current["cols"], self.bridges.candidates(chunk_lists))]
+            if fusion.bridge_entities:
+                new_lists = rank_bridges(be, current["hop"].ppr, range(len(new_lists)), new_lists,
+                                         fusion.bridge_entities)
+            next_active: list[int] = []
+            for col, (q, chunks, new) in enumerate(zip(current["cols"], chunk_lists, new_lists)):
+                seen[q].update((b.key, b) for b in new)
                 traces[q].append(HopTrace(
                     hop=hop_number,
                     seeds=int(current["hop"].n_seeds[col]),
                     pool_size=int(current["pool_sizes"][col]),
                     top_chunks=chunks,
-                    new_entities=[self.entities.text(e) for e in new],
+                    new_entities=[b.text for b in new],
                     dense_fallback=bool(current["hop"].dense[col]),
                 ))
                 if new:
@@ -233,20 +258,56 @@ class Retriever:
             if hop_number == cfg.hops or not next_active:
                 break
             current = self._expanded_hop(queries, seeds, seen, np.asarray(next_active))
-            cols = xp.asarray(current["cols"])
-            final[:, cols] = xp.maximum(final[:, cols], current["sigma"])
+            hop_scores.append((current["cols"], current["sigma"]))
+            current["pick"] = current["sigma"]
+        t = time.perf_counter()
+        final = self._merge_hops(sigma, hop_scores)
+        if self.titles is not None:
+            bridged = self._link_mask([[p for b in seen[q].values() for p in b.passages] for q in range(n)])
+            final = self._add_link_bonus(final, dense, linked, bridged)
+        self.timer.add("fusion", t)
         return self._collect(queries, final, k, hop.dense, traces)
 
-    def _expanded_hop(self, queries: list[str], seeds: list[np.ndarray], seen: list[set[int]], active: np.ndarray) -> dict[str, Any]:
+    def _merge_hops(self, sigma: Any, hop_scores: list[tuple[np.ndarray, Any]]) -> Any:
+        """Final chunk scores from hop 1 and the expanded hops: max over hops (eq. 3.16) or RRF."""
+        be, xp, fusion = self.be, self.be.xp, self.config.fusion
+        if fusion.hop_fusion == "max":
+            final = sigma.copy()
+            for cols, scores in hop_scores:
+                cols = xp.asarray(cols)
+                final[:, cols] = xp.maximum(final[:, cols], scores)
+            return final
+        final = reciprocal_rank(be, sigma, fusion.rrf_depth, fusion.rrf_k)
+        for cols, scores in hop_scores:
+            cols = xp.asarray(cols)
+            final[:, cols] += reciprocal_rank(be, scores, fusion.rrf_depth, fusion.rrf_k)
+        return xp.where(final > 0, final, NEG_INF).astype(xp.float32)
+
+    def _link_mask(self, passages: list[list[int]] | None) -> Any:
+        if passages is None:
+            return None
+        return link_mask(self.be, self.passage_chunks, passages, self.index.n_chunks)
+
+    def _add_link_bonus(self, final: Any, dense: Any, question: Any, bridged: Any) -> Any:
+        """Calibrated scores: linked chunks get a fixed bonus on top of their score (their question
+        cosine where no hop pooled them), so a passage the question names, or the passage of a
+        bridging entity, cannot be evicted by an unlinked chunk of slightly higher cosine."""
+        xp, fusion = self.be.xp, self.config.fusion
+        base = xp.where(xp.isfinite(final), final, dense)
+        bonus = (fusion.question_link_bonus * question + fusion.bridge_link_bonus * bridged).astype(xp.float32)
+        return xp.where(question | bridged, base + bonus, final)
+
+    def _expanded_hop(self, queries: list[str], seeds: list[np.ndarray], seen: list[dict[Any, Bridge]],
+                      active: np.ndarray) -> dict[str, Any]:
         """Hop j+1 for the active queries: expanded query μ ⊕ entities through the graph stage,
         rerank by the max cosine over the embeddings of μ ⊕ e_x (eqs. 3.14-3.15)."""
-        be, entities = self.be, self.entities
+        be = self.be
         t = time.perf_counter()
         expanded_seeds, texts, owner = [], [], []
         for col, q in enumerate(active):
-            ents = sorted(seen[q])
-            expanded_seeds.append(np.concatenate([seeds[q]] + [entities.tokens_of(e) for e in ents]))
-            texts.extend(f"{queries[q]} {entities.text(e)}" for e in ents)
+            ents = [seen[q][key] for key in sorted(seen[q])]
+            expanded_seeds.append(np.concatenate([seeds[q]] + [b.tokens for b in ents]))
+            texts.extend(f"{queries[q]} {b.text}" for b in ents)
             owner.extend([col] * len(ents))
         self.timer.add("entities", t)
         hop = self.graph_stage(expanded_seeds)
@@ -281,7 +342,7 @@ class Retriever:
         return self.be.to_host(ids).T, self.be.to_host(vals).T
 
     def _collect(self, queries: list[str], final: Any, k: int, dense: np.ndarray, traces: list[list[HopTrace]]) -> list[QueryResult]:
-        ids, vals = self._topk(final, k)
+        ids, vals = self._final_ranking(final, k)
         index = self.index
         out = []
         for q, query in enumerate(queries):
@@ -298,3 +359,26 @@ class Retriever:
                 hops=traces[q],
             ))
         return out
+
+    def _final_ranking(self, final: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, scores), B × k, of the final top-k; with `dedup_passages`, each passage appears once,
+        at its best chunk (the ranking is read deeper until k passages are found or it ends)."""
+        if not self.config.fusion.dedup_passages:
+            return self._topk(final, k)
+        depth = min(final.shape[0], 4 * k)
+        while True:
+            ids, vals = self._topk(final, depth)
+            rows_ids = np.full((ids.shape[0], k), -1, dtype=np.int64)
+            rows_vals = np.full((ids.shape[0], k), -np.inf, dtype=np.float32)
+            short = False
+            for q in range(ids.shape[0]):
+                finite = np.isfinite(vals[q])
+                passages = self.index.chunk_passage[ids[q][finite]]
+                _, first = np.unique(passages, return_index=True)
+                best = np.sort(first)[:k]  # first occurrence of each passage, in rank order
+                rows_ids[q, :best.size] = ids[q][finite][best]
+                rows_vals[q, :best.size] = vals[q][finite][best]
+                short |= best.size < k and bool(finite.all())
+            if not short or depth >= final.shape[0]:
+                return rows_ids, rows_vals
+            depth = min(final.shape[0], depth * 4)

@@ -1,0 +1,109 @@
+"""Bridging entities: what the top chunks of a hop hand to the next hop (eqs. 3.10-3.11).
+
+The paper takes every named entity of the top-ι chunks. With title links on, two things are
+added: the passage titles that the chunk's text mentions are candidates too (a film passage
+names its director, whose passage carries that name as its title), and every candidate
+carries the passages whose title it is, so the next hop can bring them in directly. With
+`bridge_entities = n`, only the n best candidates of a query are expanded: those naming a
+passage first, then by the hop's PPR mass on their tokens (the graph's own measure of how
+close an entity is to the question). Fewer expansions also mean fewer encoder calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Sequence
+
+import numpy as np
+
+from ..backend import Backend
+from ..index.index import Index
+from ..text.tokens import valid_tokens
+from .entity_source import IndexEntities
+from .titles import TitleIndex, normalise_title
+
+
+@dataclass(frozen=True)
+class Bridge:
+    """One candidate for the next hop: its text, graph tokens and the passages it names."""
+
+    key: Hashable  # identity across hops (entity id in the paper's mode, normalised text with titles)
+    text: str
+    tokens: np.ndarray
+    passages: tuple[int, ...] = field(default=())
+
+
+class BridgeFinder:
+    """Candidates of each query's top chunks, from the NER table and (optionally) title mentions."""
+
+    def __init__(self, index: Index, entities: IndexEntities, titles: TitleIndex | None):
+        self.index, self.entities, self.titles = index, entities, titles
+        self._mentions: dict[int, list[int]] = {}
+
+    def candidates(self, chunk_lists: Sequence[Sequence[int]]) -> list[list[Bridge]]:
+        """Per query, its candidates in reading order (entities first), without repeats."""
+        out = []
+        for chunks, found in zip(chunk_lists, self.entities.of_chunks(chunk_lists)):
+            if self.titles is None:
+                out.append([Bridge(e, self.entities.text(e), self.entities.tokens_of(e)) for e in found])
+                continue
+            own = {int(self.index.chunk_passage[c]) for c in chunks}
+            merged: dict[Hashable, Bridge] = {}
+            for e in found:
+                text = self.entities.text(e)
+                passages = tuple(int(p) for p in self.titles.lookup(text) if int(p) not in own)
+                self._add(merged, Bridge(normalise_title(text), text, self.entities.tokens_of(e), passages))
+            for c in chunks:
+                for p in self.mentions(c):
+                    if p not in own:
+                        title = self.index.passage_titles[p]
+                        self._add(merged, Bridge(normalise_title(title), title, self._title_tokens(title), (p,)))
+            out.append(list(merged.values()))
+        return out
+
+    def mentions(self, chunk: int) -> list[int]:
+        """Passages whose title chunk `chunk` mentions (cached: top chunks recur across queries)."""
+        if chunk not in self._mentions:
+            self._mentions[chunk] = self.titles.mentions(self.index.chunk_texts[chunk]) if self.titles else []
+        return self._mentions[chunk]
+
+    def _title_tokens(self, title: str) -> np.ndarray:
+        cfg = self.index.config
+        return self.index.vocab.encode(valid_tokens(title, cfg.tokens, cfg.chunk.language))
+
+    @staticmethod
+    def _add(merged: dict[Hashable, Bridge], bridge: Bridge) -> None:
+        if not bridge.key:
+            return
+        if bridge.key in merged:
+            old = merged[bridge.key]
+            merged[bridge.key] = Bridge(old.key, old.text, old.tokens, tuple(dict.fromkeys(old.passages + bridge.passages)))
+        else:
+            merged[bridge.key] = bridge
+
+
+def rank_bridges(be: Backend, ppr_scores: Any, columns: Sequence[int], lists: Sequence[list[Bridge]],
+                 limit: int) -> list[list[Bridge]]:
+    """The `limit` best of each list: candidates naming a passage first, then by the mean PPR
+    score of their tokens in their query's column (one gather for the whole batch)."""
+    rows, cols, owners = [], [], []
+    for i, (col, bridges) in enumerate(zip(columns, lists)):
+        for b, bridge in enumerate(bridges):
+            rows.append(bridge.tokens)
+            cols.append(np.full(bridge.tokens.size, col, dtype=np.int64))
+            owners.append(np.full(bridge.tokens.size, len(owners), dtype=np.int64))
+    flat = [(i, b) for i, bridges in enumerate(lists) for b in range(len(bridges))]
+    mass = np.zeros(len(flat), dtype=np.float64)
+    if rows and sum(r.size for r in rows):
+        gathered = be.to_host(ppr_scores[be.asarray(np.concatenate(rows)), be.asarray(np.concatenate(cols))])
+        owner = np.concatenate(owners)
+        sizes = np.bincount(owner, minlength=len(flat))
+        mass = np.bincount(owner, weights=gathered.astype(np.float64), minlength=len(flat)) / np.maximum(sizes, 1)
+    out: list[list[Bridge]] = []
+    position = 0
+    for bridges in lists:
+        scored = [(bool(b.passages), mass[position + i], -i) for i, b in enumerate(bridges)]
+        order = sorted(range(len(bridges)), key=lambda i: scored[i], reverse=True)
+        out.append([bridges[i] for i in order[:limit]])
+        position += len(bridges)
+    return out
