@@ -10,7 +10,7 @@ PRESETS: dict[str, RetrievalConfig] = {
     "paper": RetrievalConfig(),
     "best": RetrievalConfig(fusion=FusionConfig(
         first_hop="hybrid", title_links=True, question_link_bonus=0.5, bridge_link_bonus=0.3,
-        bridge_entities=0, dedup_passages=True)),
+        bridge_entities=8, dedup_passages=True)),
 }
 DEFAULT_PRESET = "best"
 

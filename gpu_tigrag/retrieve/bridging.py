@@ -85,25 +85,22 @@ class BridgeFinder:
 def rank_bridges(be: Backend, ppr_scores: Any, columns: Sequence[int], lists: Sequence[list[Bridge]],
                  limit: int) -> list[list[Bridge]]:
     """The `limit` best of each list: candidates naming a passage first, then by the mean PPR
-    score of their tokens in their query's column (one gather for the whole batch)."""
-    rows, cols, owners = [], [], []
-    for i, (col, bridges) in enumerate(zip(columns, lists)):
-        for b, bridge in enumerate(bridges):
-            rows.append(bridge.tokens)
-            cols.append(np.full(bridge.tokens.size, col, dtype=np.int64))
-            owners.append(np.full(bridge.tokens.size, len(owners), dtype=np.int64))
-    flat = [(i, b) for i, bridges in enumerate(lists) for b in range(len(bridges))]
+    score of their tokens in their query's column (one gather for the whole batch), then in
+    reading order."""
+    flat = [(col, bridge) for col, bridges in zip(columns, lists) for bridge in bridges]
     mass = np.zeros(len(flat), dtype=np.float64)
-    if rows and sum(r.size for r in rows):
-        gathered = be.to_host(ppr_scores[be.asarray(np.concatenate(rows)), be.asarray(np.concatenate(cols))])
-        owner = np.concatenate(owners)
-        sizes = np.bincount(owner, minlength=len(flat))
-        mass = np.bincount(owner, weights=gathered.astype(np.float64), minlength=len(flat)) / np.maximum(sizes, 1)
+    sizes = np.array([bridge.tokens.size for _, bridge in flat], dtype=np.int64)
+    if sizes.sum():
+        rows = np.concatenate([bridge.tokens for _, bridge in flat])
+        cols = np.repeat(np.array([col for col, _ in flat], dtype=np.int64), sizes)
+        gathered = be.to_host(ppr_scores[be.asarray(rows), be.asarray(cols)]).astype(np.float64)
+        owner = np.repeat(np.arange(len(flat)), sizes)
+        mass = np.bincount(owner, weights=gathered, minlength=len(flat)) / np.maximum(sizes, 1)
     out: list[list[Bridge]] = []
-    position = 0
+    start = 0
     for bridges in lists:
-        scored = [(bool(b.passages), mass[position + i], -i) for i, b in enumerate(bridges)]
-        order = sorted(range(len(bridges)), key=lambda i: scored[i], reverse=True)
+        key = [(bool(b.passages), mass[start + i], -i) for i, b in enumerate(bridges)]
+        order = sorted(range(len(bridges)), key=key.__getitem__, reverse=True)
         out.append([bridges[i] for i in order[:limit]])
-        position += len(bridges)
+        start += len(bridges)
     return out

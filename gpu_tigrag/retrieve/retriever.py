@@ -236,6 +236,8 @@ class Retriever:
             t = time.perf_counter()
             top = self._top_chunks(current["pick"], cfg.iota)
             chunk_lists = [[int(c) for c in row if c >= 0] for row in top]
+            if hop_number == 1 and question_links is not None:
+                chunk_lists = self._with_named_passages(chunk_lists, pick, question_links)
             new_lists = [list({b.key: b for b in found if b.key not in seen[q]}.values())
                          for q, found in zip(current["cols"], self.bridges.candidates(chunk_lists))]
             if fusion.bridge_entities:
@@ -267,6 +269,26 @@ class Retriever:
             final = self._add_link_bonus(final, dense, linked, bridged)
         self.timer.add("fusion", t)
         return self._collect(queries, final, k, hop.dense, traces)
+
+    def _with_named_passages(self, chunk_lists: list[list[int]], pick: Any,
+                             question_links: list[list[int]]) -> list[list[int]]:
+        """Hop-1 sources plus the best chunk (by `pick`) of every passage the question names: a
+        comparison of two films needs the directors of both, not only of the top chunk's film."""
+        indptr, members = self.passage_chunks
+        named = [(q, members[indptr[p]:indptr[p + 1]]) for q, passages in enumerate(question_links) for p in passages]
+        if not named:
+            return chunk_lists
+        rows = np.concatenate([chunks for _, chunks in named])
+        cols = np.concatenate([np.full(chunks.size, q, dtype=np.int64) for q, chunks in named])
+        scores = self.be.to_host(pick[self.be.asarray(rows), self.be.asarray(cols)])  # one gather per batch
+        out = [list(chunks) for chunks in chunk_lists]
+        start = 0
+        for q, chunks in named:
+            best = int(chunks[int(np.argmax(scores[start:start + chunks.size]))])
+            start += chunks.size
+            if best not in out[q]:
+                out[q].append(best)
+        return out
 
     def _merge_hops(self, sigma: Any, hop_scores: list[tuple[np.ndarray, Any]]) -> Any:
         """Final chunk scores from hop 1 and the expanded hops: max over hops (eq. 3.16) or RRF."""
