@@ -30,7 +30,20 @@ def _parse_sets(config: Any, assignments: Sequence[str]) -> Any:
     return config
 
 
+def _retrieval_config(args: argparse.Namespace) -> RetrievalConfig:
+    """The preset named by --preset, with the --set overrides applied on top."""
+    from .presets import preset
+
+    return _parse_sets(preset(args.preset), args.sets)
+
+
 def _add_retrieval_options(parser: argparse.ArgumentParser) -> None:
+    from .presets import DEFAULT_PRESET, PRESETS
+
+    parser.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS),
+                        help="retrieval configuration: 'best' (default; title links, hybrid first hop, bridging "
+                             "choice, passage de-duplication) or 'paper' (TIGRAG exactly as published); --set "
+                             "overrides apply on top")
     parser.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"],
                         help="array backend (default: auto, the GPU when CuPy sees one)")
     parser.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
@@ -99,8 +112,7 @@ def _retriever(args: argparse.Namespace):
     from .retrieve.retriever import Retriever
 
     index = load_index(args.index, verify_checksums=not args.no_verify)
-    config = _parse_sets(RetrievalConfig(), args.sets)
-    return Retriever(index, config, backend=args.backend)
+    return Retriever(index, _retrieval_config(args), backend=args.backend)
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -150,11 +162,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     report.pop("results")
     report["index"] = str(args.index)
     report["queries_file"] = str(args.queries)
+    report["preset"] = args.preset
     report["retrieval_config"] = _config_dict(retriever.config)
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         print()
         return 0
+    print(f"preset: {args.preset}" + (f" with {', '.join(args.sets)}" if args.sets else ""))
     for name, value in report["metrics"].items():
         print(f"{name}: {value:.4f}")
     print(f"{report['queries']} queries in {report['seconds']:.2f} s "
@@ -173,7 +187,7 @@ def _eval_experiment(args: argparse.Namespace, dataset) -> int:
     systems = list(ALL_SYSTEMS) if not args.systems or args.systems == ["all"] else args.systems
     sweeps = parse_sweeps(args.sweep)
     index = load_index(args.index, verify_checksums=not args.no_verify)
-    base = _parse_sets(RetrievalConfig(), args.sets)
+    base = _retrieval_config(args)
     qa = None
     if args.qa_endpoint:
         from .evaluate.qa import QAConfig
@@ -193,7 +207,8 @@ def _eval_experiment(args: argparse.Namespace, dataset) -> int:
     payload = {
         "run": {"dataset": dataset.name, "queries": len(dataset.queries), "chunks": index.n_chunks,
                 "match": dataset.match, "dataset_sha256": dataset.checksums, "index": str(args.index),
-                "index_config": _config_dict(index.config), "retrieval_config": _config_dict(base),
+                "index_config": _config_dict(index.config), "preset": args.preset,
+                "retrieval_config": _config_dict(base),
                 "encoder": index.encoder_name, "backend": args.backend, "code_version": _code_version(),
                 "package_version": __version__, "started": started,
                 "command": "tigrag " + " ".join(shlex.quote(a) for a in sys.argv[1:])},
@@ -251,7 +266,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .index.store import read_manifest
 
         read_manifest(args.index)  # fail here, not on every worker
-        stats = run_distributed(args.index, _parse_sets(RetrievalConfig(), args.sets), args.queries, args.output,
+        stats = run_distributed(args.index, _retrieval_config(args), args.queries, args.output,
                                 k=args.k, workers=args.workers or 0, scheduler=args.scheduler, backend=args.backend,
                                 shard_size=args.shard_size or None, resume=args.resume, show_progress=not args.quiet)
     else:

@@ -14,6 +14,7 @@ from ..config import RetrievalConfig, config_to_dict, replace_path
 from ..errors import TigragError
 from ..index.embed import CachingEncoder, load_encoder
 from ..index.index import Index
+from ..presets import preset
 from ..retrieve.baselines import bm25_search, naive_rag
 from ..retrieve.retriever import Retriever
 from ..text.tokens import treebank_words
@@ -28,8 +29,22 @@ TIGRAG_SYSTEMS: dict[str, dict[str, Any]] = {
     "TIGRAG degree centrality": {"expansion": "degree"},
     "TIGRAG without reranking": {"rerank": False},
 }
+#: both presets, each mechanism of `best` added to the paper's method alone, and removed from `best`
+PRESET_SYSTEMS: dict[str, tuple[str, dict[str, Any]]] = {
+    "TIGRAG paper": ("paper", {}),
+    "TIGRAG best": ("best", {}),
+    "paper + title links": ("paper", {"fusion.title_links": True}),
+    "paper + hybrid first hop": ("paper", {"fusion.first_hop": "hybrid"}),
+    "paper + bridging choice (8)": ("paper", {"fusion.bridge_entities": 8}),
+    "paper + passage dedup": ("paper", {"fusion.dedup_passages": True}),
+    "best without title links": ("best", {"fusion.title_links": False}),
+    "best without hybrid first hop": ("best", {"fusion.first_hop": "pool"}),
+    "best expanding every entity": ("best", {"fusion.bridge_entities": 0}),
+    "best without passage dedup": ("best", {"fusion.dedup_passages": False}),
+    "best with RRF hop fusion": ("best", {"fusion.hop_fusion": "rrf"}),
+}
 BASELINES = ("NaiveRAG", "BM25")
-ALL_SYSTEMS = (*BASELINES, *TIGRAG_SYSTEMS)
+ALL_SYSTEMS = (*BASELINES, *TIGRAG_SYSTEMS, *PRESET_SYSTEMS)
 #: short sweep names (the paper's symbols) -> retrieval config paths; "w" rebuilds the graph
 SWEEP_KEYS = {"th": "pool_threshold", "beta": "beta", "iota": "iota", "h": "hops", "gamma": "ppr.top_gamma",
               "damping": "ppr.damping", "w": "graph.window"}
@@ -128,6 +143,12 @@ class Experiment:
             search: Callable = naive_rag if name == "NaiveRAG" else bm25_search
             ids = search(r, self.texts, DEPTH)
             return SystemRun(name, {}, [list(map(int, row)) for row in ids], time.perf_counter() - start)
+        if name in PRESET_SYSTEMS:
+            preset_name, overrides = PRESET_SYSTEMS[name]
+            config = preset(preset_name)
+            for path, value in overrides.items():
+                config = replace_path(config, path, value)
+            return self.run_config(name, config)
         if name not in TIGRAG_SYSTEMS:
             raise TigragError(f"unknown system {name!r}; choose from {', '.join(ALL_SYSTEMS)}")
         config = dataclasses.replace(self.base, **TIGRAG_SYSTEMS[name])
