@@ -34,9 +34,11 @@ from .titles import TitleIndex
 
 @dataclass
 class StageTimer:
-    """Seconds spent per stage, summed over batches; `encode` is the encoder alone."""
+    """Seconds spent per stage, summed over batches; `encode` is the encoder alone. `encoded_texts`
+    counts the texts sent to the encoder (queries and expanded queries μ ⊕ e)."""
 
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    encoded_texts: int = 0
 
     def add(self, stage: str, start: float) -> float:
         now = time.perf_counter()
@@ -151,6 +153,7 @@ class Retriever:
         t = time.perf_counter()
         vectors = self.encoder.encode(texts)
         self.timer.add("encode", t)
+        self.timer.encoded_texts += len(texts)
         return vectors
 
     def prepare(self, queries: Sequence[str]) -> PreparedBatch:
