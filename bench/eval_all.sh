@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The paper's experimental section on the shared data, one `tigrag eval` run per dataset:
-# all systems, the Table-10 ablations, and the th / γ / damping sweeps. Writes
+# all systems (both presets and the ablation of each mechanism of `best` included), the Table-10
+# ablations and the th / γ / damping sweeps of the paper preset. Writes
 # bench/results/eval/<dataset>/{results.json,report.md,*.png} and bench/results/eval/compare.md.
 # Indexes are built once into .cache/bench (the same ones bench/quality.py uses).
 set -euo pipefail
@@ -20,9 +21,9 @@ index musique_train100 "$DATA/musique_train100/musique_train_corpus.json"
 index beir_scifact "$DATA/beir_scifact"
 
 "$BIN/tigrag" eval .cache/bench/index_2wikimultihopqa "$DATA/2wikimultihopqa" --systems all "${SWEEPS[@]}" \
-  --out "$OUT/2wikimultihopqa" --backend numpy -q
+  --out "$OUT/2wikimultihopqa" --backend numpy --preset paper -q
 "$BIN/tigrag" eval .cache/bench/index_musique_train100 "$DATA/musique_train100" --systems all "${SWEEPS[@]}" \
-  --out "$OUT/musique_train100" --backend numpy -q
+  --out "$OUT/musique_train100" --backend numpy --preset paper -q
 "$BIN/tigrag" eval .cache/bench/index_beir_scifact "$DATA/beir_scifact" --systems all "${SWEEPS[@]}" \
-  --out "$OUT/beir_scifact" --backend numpy -q
+  --out "$OUT/beir_scifact" --backend numpy --preset paper -q
 "$BIN/tigrag" report "$OUT/2wikimultihopqa" "$OUT/musique_train100" "$OUT/beir_scifact" --out "$OUT/compare.md"

@@ -223,37 +223,44 @@ def bench_ppr(index: Any, seeds: list[np.ndarray], batches: list[int], cpu_max: 
     return {"rows": rows}
 
 
-def bench_engine(index: Any, queries: list[str], encoder: Any, batches: list[int], cpu_max: int) -> dict[str, Any]:
-    """2-hop retrieval queries/s without the encoder per backend and batch; "same_top5_as_cpu": the
-    fraction of queries whose top-5 chunk ids equal the CPU's (same batch, else the CPU's largest);
-    ok when it is at least 99.5% for every device row."""
+def bench_engine(index: Any, queries: list[str], encoder: Any, batches: list[int], cpu_max: int,
+                 presets: tuple[str, ...] = ("paper", "best")) -> dict[str, Any]:
+    """2-hop retrieval queries/s without the encoder per preset, backend and batch;
+    "same_top5_as_cpu": the fraction of queries whose top-5 chunk ids equal the CPU's for the same
+    preset (same batch, else the CPU's largest); ok when it is at least 99.5% for every row."""
+    import dataclasses
+
+    from gpu_tigrag.presets import preset
     from gpu_tigrag.retrieve.retriever import Retriever
 
     rows, top5 = [], {}
-    for position, name in enumerate(BACKENDS):
-        for b in batches:
-            if position == 1 and b > cpu_max:
-                continue
-            workload = [queries[i % len(queries)] for i in range(max(b, len(queries)))]
-            retriever = Retriever(index, RetrievalConfig(batch_size=b, memory_budget_mb=64_000), encoder=encoder,
-                                  backend=name)
-            retriever.retrieve(workload[:b])  # warm-up
-            retriever.timer.seconds.clear()
-            start = time.perf_counter()
-            results = retriever.retrieve(workload)
-            synchronize(retriever.be)
-            elapsed = time.perf_counter() - start
-            encode = retriever.timer.seconds.get("encode", 0.0)
-            rows.append({"backend": name, "batch": b, "effective_batch": retriever.batch_size(),
-                         "queries": len(workload), "seconds": elapsed, "encoder_lookup_seconds": encode,
-                         "queries_per_second_without_encoder": len(workload) / (elapsed - encode),
-                         "stage_seconds": dict(retriever.timer.seconds)})
-            top5[position, b] = [r.chunk_ids[:5] for r in results[: len(queries)]]
-            print(f"engine {name} B={b}: {len(workload) / (elapsed - encode):,.0f} q/s", file=sys.stderr, flush=True)
-    cpu_batches = [b for position, b in top5 if position == 1]
-    for row, (position, b) in zip(rows, top5):
-        reference = top5[1, b if b in cpu_batches else max(cpu_batches)]
-        row["same_top5_as_cpu"] = sum(x == y for x, y in zip(top5[position, b], reference)) / len(reference)
+    for preset_name in presets:
+        for position, name in enumerate(BACKENDS):
+            for b in batches:
+                if position == 1 and b > cpu_max:
+                    continue
+                workload = [queries[i % len(queries)] for i in range(max(b, len(queries)))]
+                config = dataclasses.replace(preset(preset_name), batch_size=b, memory_budget_mb=64_000)
+                retriever = Retriever(index, config, encoder=encoder, backend=name)
+                retriever.retrieve(workload[:b])  # warm-up
+                retriever.timer.seconds.clear()
+                start = time.perf_counter()
+                results = retriever.retrieve(workload)
+                synchronize(retriever.be)
+                elapsed = time.perf_counter() - start
+                encode = retriever.timer.seconds.get("encode", 0.0)
+                rows.append({"preset": preset_name, "backend": name, "batch": b,
+                             "effective_batch": retriever.batch_size(), "queries": len(workload), "seconds": elapsed,
+                             "encoder_lookup_seconds": encode,
+                             "queries_per_second_without_encoder": len(workload) / (elapsed - encode),
+                             "stage_seconds": dict(retriever.timer.seconds)})
+                top5[preset_name, position, b] = [r.chunk_ids[:5] for r in results[: len(queries)]]
+                print(f"engine {preset_name} {name} B={b}: {len(workload) / (elapsed - encode):,.0f} q/s",
+                      file=sys.stderr, flush=True)
+    for row, (preset_name, position, b) in zip(rows, top5):
+        cpu_batches = [cb for p, pos, cb in top5 if p == preset_name and pos == 1]
+        reference = top5[preset_name, 1, b if b in cpu_batches else max(cpu_batches)]
+        row["same_top5_as_cpu"] = sum(x == y for x, y in zip(top5[preset_name, position, b], reference)) / len(reference)
     worst = min(row["same_top5_as_cpu"] for row in rows)
     return {"ok": worst >= 0.995, "same_top5_as_cpu": worst, "rows": rows}
 

@@ -28,7 +28,7 @@ from typing import Sequence
 import numpy as np
 from common import CACHE, ROOT, dataset_index, dataset_queries
 
-from gpu_tigrag.config import RetrievalConfig
+from gpu_tigrag.presets import PRESETS, preset
 from gpu_tigrag.index.embed import Encoder, PrecomputedEncoder, load_encoder
 from gpu_tigrag.index.index import Index
 from gpu_tigrag.retrieve.retriever import Retriever
@@ -78,11 +78,13 @@ def archive_index(index_dir: Path, archive: Path) -> None:
 
 def write_query_inputs(index: Index, queries: list[str], folder: Path) -> None:
     """queries.json and vectors.npz (float16) in `folder`: every text a 2-hop retrieval of `queries`
-    encodes, recorded with the index's own encoder, so the engine runs with a `PrecomputedEncoder`."""
+    encodes under each preset, recorded with the index's own encoder, so the engine runs with a
+    `PrecomputedEncoder`."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "queries.json").write_text(json.dumps(queries))
     recorder = RecordingEncoder(load_encoder(index.config.encoder))
-    Retriever(index, RetrievalConfig(), encoder=recorder, backend="numpy").retrieve(queries)
+    for name in PRESETS:
+        Retriever(index, preset(name), encoder=recorder, backend="numpy").retrieve(queries)
     PrecomputedEncoder.record(recorder.inner, recorder.texts).save(folder / "vectors.npz", dtype=np.float16)
 
 

@@ -10,6 +10,8 @@ from typing import Any, Sequence
 from ..errors import TigragError
 
 ABLATIONS = ("TIGRAG without BM25", "TIGRAG degree centrality", "TIGRAG without reranking", "TIGRAG")
+#: systems shown in the by-type table (every system's split is in results.json)
+BY_TYPE_SYSTEMS = ("NaiveRAG", "BM25", "TIGRAG", "TIGRAG 1-hop", "TIGRAG paper", "TIGRAG best")
 SWEEP_TITLES = {"beta": "Table 6 (β)", "iota": "Table 7 (ι)", "h": "Table 8 (h)", "th": "Table 9 (th_ρ)",
                 "gamma": "γ (not in the paper)", "damping": "PPR damping (not in the paper)", "w": "window w"}
 
@@ -52,6 +54,11 @@ def markdown(payload: dict[str, Any]) -> str:
     out = [f"# Evaluation: {run['dataset']} ({run['queries']} queries, {run['chunks']:,} chunks)", "",
            f"Code {run['code_version']}, encoder {run['encoder']}, backend {run['backend']}, started {run['started']}. "
            f"Command: `{run['command']}`", ""]
+    if "preset" in run:
+        out += [f"Preset of the TIGRAG rows, the Table-10 ablations and the sweeps: `{run['preset']}` "
+                "(the `TIGRAG paper` / `TIGRAG best` rows and the mechanism ablations use their own preset). "
+                "Its full retrieval configuration:", "", "```json", json.dumps(run["retrieval_config"], indent=1),
+                "```", ""]
     out += ["## Retrieval (Table 2 layout)", "",
             "| system | R@2 | R@5 | R@10 | R@2 dedup | R@5 dedup | MRR@10 | nDCG@10 |", "|---|---|---|---|---|---|---|---|"]
     for name, s in systems.items():
@@ -80,11 +87,12 @@ def markdown(payload: dict[str, Any]) -> str:
                 f"{pct(gains['queries_gaining_top5'])}%, losing: {pct(gains['queries_losing_top5'])}%."]
     types = systems.get("TIGRAG", {}).get("metrics", {}).get("by_type")
     if types:
-        out += ["", "## By question type (R@2 / R@5)", "", "| type | queries | " + " | ".join(systems) + " |",
-                "|---|---|" + "---|" * len(systems)]
+        shown = [name for name in BY_TYPE_SYSTEMS if name in systems] or list(systems)
+        out += ["", "## By question type (R@2 / R@5)", "", "| type | queries | " + " | ".join(shown) + " |",
+                "|---|---|" + "---|" * len(shown)]
         for t, row in types.items():
-            cells = [f"{pct(s['metrics']['by_type'][t]['recall@2'])} / {pct(s['metrics']['by_type'][t]['recall@5'])}"
-                     for s in systems.values()]
+            cells = [f"{pct(systems[s]['metrics']['by_type'][t]['recall@2'])} / "
+                     f"{pct(systems[s]['metrics']['by_type'][t]['recall@5'])}" for s in shown]
             out.append(f"| {t} | {row['queries']} | " + " | ".join(cells) + " |")
     if any(a in systems for a in ABLATIONS[:3]):
         out += ["", "## Ablations (Table 10 layout)", "", "| approach | R@2 | R@5 |", "|---|---|---|"]
