@@ -43,6 +43,10 @@ SYSTEMS: dict[str, tuple[str, dict[str, Any]]] = {
     "best without passage dedup": ("best", {"fusion.dedup_passages": False}),
     "best with RRF hop fusion": ("best", {"fusion.hop_fusion": "rrf"}),
     "best 1-hop": ("best", {"hops": 1}),
+    "best, question link bonus 0.3": ("best", {"fusion.question_link_bonus": 0.3}),
+    "best, question link bonus 1.0": ("best", {"fusion.question_link_bonus": 1.0}),
+    "best, bridge link bonus 0.1": ("best", {"fusion.bridge_link_bonus": 0.1}),
+    "best, bridge link bonus 0.3": ("best", {"fusion.bridge_link_bonus": 0.3}),
 }
 
 
@@ -170,8 +174,8 @@ WHY = """\
   *Gaby: A True Story*"). A token index of normalised titles finds such mentions in the
   question (leftmost-longest, capitalised, linear in the text), and in the hop's top chunks,
   where a film's passage names its director, whose passage carries that name. Linked chunks
-  get a fixed bonus on top of their cosine (0.5 for the question's, 0.3 for a bridging
-  entity's), so a named passage cannot be evicted by an unlinked chunk of slightly higher
+  get a fixed bonus on top of their cosine (0.5 for the question's, 0.2 for a bridging
+  entity's: one inference step further), so a named passage cannot be evicted by an unlinked chunk of slightly higher
   cosine. This is the largest gain on 2Wiki, where the title of nearly every first-hop gold
   passage is in the question; on MuSiQue fewer titles are named, and it gains less.
 * **Hybrid first hop** (`fusion.first_hop=hybrid`). The chunks whose entities drive hop 2 are

@@ -123,7 +123,7 @@ class FusionConfig:
     hop_fusion: str = "max"  # merge of the hops: "max" (eq. 3.16) or "rrf" (reciprocal-rank fusion of the hop rankings)
     title_links: bool = False  # passages whose title the question or a hop's top chunk mentions are linked in
     question_link_bonus: float = 0.5  # added to the final score of chunks of passages the question names
-    bridge_link_bonus: float = 0.3  # added for chunks of passages named by an expanded bridging entity
+    bridge_link_bonus: float = 0.2  # added for chunks of passages named by an expanded bridging entity
     bridge_entities: int = 0  # entities expanded per hop: 0 = every new one (paper), n = the n best
     dedup_passages: bool = False  # the final top-k holds one chunk (the best) per passage
     rrf_k: int = 60  # RRF constant k in 1 / (k + rank)
