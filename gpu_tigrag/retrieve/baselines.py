@@ -6,6 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
+from .fusion import bm25_scores
 from .retriever import Retriever
 
 
@@ -18,11 +19,7 @@ def naive_rag(retriever: Retriever, queries: Sequence[str], k: int) -> np.ndarra
 
 def bm25_search(retriever: Retriever, queries: Sequence[str], k: int) -> np.ndarray:
     """Top-k chunk ids (B × k) by BM25 of the query's valid tokens (counted with multiplicity)."""
-    be = retriever.be
     seeds = retriever.query_seeds(queries)
-    counts = np.zeros((retriever.index.n_vocab, len(seeds)), dtype=np.float32)
-    for j, ids in enumerate(seeds):
-        np.add.at(counts[:, j], ids, 1.0)
-    scores = retriever.bm25 @ be.asarray(counts)
-    ids, _ = retriever._topk(be.xp.asarray(scores), k)
+    scores = bm25_scores(retriever.be, retriever.bm25, seeds, retriever.index.n_vocab)
+    ids, _ = retriever._topk(scores, k)
     return ids

@@ -39,17 +39,19 @@ def reciprocal_rank(be: Backend, scores: Any, depth: int, k: int) -> Any:
 
 
 def query_term_matrix(be: Backend, seeds: Sequence[np.ndarray], n_vocab: int) -> Any:
-    """vocab × B counts of each query's valid tokens (with multiplicity), for BM25 as one product."""
-    counts = np.zeros((n_vocab, len(seeds)), dtype=np.float32)
-    for j, ids in enumerate(seeds):
-        np.add.at(counts[:, j], ids, 1.0)
-    return be.asarray(counts)
+    """Sparse vocab × B counts of each query's valid tokens (with multiplicity): BM25 of a whole
+    block of queries is then one sparse product, and no dense vocab × B block is allocated."""
+    rows = np.concatenate([np.asarray(ids, dtype=np.int32) for ids in seeds]) if seeds else np.zeros(0, np.int32)
+    cols = np.repeat(np.arange(len(seeds), dtype=np.int32), [len(ids) for ids in seeds])
+    counts = np.ones(rows.size, dtype=np.float32)
+    xp = be.xp
+    return be.sparse.coo_matrix((xp.asarray(counts), (xp.asarray(rows), xp.asarray(cols))),
+                                shape=(n_vocab, len(seeds))).tocsr()  # duplicates are summed
 
 
 def bm25_scores(be: Backend, bm25: Any, seeds: Sequence[np.ndarray], n_vocab: int) -> Any:
-    """Dense chunks × B BM25 scores of each query's tokens."""
-    scores = bm25 @ query_term_matrix(be, seeds, n_vocab)
-    return be.xp.asarray(scores.toarray() if hasattr(scores, "toarray") else scores)
+    """Dense chunks × B BM25 scores of each query's tokens (counted with multiplicity)."""
+    return (bm25 @ query_term_matrix(be, seeds, n_vocab)).toarray()
 
 
 def link_mask(be: Backend, passage_chunks: tuple[np.ndarray, np.ndarray], linked: Sequence[Sequence[int]],

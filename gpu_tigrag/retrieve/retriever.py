@@ -186,13 +186,17 @@ class Retriever:
     #: bytes per (row, query) of the dense blocks alive at once: chunks × B (scores, sorted copy,
     #: cumulative sums, cosines, merged scores, masks) and vocab × B (PPR iterate, next, seeds).
     CHUNK_BYTES_PER_QUERY = 6 * 4 + 2
-    VOCAB_BYTES_PER_QUERY = 4 * 4
+    VOCAB_BYTES_PER_QUERY = 5 * 4  # PPR iterate, next, seeds, and hop 1's scores kept for bridging choice
+    #: more chunks × B blocks with fusion on: full cosine, BM25, RRF lists and sums, link masks, bonus
+    FUSION_CHUNK_BYTES_PER_QUERY = 8 * 4 + 2
 
     def batch_size(self) -> int:
         """Queries per block: the configured size, lowered so one block fits `memory_budget_mb`
         and, on a GPU, 80% of the device memory free now."""
-        per_query = (self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY
-                     + self.index.n_vocab * self.VOCAB_BYTES_PER_QUERY)
+        fusion = self.config.fusion
+        chunk_bytes = self.CHUNK_BYTES_PER_QUERY + (
+            self.FUSION_CHUNK_BYTES_PER_QUERY if fusion.first_hop == "hybrid" or fusion.title_links else 0)
+        per_query = self.index.n_chunks * chunk_bytes + self.index.n_vocab * self.VOCAB_BYTES_PER_QUERY
         budget = self.config.memory_budget_mb << 20
         free = self.be.free_memory_bytes()
         if free is not None:
