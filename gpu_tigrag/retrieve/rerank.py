@@ -1,4 +1,5 @@
-"""Cosine rerank over the pool (section 3.6) and the max-cosine rerank of expanded queries (eq. 3.15)."""
+"""The max-cosine rerank of expanded queries (eq. 3.15). The hop-1 cosine rerank (section 3.6) is
+`where(pool, embeddings @ queries.T, -inf)` in the retriever, which keeps the full cosine for fusion."""
 
 from __future__ import annotations
 
@@ -9,12 +10,6 @@ import numpy as np
 from ..backend import Backend
 
 NEG_INF = np.float32(-np.inf)
-
-
-def masked_cosine(be: Backend, embeddings: Any, query_vectors: Any, pool: Any) -> Any:
-    """σ_cμ for pooled chunks, −inf elsewhere: chunks × B (embeddings are L2-normalised)."""
-    xp = be.xp
-    return xp.where(pool, embeddings @ query_vectors.T, NEG_INF)
 
 
 def masked_max_cosine(be: Backend, embeddings: Any, vectors: Any, owner: Any, n_queries: int, pool: Any) -> Any:
