@@ -14,8 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..backend import Backend
-
-NEG_INF = np.float32(-np.inf)
+from .rerank import NEG_INF
 
 
 def reciprocal_rank(be: Backend, scores: Any, depth: int, k: int) -> Any:

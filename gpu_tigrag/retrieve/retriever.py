@@ -25,8 +25,8 @@ from ..progress import counter
 from ..text.tokens import valid_tokens
 from .bridging import Bridge, BridgeFinder, rank_bridges
 from .entity_source import EntityExtractor, IndexEntities, QueryTimeEntities
-from .fusion import NEG_INF, bm25_scores, hybrid_first_hop, link_mask, reciprocal_rank
-from .rerank import masked_max_cosine
+from .fusion import bm25_scores, hybrid_first_hop, link_mask, reciprocal_rank
+from .rerank import NEG_INF, masked_max_cosine
 from .results import HopTrace, QueryResult
 from .scoring import cumulative_mass_pool, ppr_weighted_bm25
 from .titles import TitleIndex
