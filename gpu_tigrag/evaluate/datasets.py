@@ -12,13 +12,17 @@ A single query file (JSON/JSONL) with a separate corpus is also a dataset, match
 from __future__ import annotations
 
 import csv
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable, Sequence
 
 from ..checksums import sha256_file
 from ..corpus import iter_jsonl
 from ..errors import CorpusError
 from .queries import Query, load_queries
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -59,13 +63,16 @@ def load_beir(folder: Path, split: str = "test") -> Dataset:
                 grades.setdefault(row[0], {})[row[1]] = grade
     queries: list[Query] = []
     path = folder / "queries.jsonl"
-    for _, record in iter_jsonl(path):
+    for lineno, record in iter_jsonl(path):
         if not isinstance(record, dict):
             continue
         qid = str(record.get("_id", ""))
         if qid in grades:
             gold = grades[qid]
-            queries.append(Query(qid, str(record.get("text", "")).strip(), tuple(gold), gold_grades=tuple(gold.values())))
+            text = str(record.get("text") or "").strip()
+            if not text:
+                raise CorpusError(f"{path}: line {lineno}: query {qid!r} is empty (an empty query cannot be evaluated)")
+            queries.append(Query(qid, text, tuple(gold), gold_grades=tuple(gold.values())))
     if not queries:
         raise CorpusError(f"{folder}: no query of {path.name} has relevance judgements in {qrels_path.name}")
     files = [folder / "corpus.jsonl", path, qrels_path]
@@ -91,3 +98,19 @@ def load_dataset(path: str | Path, split: str = "test") -> Dataset:
     if not path.exists():
         raise CorpusError(f"{path}: no such dataset folder or query file")
     return Dataset(path.stem, [], load_queries(path), "title", _checksums([path]))
+
+
+def check_gold(passage_keys: Iterable[str], queries: Sequence[Query], match: str = "title") -> int:
+    """Gold passages of `queries` that are not among `passage_keys` (the index's titles or ids, as
+    `match` says): a warning with the count, an error when none of the gold is there. Returns the count."""
+    keys = set(passage_keys)
+    gold = {g for q in queries for g in q.gold}
+    missing = gold - keys
+    if gold and missing == gold:
+        raise CorpusError(f"none of the {len(gold):,} gold passages of the queries is in the index (matched by "
+                          f"{match}): is the index built from this dataset's corpus?")
+    if missing:
+        affected = sum(any(g in missing for g in q.gold) for q in queries)
+        log.warning("%d of %d gold passages (of %d of the %d queries) are not in the index (matched by %s); they "
+                    "count as misses", len(missing), len(gold), affected, len(queries), match)
+    return len(missing)

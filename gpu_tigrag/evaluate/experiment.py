@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..config import RetrievalConfig, config_to_dict, replace_path
+from ..config import SYMBOLS, IndexConfig, RetrievalConfig, config_to_dict, replace_path, setting_path
 from ..errors import TigragError
 from ..index.embed import CachingEncoder, load_encoder
 from ..index.index import Index
@@ -18,7 +18,7 @@ from ..presets import preset
 from ..retrieve.baselines import bm25_search, naive_rag
 from ..retrieve.retriever import Retriever
 from ..text.tokens import treebank_words
-from .datasets import Dataset
+from .datasets import Dataset, check_gold
 from .metrics import dedup_titles, mrr_at_k, ndcg_at_k, recall_at_k
 
 #: retrieval systems: baselines, TIGRAG, and the ablations of the paper's Table 10
@@ -45,9 +45,21 @@ PRESET_SYSTEMS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 BASELINES = ("NaiveRAG", "BM25")
 ALL_SYSTEMS = (*BASELINES, *TIGRAG_SYSTEMS, *PRESET_SYSTEMS)
-#: short sweep names (the paper's symbols) -> retrieval config paths; "w" rebuilds the graph
-SWEEP_KEYS = {"th": "pool_threshold", "beta": "beta", "iota": "iota", "h": "hops", "gamma": "ppr.top_gamma",
-              "damping": "ppr.damping", "w": "graph.window"}
+
+
+def _sweepable(symbol: str) -> bool:
+    """Retrieval settings, and the window w (the sweep rebuilds the graph)."""
+    if symbol == "w":
+        return True
+    try:
+        setting_path(RetrievalConfig, symbol)
+    except TigragError:
+        return False
+    return True
+
+
+#: sweep names: the paper's symbols of config.SYMBOLS (shared with --set) that a sweep can vary
+SWEEP_KEYS = {symbol: path for symbol, path in SYMBOLS.items() if _sweepable(symbol)}
 RECALL_KS = (2, 5, 10)
 DEPTH = 40  # chunks retrieved per query: room for de-duplication down to 10 passages
 
@@ -63,16 +75,31 @@ class SystemRun:
     results: list[Any] = field(default_factory=list)
 
 
-def parse_sweeps(specs: Sequence[str]) -> dict[str, list[str]]:
-    """`th=0.1,0.5` -> {"th": ["0.1", "0.5"]}; keys are the paper's symbols (SWEEP_KEYS)."""
+def parse_sweeps(specs: Sequence[str] | None, base: RetrievalConfig = RetrievalConfig()) -> dict[str, list[str]]:
+    """`th=0.1,0.5` -> {"th": ["0.1", "0.5"]}; keys are the paper's symbols (SWEEP_KEYS). Every value is
+    checked against the setting's type and range (on `base`) here, before any work starts."""
     sweeps: dict[str, list[str]] = {}
     for spec in specs or []:
         key, sep, values = spec.partition("=")
         key = key.strip()
-        if not sep or key not in SWEEP_KEYS or not values.strip():
+        items = [v.strip() for v in values.split(",") if v.strip()]
+        if key in SYMBOLS and key not in SWEEP_KEYS:
+            raise TigragError(f"--sweep {spec!r}: {key} ({SYMBOLS[key]}) is an index setting; sweep it by building "
+                              f"one index per value (sweepable: {', '.join(SWEEP_KEYS)})")
+        if not sep or key not in SWEEP_KEYS or not items:
             raise TigragError(f"--sweep {spec!r}: expected NAME=V1,V2,... with NAME one of {', '.join(SWEEP_KEYS)}")
-        sweeps[key] = [v.strip() for v in values.split(",") if v.strip()]
+        for value in items:
+            try:
+                sweep_config(base, key, value)
+            except TigragError as exc:
+                raise TigragError(f"--sweep {spec!r}: {exc}") from None
+        sweeps[key] = items
     return sweeps
+
+
+def sweep_config(base: RetrievalConfig, key: str, value: str) -> RetrievalConfig | IndexConfig:
+    """The configuration of one sweep point: `base` with `key` set, or for "w" an IndexConfig."""
+    return replace_path(IndexConfig() if key == "w" else base, key, value)
 
 
 def passage_keys(index: Index, chunk_ids: Sequence[int], match: str) -> list[str]:
@@ -128,6 +155,8 @@ class Experiment:
                  show_progress: bool = False):
         if dataset.match == "doc_id" and not any(index.passage_ids):
             raise TigragError("this dataset matches gold by passage id, but the index has no passage ids")
+        check_gold(index.passage_titles if dataset.match == "title" else index.passage_ids, dataset.queries,
+                   dataset.match)
         self.index, self.dataset, self.backend, self.base = index, dataset, backend, base
         self.encoder = CachingEncoder(load_encoder(index.config.encoder))
         self.show_progress = show_progress
@@ -163,11 +192,11 @@ class Experiment:
     def sweep(self, key: str, values: Sequence[str]) -> list[dict[str, Any]]:
         rows = []
         for value in values:
-            if key == "w":
-                index = with_window(self.index, int(value))
+            config = sweep_config(self.base, key, value)
+            if isinstance(config, IndexConfig):
+                index = with_window(self.index, config.graph.window)
                 run = self.run_config(f"w={value}", self.base, index)
             else:
-                config = replace_path(self.base, SWEEP_KEYS[key], value)
                 run = self.run_config(f"{key}={value}", config)
             rows.append({"parameter": key, "value": value, "seconds": run.seconds,
                          **{m: v for m, v in score_run(self.index, self.dataset, run).items() if m != "by_type"}})

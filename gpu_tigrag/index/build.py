@@ -9,7 +9,7 @@ from typing import Callable, Iterator, Sequence
 
 from ..backend import Backend, get_backend
 from ..config import IndexConfig
-from ..corpus import Passage
+from ..corpus import Passage, duplicate_passages
 from ..text.pipeline import assemble_chunks, chunk_and_tokenise, split_passages
 from .bm25 import bm25_matrix
 from .embed import Encoder, load_encoder
@@ -29,6 +29,16 @@ def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
     log.info("%s: %.2f s", stage, timings[stage])
 
 
+def warn_duplicates(passages: Sequence[Passage]) -> int:
+    """Log a warning with the count of passages repeating an earlier one's title and text; returns it."""
+    repeated = duplicate_passages(passages)
+    if repeated:
+        log.warning("%d of %d passages repeat an earlier passage's title and text (a corpus given twice?): each "
+                    "copy is indexed and competes for the top k; --drop-duplicates (tigrag index, add) keeps one",
+                    repeated, len(passages))
+    return repeated
+
+
 def build_index(
     passages: Sequence[Passage],
     config: IndexConfig = IndexConfig(),
@@ -42,6 +52,7 @@ def build_index(
     `entity_extractor` maps chunk texts to (surface form, label) lists; the default runs the
     spaCy model of `config.entities`.
     """
+    warn_duplicates(passages)
     be = backend or get_backend("numpy")
     timings: dict[str, float] = {}
     with _timed(timings, "split"):
