@@ -75,3 +75,11 @@ def test_fusion_config_rejects_unknown_modes():
         FusionConfig(first_hop="magic")
     with pytest.raises(TigragError, match="hop_fusion"):
         FusionConfig(hop_fusion="sum")
+
+
+def test_k_below_one_is_an_error_not_beta(index):
+    retriever = Retriever(index, backend="numpy")
+    for bad in (0, -1, 2.5):
+        with pytest.raises(TigragError, match="k .* must be an integer >= 1"):
+            retriever.retrieve(["Who directed Winter Tide?"], k=bad)
+    assert len(retriever.retrieve(["Who directed Winter Tide?"])[0].chunk_ids) <= retriever.config.beta

@@ -163,14 +163,14 @@ class Retriever:
 
     def run_prepared(self, prepared: PreparedBatch, k: int | None = None) -> list[QueryResult]:
         """The device part of a batch prepared by `prepare`, split on out-of-memory errors."""
-        return self._retrieve_splitting(prepared, k or self.config.beta)
+        return self._retrieve_splitting(prepared, self._check_k(k))
 
     # -- batch ----------------------------------------------------------------------------
     def retrieve(self, queries: Sequence[str], k: int | None = None, show_progress: bool = False) -> list[QueryResult]:
         """Top-k chunks (default β) for every query, with scores, titles and hop trace."""
         if isinstance(queries, str):
             raise TigragError("retrieve() takes a sequence of queries; wrap a single query in a list")
-        k = k or self.config.beta
+        k = self._check_k(k)
         size = self.batch_size()
         results: list[QueryResult] = []
         bar = counter(len(queries), "retrieve", show_progress, unit="query")
@@ -182,6 +182,14 @@ class Retriever:
         finally:
             bar.close()
         return results
+
+    def _check_k(self, k: int | None) -> int:
+        """k, or β when it is None; an error below 1 (0 used to mean β silently)."""
+        if k is None:
+            return self.config.beta
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise TigragError(f"k (results per query) must be an integer >= 1, got {k!r}")
+        return int(k)
 
     #: bytes per (row, query) of the dense blocks alive at once: chunks × B (scores, sorted copy,
     #: cumulative sums, cosines, merged scores, masks) and vocab × B (PPR iterate, next, seeds).
