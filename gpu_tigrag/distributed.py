@@ -5,6 +5,8 @@ client streams the query file, keeps a bounded number of shards in flight, and w
 results in input order as shards complete, with the same JSONL format, fsync and `--resume`
 as the single-process scheduler. The shard of a worker that dies is re-run on another by
 Dask's scheduler (up to its `allowed-failures` setting, 3 by default); tested by killing one.
+The client holds the output's writer lock and checks a resume exactly as the single-process
+run does (the index is identified by its manifest's sha256, as there).
 """
 
 from __future__ import annotations
@@ -77,9 +79,13 @@ def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_pat
     single-process run computes that batch and the two outputs are identical byte for byte
     (other shard sizes change BLAS blocking, hence the last bits of some scores).
     """
+    from .index.store import manifest_sha256, read_manifest
+
     shard_size = shard_size or config.batch_size
-    sink, done, records = open_run(queries_path, output, resume)
-    with sink, dask_client(scheduler, workers) as client:
+    read_manifest(index_path)  # a clear error here, not on every worker
+    fingerprint = f"manifest:{manifest_sha256(index_path)}"
+    with open_run(queries_path, output, resume, fingerprint, config_to_dict(config), k) as (sink, done, records), \
+            dask_client(scheduler, workers) as client:
         return _run_on(client, sink, done, records, (str(Path(index_path).resolve()), config_to_dict(config), backend),
                        shard_size, k, show_progress)
 

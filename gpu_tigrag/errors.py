@@ -19,3 +19,11 @@ class BackendUnavailableError(TigragError):
 
 class ModelError(TigragError):
     """An encoder or NER model cannot be loaded or failed verification."""
+
+
+class WriterLockError(TigragError):
+    """Another process (or thread) is writing the same index directory or output file."""
+
+
+class ResumeMismatchError(TigragError):
+    """`run --resume` found an output that does not belong to this query file, index or configuration."""

@@ -8,6 +8,10 @@ to a JSONL file (flushed and fsync'ed after every batch; `resume=True` counts th
 lines, cutting off a torn last one) or, for an output named `*.parquet`, to a folder of part
 files each renamed into place when complete. Resuming continues with the next query, so
 no query is lost or written twice.
+
+A run holds its output's writer lock (`OUT.lock`) throughout, so a second run onto the same
+output fails at once; and a resume first checks that the output belongs to this query file,
+index, configuration and k, row by row (`run_resume.py`).
 """
 
 from __future__ import annotations
@@ -16,15 +20,19 @@ import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
+from .config import config_to_dict
 from .corpus import iter_jsonl
-from .errors import CorpusError, TigragError
+from .errors import CorpusError, ResumeMismatchError, TigragError
+from .locking import writer_lock
 from .progress import counter
 from .retrieve.retriever import Retriever
+from .run_resume import HINT, check_meta, check_rows, run_identity, torn_tail_ok, write_meta
 
 ID_KEYS = ("id", "_id", "qid")
 TEXT_KEYS = ("question", "text", "query")
@@ -69,18 +77,6 @@ def stream_queries(path: str | Path) -> Iterator[QueryRecord]:
         yield _record(data, position, f"{path}: line {lineno}")
 
 
-def completed_lines(path: Path) -> int:
-    """Complete result lines in `path`; a torn last line (no newline) is truncated away."""
-    if not path.is_file():
-        return 0
-    with open(path, "rb+") as handle:
-        data = handle.read()
-        keep = data.rfind(b"\n") + 1
-        if keep != len(data):
-            handle.truncate(keep)
-    return data[:keep].count(b"\n")
-
-
 def result_record(record: QueryRecord, result) -> dict:
     """The output row of one answered query (shared by local and distributed runs)."""
     return {"index": record.position, "id": record.qid, "query": record.text, "chunk_ids": result.chunk_ids,
@@ -93,9 +89,36 @@ class JsonlSink:
 
     def __init__(self, path: Path):
         self.path = path
+        self.keep, self.tail = 0, b""
 
-    def done(self) -> int:
-        return completed_lines(self.path)
+    def has_rows(self) -> bool:
+        return self.path.is_file() and self.path.stat().st_size > 0
+
+    def rows(self) -> Iterator[Any]:
+        """The rows of the complete lines already written; a garbage line raises ResumeMismatchError."""
+        self.keep, self.tail = 0, b""
+        if not self.path.is_file():
+            return
+        with open(self.path, "rb") as handle:
+            for lineno, line in enumerate(handle, start=1):
+                if not line.endswith(b"\n"):
+                    self.tail = line
+                    return
+                try:
+                    row = json.loads(line)
+                except ValueError as exc:
+                    raise ResumeMismatchError(f"{self.path}: line {lineno} is not a result row ({exc}); {HINT}") from None
+                yield row
+                self.keep += len(line)
+
+    def trim(self, done: int) -> None:
+        """Cut off a torn last line (after `rows`), if it is the start of row `done`."""
+        if not self.tail:
+            return
+        if not torn_tail_ok(self.tail, done):
+            raise ResumeMismatchError(f"{self.path}: the last line is cut short and is not the start of row "
+                                      f"{done + 1}; {HINT}")
+        os.truncate(self.path, self.keep)
 
     def __enter__(self) -> "JsonlSink":
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,10 +143,24 @@ class ParquetSink:
     def parts(self) -> list[Path]:
         return sorted(self.path.glob("part-*.parquet")) if self.path.is_dir() else []
 
-    def done(self) -> int:
+    def has_rows(self) -> bool:
+        return bool(self.parts())
+
+    def rows(self) -> Iterator[Any]:
+        """The rows (index, id, query, chunk_ids) of the parts already written."""
         import pyarrow.parquet as pq
 
-        return sum(pq.ParquetFile(p).metadata.num_rows for p in self.parts())
+        for part in self.parts():
+            try:
+                table = pq.read_table(part, columns=["index", "id", "query", "chunk_ids"])
+            except (OSError, ValueError, KeyError) as exc:
+                raise ResumeMismatchError(f"{part}: not a readable result part ({exc}); {HINT}") from None
+            yield from table.to_pylist()
+
+    def trim(self, done: int) -> None:
+        """Remove the temporary part of a write that was killed."""
+        for stale in self.path.glob("part-*.tmp") if self.path.is_dir() else []:
+            stale.unlink()
 
     def __enter__(self) -> "ParquetSink":
         self.path.mkdir(parents=True, exist_ok=True)
@@ -155,24 +192,52 @@ def _batches(records: Iterator[QueryRecord], size: int) -> Iterator[list[QueryRe
         yield batch
 
 
-def open_run(queries_path: str | Path, output: str | Path, resume: bool):
-    """(sink, queries already answered, the records still to answer) of a run."""
+#: the phrase a competing writer of a run's output sees in the lock error
+RUN_WRITE = "another run writing this output"
+
+
+@contextmanager
+def open_run(queries_path: str | Path, output: str | Path, resume: bool, index: str, config: dict[str, Any],
+             k: int) -> Iterator[tuple[Any, int, Iterator[QueryRecord]]]:
+    """(open sink, queries already answered, the records still to answer) of a run of `queries_path`
+    on the index with fingerprint `index` (see `index_fingerprint`) with retrieval `config` and `k`.
+
+    Holds the output's writer lock for the block. A resume is refused, before anything is
+    changed, unless the output belongs to this run (`run_resume.py`).
+    """
     output = Path(output)
-    if output.exists() and not resume:
-        raise TigragError(f"{output}: exists; pass --resume to continue it or choose another output")
-    sink = open_sink(output)
-    done = sink.done() if resume else 0
-    return sink, done, islice(stream_queries(queries_path), done, None)
+    with writer_lock(output, RUN_WRITE):
+        if output.exists() and not resume:
+            raise TigragError(f"{output}: exists; pass --resume to continue it or choose another output")
+        identity = run_identity(queries_path, index, config, k)
+        sink = open_sink(output)
+        records = stream_queries(queries_path)
+        done = 0
+        if resume and output.exists():
+            check_meta(output, identity, sink.has_rows())
+            done = check_rows(output, sink.rows(), records, k)
+            sink.trim(done)
+        write_meta(output, identity)
+        with sink:
+            yield sink, done, records
 
 
 def run_queries(retriever: Retriever, queries_path: str | Path, output: str | Path, k: int = 5,
                 resume: bool = False, show_progress: bool = False) -> dict[str, float]:
     """Stream every query of `queries_path` through `retriever` into `output` (JSONL or Parquet parts)."""
-    sink, done, records = open_run(queries_path, output, resume)
+    from .index.store import index_fingerprint
+
+    with open_run(queries_path, output, resume, index_fingerprint(retriever.index),
+                  config_to_dict(retriever.config), k) as (sink, done, records):
+        return _run_local(retriever, sink, done, records, k, show_progress)
+
+
+def _run_local(retriever: Retriever, sink: Any, done: int, records: Iterator[QueryRecord], k: int,
+               show_progress: bool) -> dict[str, float]:
     size = retriever.batch_size()
     bar = counter(0, "run", show_progress, unit="query")
     written, start = 0, time.perf_counter()
-    with sink, ThreadPoolExecutor(max_workers=1) as helper:
+    with ThreadPoolExecutor(max_workers=1) as helper:
         batches = _batches(records, size)
         pending = None
         first = next(batches, None)

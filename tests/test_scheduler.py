@@ -67,6 +67,7 @@ def test_resume_after_a_torn_write(index_path, tmp_path):
     full = (tmp_path / "full.jsonl").read_text().splitlines(keepends=True)
     partial = tmp_path / "partial.jsonl"
     partial.write_text("".join(full[:9]) + full[9][:25])  # killed in the middle of line 10
+    (tmp_path / "partial.jsonl.meta.json").write_text((tmp_path / "full.jsonl.meta.json").read_text())  # same run
     stats = run_queries(retriever, queries, partial, k=3, resume=True)
     assert stats["skipped_done"] == 9 and stats["written"] == 11
     assert partial.read_text() == "".join(full)

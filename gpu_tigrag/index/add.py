@@ -5,12 +5,17 @@ tokenised, the vocabulary is merged (ids follow sorted token order, so old ids a
 the old graph is remapped and the new chunks' counts are added. BM25 is recomputed from the
 merged token table, because N and avgdl change. Only the new chunks are embedded and run
 through NER, and the entity table is rebuilt in chunk order, as a rebuild would.
+
+The grown index remembers the directory its base was read from, so `save_index` refuses to
+write it back over a directory that another writer replaced meanwhile; `add_to_index_dir`
+holds that directory's writer lock from the read to the write, so a second `add` fails at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
@@ -18,6 +23,7 @@ import scipy.sparse
 
 from ..backend import Backend, get_backend
 from ..corpus import Passage
+from ..locking import writer_lock
 from ..text.pipeline import chunk_and_tokenise, split_passages
 from ..text.tokens import Vocabulary, token_csr
 from .bm25 import bm25_matrix
@@ -26,6 +32,7 @@ from .entities import entities_from_lists, extract_entities
 from .graph import cooccurrence_graph
 from .index import Index
 from .stats import graph_statistics
+from .store import INDEX_WRITE, derive_origin, load_index, save_index
 
 
 def _old_entity_lists(index: Index) -> list[list[tuple[str, int]]]:
@@ -76,7 +83,7 @@ def add_passages(
     timings["add_ner"] = time.perf_counter() - start
 
     first_passage = len(index.passage_titles)
-    return dataclasses.replace(
+    grown = dataclasses.replace(
         index,
         passage_titles=index.passage_titles + [p.title for p in passages],
         passage_ids=index.passage_ids + [p.doc_id for p in passages],
@@ -92,3 +99,21 @@ def add_passages(
         stats=graph_statistics(graph, bm25),
         timings={**index.timings, **timings},
     )
+    return derive_origin(index, grown)
+
+
+def add_to_index_dir(
+    path: str | Path,
+    passages: Sequence[Passage],
+    encoder: Encoder | None = None,
+    backend: Backend | None = None,
+    show_progress: bool = False,
+    entity_extractor: Callable[[Sequence[str]], list[list[tuple[str, str]]]] | None = None,
+) -> tuple[Index, Index]:
+    """(old, grown): add `passages` to the index in directory `path`, holding its writer lock from
+    the read to the atomic write, so a concurrent writer fails at once and no add is lost."""
+    with writer_lock(path, INDEX_WRITE):
+        index = load_index(path)
+        grown = add_passages(index, passages, encoder, backend, show_progress, entity_extractor)
+        save_index(grown, path)
+    return index, grown

@@ -5,10 +5,18 @@ statistics, encoder identity, build timings and the sha256 and size of every fil
 directory is written under a temporary name beside the target and renamed into place,
 so a crash never leaves a half-written index. Loading checks the format version and every
 checksum, reads `.npy` with allow_pickle=False and never executes code from disk.
+
+Writers hold the directory's lock (`DIR.lock`, see `locking.py`): a second writer fails with
+a clear error. A loaded index remembers the manifest it was read from (`origin`), and saving
+it, or an index derived from it by `add_passages`, back to that directory is refused when
+another writer replaced the directory meanwhile (no lost update). Temporary folders left by
+a killed save are removed by the next save.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -22,7 +30,8 @@ import scipy.sparse
 from .. import __version__
 from ..checksums import sha256_file
 from ..config import ENTITY_LABELS, IndexConfig, config_from_dict, config_to_dict
-from ..errors import IndexFormatError, TigragError
+from ..errors import IndexFormatError, TigragError, WriterLockError
+from ..locking import writer_lock
 from ..text.tokens import Vocabulary
 from .entities import ChunkEntities
 from .index import Index
@@ -79,11 +88,93 @@ def _index_strings(index: Index) -> dict[str, tuple[str, list[str]]]:
     }
 
 
+#: the phrase a competing writer of an index directory sees in the lock error
+INDEX_WRITE = "another write of this index"
+
+
+@dataclasses.dataclass(frozen=True)
+class Origin:
+    """The index directory an Index was read from (or saved to) and the sha256 of its manifest then."""
+
+    path: str
+    manifest_sha256: str
+    modified: bool = False  # derived in memory (e.g. by add_passages): no longer what the files hold
+
+
+def origin(index: Index) -> Origin | None:
+    """Where `index` was read from or saved to, if anywhere."""
+    return index.__dict__.get("_tigrag_origin")
+
+
+def _set_origin(index: Index, value: Origin) -> None:
+    index.__dict__["_tigrag_origin"] = value
+
+
+def derive_origin(parent: Index, child: Index) -> Index:
+    """Mark `child`, computed in memory from `parent`, as a modified copy of parent's directory."""
+    found = origin(parent)
+    if found is not None:
+        _set_origin(child, dataclasses.replace(found, modified=True))
+    return child
+
+
+def manifest_sha256(path: str | Path) -> str | None:
+    """sha256 of the manifest of index directory `path` (None when it has none)."""
+    file = Path(path) / MANIFEST
+    return sha256_file(file) if file.is_file() else None
+
+
+def index_fingerprint(index: Index) -> str:
+    """Identity of an index's content: its manifest's sha256 when it is unmodified since it was read
+    or saved, else a digest of its configuration, encoder and arrays."""
+    found = origin(index)
+    if found is not None and not found.modified:
+        return f"manifest:{found.manifest_sha256}"
+    digest = hashlib.sha256(json.dumps([config_to_dict(index.config), index.encoder_name, index.encoder_fingerprint,
+                                        index.passage_ids, index.passage_titles], sort_keys=True).encode())
+    for name, array in _index_arrays(index).items():
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return f"content:{digest.hexdigest()}"
+
+
+def _stale_siblings(target: Path) -> list[Path]:
+    """Temporary folders of earlier saves of `target` (`.NAME.tmp-*`, `.NAME.old-*`)."""
+    prefix = f".{target.name}."
+    return sorted(p for p in target.parent.iterdir() if p.name.startswith(prefix)
+                  and p.name[len(prefix):].startswith(("tmp-", "old-")))
+
+
+def _check_not_replaced(index: Index, target: Path) -> None:
+    found = origin(index)
+    if found is None or found.path != str(target):
+        return
+    current = manifest_sha256(target)
+    if current is not None and current != found.manifest_sha256:
+        raise WriterLockError(f"{target}: another writer saved this index after it was read; saving now would "
+                              "lose that write, so nothing was written: load the index again and redo the change")
+
+
 def save_index(index: Index, path: str | Path) -> Path:
-    """Write `index` to directory `path` atomically (replacing an existing index there)."""
+    """Write `index` to directory `path` atomically (replacing an existing index there).
+
+    Holds the directory's writer lock; refuses when `index` was read from `path` (or derived from
+    an index read from it) and another writer has replaced it since. Removes temporary folders
+    that a killed save left beside `path`.
+    """
     target = Path(path).resolve()
-    if target.exists() and not (target / MANIFEST).is_file():
-        raise TigragError(f"{target}: exists and is not an index directory; refusing to overwrite it")
+    with writer_lock(target, INDEX_WRITE):
+        if target.exists() and not (target / MANIFEST).is_file():
+            raise TigragError(f"{target}: exists and is not an index directory; refusing to overwrite it")
+        _check_not_replaced(index, target)
+        for stale in _stale_siblings(target):  # we hold the lock: no save of this target is under way
+            shutil.rmtree(stale, ignore_errors=True)
+        _write_directory(index, target)
+        _set_origin(index, Origin(str(target), manifest_sha256(target) or ""))
+    return target
+
+
+def _write_directory(index: Index, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     try:
@@ -124,19 +215,27 @@ def save_index(index: Index, path: str | Path) -> Path:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return target
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
     """The validated manifest of index directory `path`."""
-    path = Path(path)
+    return _read_manifest(Path(path))[0]
+
+
+def _read_manifest(path: Path) -> tuple[dict[str, Any], str]:
+    """(validated manifest, sha256 of its bytes) of index directory `path`."""
     manifest_path = path / MANIFEST
     if not path.is_dir():
+        moved = [p for p in _stale_siblings(path.resolve()) if ".old-" in p.name] if path.parent.is_dir() else []
+        if moved:
+            raise IndexFormatError(f"{path}: missing; a save was killed after moving the previous index to "
+                                   f"{moved[-1]}: rename it back, or write the index again")
         raise IndexFormatError(f"{path}: no such index directory (build one with `tigrag index`)")
     if not manifest_path.is_file():
         raise IndexFormatError(f"{path}: not an index directory ({MANIFEST} is missing)")
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        raw = manifest_path.read_bytes()
+        manifest = json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise IndexFormatError(f"{manifest_path}: damaged manifest ({exc})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != "gpu_tigrag-index":
@@ -149,7 +248,7 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
         )
     if manifest.get("entity_labels") != list(ENTITY_LABELS):
         raise IndexFormatError(f"{manifest_path}: entity label table differs from this version's; rebuild the index")
-    return manifest
+    return manifest, hashlib.sha256(raw).hexdigest()
 
 
 def _checked(path: Path, manifest: dict[str, Any], name: str, verify: bool) -> Path:
@@ -169,7 +268,7 @@ def _checked(path: Path, manifest: dict[str, Any], name: str, verify: bool) -> P
 def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
     """Load and validate the index in directory `path`."""
     path = Path(path)
-    manifest = read_manifest(path)
+    manifest, manifest_digest = _read_manifest(path)
     load_npy: Callable[[str], np.ndarray] = lambda name: np.load(
         _checked(path, manifest, f"{name}.npy", verify_checksums), allow_pickle=False
     )
@@ -217,6 +316,7 @@ def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
     except (KeyError, TypeError, ValueError, TigragError) as exc:
         raise IndexFormatError(f"{path}: inconsistent index ({type(exc).__name__}: {exc}); rebuild it") from None
     _check_shapes(path, index)
+    _set_origin(index, Origin(str(path.resolve()), manifest_digest))
     return index
 
 

@@ -2,7 +2,12 @@
 
 Passages are read lazily and cut into partitions whose size follows `memory_budget_mb`.
 Each stage of each partition writes a checkpoint file into `<output>.work/` (atomically),
-so a build that is killed resumes with `resume=True` and redoes only unfinished work:
+so a build that is killed resumes with `resume=True` and redoes only unfinished work.
+Checkpoints are named by the content hash of their partition's passages (and counts also by
+the vocabulary's, which depends on every partition), so a corpus edited before a resume gets
+its changed partitions recomputed, never stale text; and each is checksummed when written and
+checked before a resume uses it (`checkpoints.py`), so a damaged one is recomputed too. The
+build holds the output's writer lock (`OUTPUT.lock`) from start to end.
 
   1. tokenise (worker processes): split, chunk and tokenise; a local sorted vocabulary
   2. vocabulary: the sorted union of the local ones (ids as in the in-memory build)
@@ -23,6 +28,7 @@ and libraries in each process): partitions in flight plus the merge and the asse
 
 from __future__ import annotations
 
+import hashlib
 import json
 import multiprocessing
 import os
@@ -30,7 +36,7 @@ import shutil
 import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -38,18 +44,22 @@ import numpy as np
 import scipy.sparse
 
 from ..backend import get_backend
+from ..checksums import sha256_file
 from ..config import ChunkConfig, IndexConfig, TokenConfig, config_from_dict, config_to_dict
 from ..corpus import Passage, expand_paths, iter_passages
 from ..errors import CorpusError, TigragError
+from ..locking import writer_lock
 from ..progress import counter
 from ..text.pipeline import chunk_and_tokenise, split_passages
 from ..text.tokens import Vocabulary, token_csr
 from .bm25 import CorpusStatistics, bm25_matrix, corpus_statistics
+from .checkpoints import BUILD, LEDGER, Ledger
 from .embed import Encoder, load_encoder
 from .entities import entities_from_lists, extract_entities
 from .graph import count_pairs, window_pair_keys
 from .index import Index
 from .stats import graph_statistics
+from .store import INDEX_WRITE
 
 #: worker processes are spawned, not forked: the parent may already run OpenMP or torch threads
 _SPAWN = multiprocessing.get_context("spawn")
@@ -76,10 +86,30 @@ def partition_passages(memory_budget_mb: int, workers: int) -> int:
     return max(256, (memory_budget_mb << 20) // (BYTES_PER_PASSAGE * max(workers, 1)))
 
 
-def _save_npz(path: Path, **arrays: Any) -> None:
+def _save_npz(path: Path, **arrays: Any) -> str:
+    """Write arrays to `path` atomically; returns the file's sha256."""
     tmp = path.with_name(path.name + ".tmp.npz")
     np.savez(tmp, **arrays)
+    digest = sha256_file(tmp)
     os.replace(tmp, path)
+    return digest
+
+
+def _save_npy(path: Path, array: np.ndarray) -> str:
+    """Write one array to `path` atomically; returns the file's sha256."""
+    tmp = path.with_name(path.name + ".tmp.npy")
+    np.save(tmp, array, allow_pickle=False)
+    digest = sha256_file(tmp)
+    os.replace(tmp, path)
+    return digest
+
+
+def partition_key(batch: Sequence[Passage]) -> str:
+    """Content hash of a partition's passages (title, text and id of each, in order)."""
+    digest = hashlib.sha256()
+    for passage in batch:
+        digest.update(json.dumps([passage.title, passage.text, passage.doc_id]).encode() + b"\n")
+    return digest.hexdigest()[:20]
 
 
 def _load_npz(path: Path) -> dict[str, np.ndarray]:
@@ -100,24 +130,24 @@ def _iter_partitions(paths: Sequence[Path], size: int) -> Iterator[list[Passage]
         yield batch
 
 
-def _tokenise_partition(records: list[tuple[str, str, str]], chunk: dict, tokens: dict, out: str) -> int:
-    """Stage 1 (worker): chunks, local sorted vocabulary and local token ids of one partition."""
+def _tokenise_partition(records: list[tuple[str, str, str]], chunk: dict, tokens: dict, out: str) -> str:
+    """Stage 1 (worker): chunks, local sorted vocabulary and local token ids of one partition;
+    returns the checkpoint's sha256."""
     passages = [Passage(t, x, d) for t, x, d in records]
     chunk_cfg, token_cfg = config_from_dict(ChunkConfig, chunk), config_from_dict(TokenConfig, tokens)
     sentences = split_passages(passages, chunk_cfg.language)
     texts, owner, sequences = chunk_and_tokenise(passages, sentences, chunk_cfg, token_cfg)
     local = Vocabulary.from_sequences(sequences)
     indptr, ids = token_csr(sequences, local)
-    _save_npz(Path(out), vocab=np.array(local.tokens, dtype=str), indptr=indptr, ids=ids,
-              texts=np.array(texts, dtype=str), owner=np.asarray(owner, dtype=np.int32),
-              titles=np.array([p.title for p in passages], dtype=str),
-              doc_ids=np.array([p.doc_id for p in passages], dtype=str))
-    return len(texts)
+    return _save_npz(Path(out), vocab=np.array(local.tokens, dtype=str), indptr=indptr, ids=ids,
+                     texts=np.array(texts, dtype=str), owner=np.asarray(owner, dtype=np.int32),
+                     titles=np.array([p.title for p in passages], dtype=str),
+                     doc_ids=np.array([p.doc_id for p in passages], dtype=str))
 
 
-def _count_partition(tokens_path: str, vocab_path: str, window: int, out: str, backend: str = "numpy") -> None:
+def _count_partition(tokens_path: str, vocab_path: str, window: int, out: str, backend: str = "numpy") -> str:
     """Stage 3 (worker, or this process on a GPU): global ids, unique pair keys with counts, and
-    BM25 statistics; pairs are emitted and counted on `backend`."""
+    BM25 statistics; pairs are emitted and counted on `backend`. Returns the checkpoint's sha256."""
     part = _load_npz(Path(tokens_path))
     vocab = np.load(vocab_path, allow_pickle=False)
     remap = np.searchsorted(vocab, part["vocab"]).astype(np.int32)
@@ -127,8 +157,9 @@ def _count_partition(tokens_path: str, vocab_path: str, window: int, out: str, b
     keys, counts = count_pairs(be, window_pair_keys(be, part["indptr"], device_ids, len(vocab), window))
     keys, counts = be.to_host(keys), be.to_host(counts)
     stats = corpus_statistics(be, be.asarray(part["indptr"]), device_ids, len(vocab))
-    _save_npz(Path(out), ids=ids.astype(np.int32), keys=keys, counts=counts.astype(np.int64),
-              n_docs=np.int64(stats.n_docs), total_length=np.int64(stats.total_length), doc_freq=stats.doc_freq)
+    return _save_npz(Path(out), ids=ids.astype(np.int32), keys=keys, counts=counts.astype(np.int64),
+                     n_docs=np.int64(stats.n_docs), total_length=np.int64(stats.total_length),
+                     doc_freq=stats.doc_freq)
 
 
 @dataclass
@@ -142,18 +173,32 @@ class StreamBuild:
     size: int
     scheduler: str | None = None
     backend: str = "numpy"
+    keys: list[str] = field(default_factory=list)  # content hash of each partition, filled by the tokenise stage
+
+    def __post_init__(self) -> None:
+        self.ledger = Ledger(self.work)
 
     @property
     def work(self) -> Path:
         return self.output.with_name(self.output.name + ".work")
 
-    def file(self, name: str) -> Path:
-        return self.work / name
+    def part(self, p: int, stage: str) -> Path:
+        """Checkpoint `stage` ("tokens.npz", "embed.npy", "entities.json", "counts.npz") of partition `p`,
+        named by the partition's content hash (counts also by the vocabulary's)."""
+        key = f"{self.keys[p]}-{self.vocab_key()}" if stage == "counts.npz" else self.keys[p]
+        return self.work / f"part-{p:05d}-{key}.{stage}"
+
+    def vocab_key(self) -> str:
+        return hashlib.sha256(" ".join(self.keys).encode()).hexdigest()[:20]
+
+    def vocab_file(self) -> Path:
+        return self.work / f"vocab-{self.vocab_key()}.npy"
 
     def fingerprint(self) -> dict[str, Any]:
-        """What a resumed build must share with the interrupted one (the partition size is taken from it)."""
-        inputs = [{"path": str(p.resolve()), "bytes": p.stat().st_size if p.is_file() else None} for p in self.paths]
-        return {"config": config_to_dict(self.config), "inputs": inputs}
+        """What a resumed build must share with the interrupted one (the partition size is taken from it);
+        the inputs' content is checked partition by partition (`part`)."""
+        return {"checkpoints": 2, "config": config_to_dict(self.config),
+                "inputs": [str(p.resolve()) for p in self.paths]}
 
 
 Submit = Callable[..., Any]
@@ -194,37 +239,44 @@ def build_index_streaming(
     device work overlaps the text work). Pairs are counted in the workers too, or here on the
     device when `backend` is a GPU. `resume=True` continues a build that was interrupted.
     """
-    from .store import save_index
-
     build = StreamBuild(expand_paths(paths), Path(output).resolve(), config, max(workers, 1),
                         partition_size or partition_passages(memory_budget_mb, workers), scheduler,
                         get_backend(backend).name)
-    _open_work(build, resume, explicit_size=partition_size is not None)
+    with writer_lock(build.output, INDEX_WRITE):
+        return _build(build, resume, partition_size is not None, encoder, entity_extractor, show_progress, log)
+
+
+def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encoder | None,
+           entity_extractor: Callable[[Sequence[str]], list[list[tuple[str, str]]]] | None, show_progress: bool,
+           log: Callable[[str], None]) -> Index:
+    """The stages of `build_index_streaming`, run while the output's writer lock is held."""
+    from .store import save_index
+
+    config = build.config
+    _open_work(build, resume, explicit_size, log)
     timings: dict[str, float] = {"embed": 0.0}
     encoder = encoder or load_encoder(config.encoder)
 
     def embed(p: int) -> None:
-        target = build.file(f"part-{p:05d}.embed.npy")
+        target = build.part(p, "embed.npy")
         if not target.is_file():
             begin = time.perf_counter()
-            texts = np.load(build.file(f"part-{p:05d}.tokens.npz"), allow_pickle=False)["texts"].tolist()
-            np.save(str(target) + ".tmp.npy", encoder.encode(texts))
-            os.replace(str(target) + ".tmp.npy", target)
+            texts = np.load(build.part(p, "tokens.npz"), allow_pickle=False)["texts"].tolist()
+            build.ledger.record(target, _save_npy(target, encoder.encode(texts)))
             timings["embed"] += time.perf_counter() - begin
 
     with partition_executor(build) as (submit, slots):
         start = time.perf_counter()
-        n_parts = _stage_tokenise(build, submit, slots, show_progress, on_tokenised=embed)
+        n_parts = _stage_tokenise(build, submit, slots, show_progress, on_tokenised=embed, log=log)
         timings["split_tokenise"] = time.perf_counter() - start - timings["embed"]
         log(f"{n_parts} partition(s) of up to {build.size:,} passages tokenised")
         start = time.perf_counter()
-        vocab_path = build.file("vocab.npy")
+        vocab_path = build.vocab_file()
         if not vocab_path.is_file():
             tokens: set[str] = set()
             for p in range(n_parts):
-                tokens.update(np.load(build.file(f"part-{p:05d}.tokens.npz"), allow_pickle=False)["vocab"].tolist())
-            np.save(str(vocab_path) + ".tmp.npy", np.array(sorted(tokens), dtype=str))
-            os.replace(str(vocab_path) + ".tmp.npy", vocab_path)
+                tokens.update(np.load(build.part(p, "tokens.npz"), allow_pickle=False)["vocab"].tolist())
+            build.ledger.record(vocab_path, _save_npy(vocab_path, np.array(sorted(tokens), dtype=str)))
         _stage_count(build, n_parts, submit)
     vocab = Vocabulary(np.load(vocab_path, allow_pickle=False).tolist())
     graph, stats = _merge_counts(build, n_parts, len(vocab))
@@ -234,12 +286,13 @@ def build_index_streaming(
         embed(p)
     start = time.perf_counter()
     for p in range(n_parts):
-        target = build.file(f"part-{p:05d}.entities.json")
+        target = build.part(p, "entities.json")
         if not target.is_file():
-            texts = np.load(build.file(f"part-{p:05d}.tokens.npz"), allow_pickle=False)["texts"].tolist()
+            texts = np.load(build.part(p, "tokens.npz"), allow_pickle=False)["texts"].tolist()
             found = entity_extractor(texts) if entity_extractor else extract_entities(texts, config.entities)
             target.with_suffix(".tmp").write_text(json.dumps(found))
             os.replace(target.with_suffix(".tmp"), target)
+            build.ledger.record(target)
     timings["ner"] = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -251,28 +304,37 @@ def build_index_streaming(
     return index
 
 
-def _open_work(build: StreamBuild, resume: bool, explicit_size: bool) -> None:
-    """Create the work directory, or check that the one there belongs to this build and adopt its
-    partition size (a resumed build may run with another worker count or budget)."""
+def _open_work(build: StreamBuild, resume: bool, explicit_size: bool, log: Callable[[str], None]) -> None:
+    """Create the work directory, or check that the one there belongs to this build, adopt its
+    partition size (a resumed build may run with another worker count or budget) and delete the
+    checkpoints that fail their checksum (they are recomputed)."""
     work, fingerprint = build.work, build.fingerprint()
-    if not work.exists() or not any(f.name != "build.json" for f in work.iterdir()):  # nothing done yet
+    if not work.exists() or not any(f.name not in (BUILD, LEDGER) for f in work.iterdir()):  # nothing done yet
         work.mkdir(parents=True, exist_ok=True)
-        (work / "build.json").write_text(json.dumps({**fingerprint, "partition_passages": build.size}, indent=1))
+        (work / LEDGER).unlink(missing_ok=True)
+        (work / BUILD).write_text(json.dumps({**fingerprint, "partition_passages": build.size}, indent=1))
         return
     if not resume:
         raise TigragError(f"{work}: an unfinished build is there; pass --resume to continue it or delete it")
-    saved = json.loads((work / "build.json").read_text()) if (work / "build.json").is_file() else {}
+    try:
+        saved = json.loads((work / BUILD).read_text()) if (work / BUILD).is_file() else {}
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise TigragError(f"{work / BUILD}: damaged ({exc}); delete {work} to start over") from None
+    if not isinstance(saved, dict):
+        raise TigragError(f"{work / BUILD}: damaged (not an object); delete {work} to start over")
     size = saved.pop("partition_passages", None)
     if saved != fingerprint:
         raise TigragError(f"{work}: was started with other inputs or settings; delete it to start over")
     if explicit_size and size != build.size:
         raise TigragError(f"{work}: was started with partitions of {size} passages, not {build.size}")
     build.size = size
+    build.ledger.validate(log)
 
 
 def _stage_tokenise(build: StreamBuild, submit: Submit, slots: int, show_progress: bool,
-                    on_tokenised: Callable[[int], None]) -> int:
-    """Tokenise every partition in the workers; `on_tokenised(p)` runs here as each one lands."""
+                    on_tokenised: Callable[[int], None], log: Callable[[str], None] = lambda m: None) -> int:
+    """Tokenise every partition in the workers; `on_tokenised(p)` runs here as each one lands.
+    A partition whose passages changed since an interrupted run gets a new key, so it is redone."""
     chunk, tokens = config_to_dict(build.config.chunk), config_to_dict(build.config.tokens)
     bar = counter(0, "tokenise", show_progress, unit="passage")
     n_parts = 0
@@ -280,14 +342,18 @@ def _stage_tokenise(build: StreamBuild, submit: Submit, slots: int, show_progres
 
     def finish_oldest() -> None:
         p, future = in_flight.pop(0)
-        future.result()
+        build.ledger.record(build.part(p, "tokens.npz"), future.result())
         on_tokenised(p)
 
+    build.keys = []
     for p, batch in enumerate(_iter_partitions(build.paths, build.size)):
         n_parts = p + 1
-        target = build.file(f"part-{p:05d}.tokens.npz")
+        build.keys.append(partition_key(batch))
+        target = build.part(p, "tokens.npz")
         if target.is_file():
             continue
+        if any(build.work.glob(f"part-{p:05d}-*.tokens.npz")):
+            log(f"partition {p}: its passages changed since the interrupted build; recomputing it")
         records = [(x.title, x.text, x.doc_id) for x in batch]
         in_flight.append((p, submit(_tokenise_partition, records, chunk, tokens, str(target))))
         bar.update(len(batch))
@@ -303,16 +369,16 @@ def _stage_tokenise(build: StreamBuild, submit: Submit, slots: int, show_progres
 
 def _stage_count(build: StreamBuild, n_parts: int, submit: Submit) -> None:
     """Count every partition: in the workers on the CPU, here on the device with a GPU backend."""
-    todo = [p for p in range(n_parts) if not build.file(f"part-{p:05d}.counts.npz").is_file()]
-    args = [(str(build.file(f"part-{p:05d}.tokens.npz")), str(build.file("vocab.npy")), build.config.graph.window,
-             str(build.file(f"part-{p:05d}.counts.npz"))) for p in todo]
+    todo = [p for p in range(n_parts) if not build.part(p, "counts.npz").is_file()]
+    args = [(str(build.part(p, "tokens.npz")), str(build.vocab_file()), build.config.graph.window,
+             str(build.part(p, "counts.npz"))) for p in todo]
     if build.backend != "numpy":
         for arguments in args:
-            _count_partition(*arguments, backend=build.backend)
+            build.ledger.record(Path(arguments[3]), _count_partition(*arguments, backend=build.backend))
         return
     futures = [submit(_count_partition, *arguments) for arguments in args]
-    for future in futures:
-        future.result()
+    for arguments, future in zip(args, futures):
+        build.ledger.record(Path(arguments[3]), future.result())
 
 
 def _merge_counts(build: StreamBuild, n_parts: int, n_vocab: int) -> tuple[scipy.sparse.csr_matrix, CorpusStatistics]:
@@ -320,7 +386,7 @@ def _merge_counts(build: StreamBuild, n_parts: int, n_vocab: int) -> tuple[scipy
     stats = CorpusStatistics(0, 0, np.zeros(n_vocab, dtype=np.int64))
     total_keys = 0
     for p in range(n_parts):
-        with np.load(build.file(f"part-{p:05d}.counts.npz"), allow_pickle=False) as part:
+        with np.load(build.part(p, "counts.npz"), allow_pickle=False) as part:
             total_keys += part["keys"].size
             stats = stats + CorpusStatistics(int(part["n_docs"]), int(part["total_length"]), part["doc_freq"])
     buckets = max(MERGE_BUCKETS_MIN, total_keys // 50_000_000 + 1)
@@ -329,7 +395,7 @@ def _merge_counts(build: StreamBuild, n_parts: int, n_vocab: int) -> tuple[scipy
     for b in range(buckets):
         keys, counts = [], []
         for p in range(n_parts):
-            with np.load(build.file(f"part-{p:05d}.counts.npz"), allow_pickle=False) as part:
+            with np.load(build.part(p, "counts.npz"), allow_pickle=False) as part:
                 k = part["keys"]
                 lo, hi = np.searchsorted(k, [edges[b], edges[b + 1]])
                 keys.append(k[lo:hi])
@@ -353,7 +419,7 @@ def _assemble(build: StreamBuild, n_parts: int, vocab: Vocabulary, graph: Any, s
     be = get_backend("numpy")
     sizes = []
     for p in range(n_parts):
-        with np.load(build.file(f"part-{p:05d}.tokens.npz"), allow_pickle=False) as part:
+        with np.load(build.part(p, "tokens.npz"), allow_pickle=False) as part:
             sizes.append((len(part["texts"]), int(part["indptr"][-1])))
     n_chunks, n_tokens = sum(c for c, _ in sizes), sum(t for _, t in sizes)
     dim = encoder.dim
@@ -366,10 +432,10 @@ def _assemble(build: StreamBuild, n_parts: int, vocab: Vocabulary, graph: Any, s
     titles, doc_ids, texts, names = [], [], [], []
     chunk = token = passage = 0
     for p in range(n_parts):
-        part = _load_npz(build.file(f"part-{p:05d}.tokens.npz"))
-        ids = np.load(build.file(f"part-{p:05d}.counts.npz"), allow_pickle=False)["ids"]
+        part = _load_npz(build.part(p, "tokens.npz"))
+        ids = np.load(build.part(p, "counts.npz"), allow_pickle=False)["ids"]
         c, t = sizes[p]
-        embeddings[chunk : chunk + c] = np.load(build.file(f"part-{p:05d}.embed.npy"), allow_pickle=False)
+        embeddings[chunk : chunk + c] = np.load(build.part(p, "embed.npy"), allow_pickle=False)
         token_indptr[chunk + 1 : chunk + c + 1] = part["indptr"][1:] + token
         token_ids[token : token + t] = ids
         chunk_passage[chunk : chunk + c] = part["owner"] + passage
@@ -381,7 +447,7 @@ def _assemble(build: StreamBuild, n_parts: int, vocab: Vocabulary, graph: Any, s
         titles += part["titles"].tolist()
         doc_ids += part["doc_ids"].tolist()
         texts += part["texts"].tolist()
-        names += [[tuple(e) for e in found] for found in json.loads(build.file(f"part-{p:05d}.entities.json").read_text())]
+        names += [[tuple(e) for e in found] for found in json.loads(build.part(p, "entities.json").read_text())]
         chunk, token, passage = chunk + c, token + t, passage + len(part["titles"])
         del part, rows
     bm25 = scipy.sparse.csr_matrix((np.concatenate(bm25_data), np.concatenate(bm25_indices), bm25_indptr),

@@ -1,0 +1,69 @@
+"""Checksummed checkpoints of a streaming build's work directory.
+
+Every checkpoint's sha256 is appended to `checksums.jsonl` once the file is in place (the
+last entry of a name wins; a torn last line is ignored). A resumed build first checks every
+file of the work directory against it: an unlisted file (a temporary, or a checkpoint whose
+write was interrupted), a truncated or an altered one is deleted and recomputed, so stale or
+damaged data never reaches the index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+from ..checksums import sha256_file
+
+LEDGER = "checksums.jsonl"
+BUILD = "build.json"
+
+
+class Ledger:
+    """sha256 of the checkpoints of work directory `work`."""
+
+    def __init__(self, work: Path):
+        self.work = work
+        self.sums: dict[str, str] = {}
+
+    def load(self) -> None:
+        """Read the recorded checksums (unreadable lines are skipped: their files get recomputed)."""
+        self.sums = {}
+        path = self.work / LEDGER
+        if not path.is_file():
+            return
+        for line in path.read_bytes().splitlines():
+            try:
+                entry = json.loads(line)
+                self.sums[str(entry["file"])] = str(entry["sha256"])
+            except (ValueError, KeyError, TypeError):
+                continue
+
+    def record(self, file: Path, sha256: str | None = None) -> None:
+        """Note that checkpoint `file` is complete, with its sha256 (computed when not given)."""
+        digest = sha256 or sha256_file(file)
+        self.sums[file.name] = digest
+        with open(self.work / LEDGER, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"file": file.name, "sha256": digest}) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def validate(self, log: Callable[[str], None]) -> int:
+        """Delete every file of the work directory that is not a recorded, intact checkpoint;
+        returns how many were deleted (they are recomputed by the build)."""
+        self.load()
+        dropped: list[str] = []
+        for file in sorted(self.work.iterdir()):
+            if file.name in (LEDGER, BUILD):
+                continue
+            want = self.sums.get(file.name)
+            if want is not None and file.is_file() and sha256_file(file) == want:
+                continue
+            dropped.append(f"{file.name} ({'checksum mismatch' if want else 'unfinished'})")
+            shutil.rmtree(file) if file.is_dir() else file.unlink()
+            self.sums.pop(file.name, None)
+        if dropped:
+            log(f"{len(dropped)} checkpoint(s) of {self.work} will be recomputed: {', '.join(dropped)}")
+        return len(dropped)

@@ -1,0 +1,103 @@
+"""One writer at a time: an exclusive, non-blocking `flock` on a lock file beside the target.
+
+The lock of `DIR` (an index directory) or `OUT` (a run's output) is the sibling file
+`DIR.lock` / `OUT.lock`, outside the target so that an index's manifest never lists it. The
+holder writes its PID into it; a second writer fails at once with a `WriterLockError` that
+names the path and that PID, before it changes anything. The kernel drops the lock when the
+holder exits, even by `kill -9`, so a stale lock file never blocks anyone. The holder removes
+the file on release; a writer that locked a file just removed re-checks the inode and retries.
+Within one process the lock is re-entrant for the thread that holds it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from .errors import TigragError, WriterLockError
+
+_HELD: dict[str, tuple[int, int]] = {}  # lock path -> (thread id, depth)
+_GUARD = threading.Lock()
+
+
+def lock_path(target: str | Path) -> Path:
+    """The lock file of `target`: `TARGET.lock` beside it."""
+    target = Path(target).resolve()
+    return target.with_name(target.name + ".lock")
+
+
+def _holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 64, 0).decode("ascii", "replace").strip()
+    except OSError:
+        text = ""
+    return f"PID {text}" if text.isdigit() else "a process that is starting"
+
+
+def _acquire(path: Path, target: Path, what: str) -> int:
+    while True:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise TigragError(f"{path}: cannot create the lock file of {target} ({exc.strerror or exc})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise WriterLockError(f"{target}: {what} is already in progress ({holder} holds {path}); "
+                                  "nothing was changed: wait for it to finish") from None
+        try:
+            current = os.stat(path)
+            mine = os.fstat(fd)
+            if (current.st_ino, current.st_dev) == (mine.st_ino, mine.st_dev):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # the previous holder removed the file we locked: lock the new one
+
+
+@contextmanager
+def writer_lock(target: str | Path, what: str = "another write") -> Iterator[Path]:
+    """Hold the exclusive writer lock of `target` for the block; raise `WriterLockError` if taken.
+
+    `what` names the competing operation in the message (e.g. "an index build").
+    """
+    target = Path(target).resolve()
+    path = lock_path(target)
+    key, me = str(path), threading.get_ident()
+    with _GUARD:
+        owner = _HELD.get(key)
+        if owner is not None and owner[0] != me:
+            raise WriterLockError(f"{target}: {what} is already in progress in this process "
+                                  f"(PID {os.getpid()}, another thread holds {path}); nothing was changed")
+        if owner is not None:
+            _HELD[key] = (me, owner[1] + 1)
+    if owner is not None:
+        try:
+            yield path
+        finally:
+            with _GUARD:
+                thread, depth = _HELD[key]
+                _HELD[key] = (thread, depth - 1)
+        return
+    fd = _acquire(path, target, what)
+    with _GUARD:
+        _HELD[key] = (me, 1)
+    try:
+        yield path
+    finally:
+        with _GUARD:
+            _HELD.pop(key, None)
+        try:
+            os.unlink(path)  # still locked here, so no other writer holds this inode
+        except FileNotFoundError:
+            pass
+        os.close(fd)

@@ -1,0 +1,111 @@
+"""What a `tigrag run` output belongs to, and the checks `--resume` makes before trusting it.
+
+When a run starts it writes `OUT.meta.json` beside its output: the sha256 of the query file,
+the identity of the index (its manifest's sha256), the retrieval configuration and k. A
+resume continues only if all four are unchanged and every row already written is the answer
+to the query at its position (same index, id and query text, at most k chunks); otherwise it
+refuses with a `ResumeMismatchError` that says what differs, and changes nothing. A torn last
+line (a kill in the middle of a write) is cut off only if it is the start of the next row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from .checksums import sha256_file
+from .errors import CorpusError, ResumeMismatchError
+
+FORMAT = "gpu_tigrag-run"
+HINT = "refusing to --resume it (nothing was changed): choose another output, or delete it to start over"
+
+
+def meta_path(output: Path) -> Path:
+    """The sidecar of `output`: `OUT.meta.json` beside it."""
+    return output.with_name(output.name + ".meta.json")
+
+
+def run_identity(queries_path: str | Path, index: str, config: dict[str, Any], k: int) -> dict[str, Any]:
+    """The sidecar's content for a run of `queries_path` on index `index` (see `index_fingerprint`)."""
+    path = Path(queries_path)
+    if not path.is_file():
+        raise CorpusError(f"{path}: no such query file")
+    identity = {"format": FORMAT, "queries_sha256": sha256_file(path), "index": index,
+                "retrieval_config": config, "k": k}
+    return json.loads(json.dumps(identity))  # as it reads back (tuples become lists)
+
+
+def write_meta(output: Path, identity: dict[str, Any]) -> None:
+    """Write the sidecar atomically."""
+    target = meta_path(output)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps(identity, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, target)
+
+
+def _differences(saved: Any, wanted: Any, prefix: str = "") -> list[str]:
+    if isinstance(saved, dict) and isinstance(wanted, dict):
+        return [d for key in sorted(set(saved) | set(wanted))
+                for d in _differences(saved.get(key), wanted.get(key), f"{prefix}{key}.")]
+    return [] if saved == wanted else [f"{prefix[:-1]} {saved!r} there, {wanted!r} now"]
+
+
+def check_meta(output: Path, identity: dict[str, Any], has_rows: bool) -> None:
+    """Refuse to resume `output` unless its sidecar matches `identity` (an output without rows
+    needs none)."""
+    sidecar = meta_path(output)
+    if not sidecar.is_file():
+        if not has_rows:
+            return
+        raise ResumeMismatchError(f"{output}: has no {sidecar.name} (not written by this version of `tigrag run`), "
+                                  f"so its rows cannot be checked against this run; {HINT}")
+    try:
+        saved = json.loads(sidecar.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ResumeMismatchError(f"{sidecar}: damaged ({exc}); {HINT}") from None
+    if not isinstance(saved, dict) or saved.get("format") != FORMAT:
+        raise ResumeMismatchError(f"{sidecar}: not a gpu_tigrag run description; {HINT}")
+    reasons = []
+    if saved.get("queries_sha256") != identity["queries_sha256"]:
+        reasons.append("another query file (its sha256 differs)")
+    if saved.get("index") != identity["index"]:
+        reasons.append("another index (its manifest's sha256 differs)")
+    if saved.get("k") != identity["k"]:
+        reasons.append(f"k={saved.get('k')}, not k={identity['k']}")
+    changed = _differences(saved.get("retrieval_config"), identity["retrieval_config"])
+    if changed:
+        reasons.append("another retrieval configuration (" + "; ".join(changed[:5])
+                       + (f"; {len(changed) - 5} more" if len(changed) > 5 else "") + ")")
+    if reasons:
+        raise ResumeMismatchError(f"{output}: was written for {', '.join(reasons)}; {HINT}")
+
+
+def check_rows(output: Path, rows: Iterable[Any], records: Iterator[Any], k: int) -> int:
+    """Check that each existing row answers the query at its position; consumes those queries from
+    `records` and returns how many rows there are."""
+    done = 0
+    for row in rows:
+        record = next(records, None)
+        where = f"{output}: row {done + 1}"
+        if record is None:
+            raise ResumeMismatchError(f"{where}: the query file has only {done} queries; {HINT}")
+        if not isinstance(row, dict):
+            raise ResumeMismatchError(f"{where} is not a result row; {HINT}")
+        if (row.get("index"), str(row.get("id")), row.get("query")) != (record.position, record.qid, record.text):
+            raise ResumeMismatchError(f"{where} is not the answer to query {record.position} ({record.qid!r}) of "
+                                      f"the query file; {HINT}")
+        chunk_ids = row.get("chunk_ids")
+        if not isinstance(chunk_ids, list) or len(chunk_ids) > k:
+            raise ResumeMismatchError(f"{where} does not hold at most k={k} chunk ids; {HINT}")
+        done += 1
+    return done
+
+
+def torn_tail_ok(tail: bytes, position: int) -> bool:
+    """Whether `tail`, a last line without its newline, is the start of the row of query `position`
+    (what a kill in the middle of a write leaves)."""
+    head = f'{{"index": {position}, "id": '.encode()
+    return head.startswith(tail) or tail.startswith(head)
