@@ -111,7 +111,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     from .corpus import load_corpus
     from .index.build import build_index
     from .index.stats import format_statistics
-    from .index.store import save_index
+    from .index.store import INDEX_WRITE, save_index
+    from .locking import writer_lock
 
     config = _parse_sets(IndexConfig(), args.sets)
     check_writable(Path(args.output).resolve().parent, f"-o {args.output}")
@@ -124,8 +125,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.drop_duplicates:
         passages = _drop_duplicates(passages)
     start = time.perf_counter()
-    index = build_index(passages, config, backend=get_backend(args.backend), show_progress=not args.quiet)
-    path = save_index(index, args.output)
+    with writer_lock(args.output, INDEX_WRITE):  # held from the build on: a second writer fails before any work
+        index = build_index(passages, config, backend=get_backend(args.backend), show_progress=not args.quiet)
+        path = save_index(index, args.output)
     total = time.perf_counter() - start
     print(format_statistics(index.stats))
     print("build seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in index.timings.items()) + f"; total {total:.2f}")
@@ -160,6 +162,14 @@ def _index_streaming(args: argparse.Namespace, config: IndexConfig) -> int:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    from .index.store import INDEX_WRITE
+    from .locking import writer_lock
+
+    with writer_lock(args.index, INDEX_WRITE):  # held from the read to the atomic write: a second add fails at once
+        return _add(args)
+
+
+def _add(args: argparse.Namespace) -> int:
     from .backend import get_backend
     from .corpus import load_corpus
     from .index.add import add_passages

@@ -453,3 +453,21 @@ def test_a_killed_save_leaves_temporaries_that_the_next_save_removes(base, tmp_p
     save_index(index, index_dir)
     assert leftovers(tmp_path) == [] and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
     load_index(index_dir)
+
+
+def test_a_locked_index_or_add_fails_before_any_work(base, tmp_path, capsys, monkeypatch):
+    import gpu_tigrag.index.add
+    import gpu_tigrag.index.build
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started while another writer held the lock")
+
+    monkeypatch.setattr(gpu_tigrag.index.build, "build_index", no_work)
+    monkeypatch.setattr(gpu_tigrag.index.add, "add_passages", no_work)
+    index_dir = copy_index(base[0], tmp_path / "index")
+    corpus = extra_corpus(tmp_path / "other.json", "Zebrine Quay")
+    with held_by_another_process(index_dir) as pid:
+        assert main(["index", str(corpus), "-o", str(index_dir), "-q", *FAST]) == 2
+        assert main(["add", str(index_dir), str(corpus), "-q"]) == 2
+        err = capsys.readouterr().err
+        assert err.count(f"PID {pid}") == 2 and "work started" not in err
