@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
+from typing import Any
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
@@ -12,3 +14,8 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
         while block := handle.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+def sha256_json(value: Any) -> str:
+    """sha256 of a JSON value in canonical form (sorted keys, no spaces), e.g. a stored config."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()

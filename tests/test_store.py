@@ -75,6 +75,19 @@ def test_version_and_manifest_checks(index, tmp_path):
         load_index(tmp_path / "absent")
 
 
+def test_an_edited_config_in_the_manifest_is_caught(index, tmp_path):
+    path = save_index(index, tmp_path / "idx")
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["config"]["bm25"]["k1"] = 0.9  # a valid value, but not the one the index was built with
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(IndexFormatError, match="does not match its checksum"):
+        load_index(path)
+    del manifest["config_sha256"]
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(IndexFormatError, match="does not match its checksum"):
+        load_index(path)
+
+
 def test_precomputed_encoder_roundtrip_without_pickle(tmp_path):
     from gpu_tigrag.errors import ModelError
     from gpu_tigrag.index.embed import HashingEncoder, PrecomputedEncoder

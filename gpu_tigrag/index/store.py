@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse
 
 from .. import __version__
-from ..checksums import sha256_file
+from ..checksums import sha256_file, sha256_json
 from ..config import ENTITY_LABELS, IndexConfig, config_from_dict, config_to_dict
 from ..errors import IndexFormatError, TigragError, WriterLockError
 from ..locking import writer_lock
@@ -36,7 +36,7 @@ from ..text.tokens import Vocabulary
 from .entities import ChunkEntities
 from .index import Index
 
-FORMAT_VERSION = 2  # 2: entity labels per occurrence (entity_chunk_masks)
+FORMAT_VERSION = 3  # 2: entity labels per occurrence (entity_chunk_masks); 3: the config's checksum
 MANIFEST = "manifest.json"
 
 
@@ -192,6 +192,7 @@ def _write_directory(index: Index, target: Path) -> None:
             "format_version": FORMAT_VERSION,
             "package_version": __version__,
             "config": config_to_dict(index.config),
+            "config_sha256": sha256_json(config_to_dict(index.config)),
             "encoder": {"name": index.encoder_name, "fingerprint": index.encoder_fingerprint,
                         "dim": int(index.embeddings.shape[1])},
             "entity_labels": list(ENTITY_LABELS),
@@ -246,6 +247,9 @@ def _read_manifest(path: Path) -> tuple[dict[str, Any], str]:
             f"{path}: index format version {version} is not supported by gpu_tigrag {__version__} "
             f"(expects {FORMAT_VERSION}); rebuild the index with `tigrag index`"
         )
+    if manifest.get("config_sha256") != sha256_json(manifest.get("config")):
+        raise IndexFormatError(f"{manifest_path}: the stored configuration does not match its checksum "
+                               "(the manifest was edited or damaged); rebuild the index")
     if manifest.get("entity_labels") != list(ENTITY_LABELS):
         raise IndexFormatError(f"{manifest_path}: entity label table differs from this version's; rebuild the index")
     return manifest, hashlib.sha256(raw).hexdigest()
