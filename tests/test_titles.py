@@ -33,3 +33,10 @@ def test_full_title_wins_over_bare_name_and_ambiguous_bare_names_link_all():
     assert [TITLES[p] for p in titles.lookup("Lloyd")] == ["Lloyd"]  # not "Lloyd (film)"
     assert sorted(TITLES[p] for p in titles.lookup("korvath")) == ["Korvath (band)", "Korvath (town)"]
     assert titles.lookup("Nobody Here").dtype == np.int64 and titles.lookup("Nobody Here").size == 0
+
+
+def test_lookup_drops_a_leading_article_only_when_the_whole_name_is_no_title():
+    titles = TitleIndex(TITLES + ["Selvan Sea"])
+    assert [(TITLES + ["Selvan Sea"])[p] for p in titles.lookup("the Selvan Sea")] == ["Selvan Sea"]
+    assert [TITLES[p] for p in titles.lookup("The Glass Orchard")] == ["The Glass Orchard"]  # not "Glass Orchard"
+    assert titles.lookup("the").size == 0

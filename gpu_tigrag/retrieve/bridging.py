@@ -20,7 +20,7 @@ from ..backend import Backend
 from ..index.index import Index
 from ..text.tokens import valid_tokens
 from .entity_source import IndexEntities
-from .titles import TitleIndex, normalise_title
+from .titles import TitleIndex, entity_key
 
 
 @dataclass(frozen=True)
@@ -52,12 +52,12 @@ class BridgeFinder:
             for e in found:
                 text = self.entities.text(e)
                 passages = tuple(int(p) for p in self.titles.lookup(text) if int(p) not in own)
-                self._add(merged, Bridge(normalise_title(text), text, self.entities.tokens_of(e), passages))
+                self._add(merged, Bridge(entity_key(text), text, self.entities.tokens_of(e), passages))
             for c in chunks:
                 for p in self.mentions(c):
                     if p not in own:
                         title = self.index.passage_titles[p]
-                        self._add(merged, Bridge(normalise_title(title), title, self._title_tokens(title), (p,)))
+                        self._add(merged, Bridge(entity_key(title), title, self._title_tokens(title), (p,)))
             out.append(list(merged.values()))
         return out
 

@@ -26,6 +26,7 @@ from ..text.tokens import english_stopwords
 
 _WORD = re.compile(r"[^\W_]+")
 _DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
+ARTICLES = frozenset({"the", "a", "an"})
 
 
 def fold(text: str) -> str:
@@ -41,6 +42,15 @@ def title_tokens(text: str) -> tuple[str, ...]:
 
 def normalise_title(text: str) -> str:
     return " ".join(title_tokens(text))
+
+
+def entity_key(text: str) -> str:
+    """Identity of a bridging entity: its normalised text without a leading article, so that
+    "the Selvan Sea" and "Selvan Sea" are one candidate."""
+    tokens = title_tokens(text)
+    if len(tokens) > 1 and tokens[0] in ARTICLES:
+        tokens = tokens[1:]
+    return " ".join(tokens)
 
 
 class TitleIndex:
@@ -69,8 +79,13 @@ class TitleIndex:
         return len(self.table)
 
     def lookup(self, name: str) -> np.ndarray:
-        """Passages whose (full or bare) title is exactly `name` after normalisation."""
-        return self.table.get(title_tokens(name), np.zeros(0, dtype=np.int64))
+        """Passages whose (full or bare) title is exactly `name` after normalisation; a leading
+        article that NER kept ("the Lisbon Film Festival") is dropped when the whole name is no title."""
+        key = title_tokens(name)
+        found = self.table.get(key)
+        if found is None and len(key) > 1 and key[0] in ARTICLES:
+            found = self.table.get(key[1:])
+        return found if found is not None else np.zeros(0, dtype=np.int64)
 
     def mentions(self, text: str) -> list[int]:
         """Passages whose title the text mentions, in reading order, without repeats."""
