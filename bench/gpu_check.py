@@ -45,6 +45,7 @@ COPY_BANDWIDTH_H200 = 4.3e12  # bytes/s, device-to-device copy measured on an H2
 
 #: the parity tests: the CuPy cases and the kernel checks (all of them on the device)
 PARITY_TESTS = ["tests/test_graph_bm25.py", "tests/test_ppr.py", "tests/test_scoring.py", "tests/test_multihop.py",
+                "tests/test_fusion.py", "tests/test_presets.py",  # the best preset's stages on CuPy
                 "tests/test_kernels.py", "tests/test_pair_count.py", "tests/test_add.py",
                 "tests/test_stream.py::test_streaming_build_equals_in_memory_build"]
 #: the smoke run's parity tests: a few seconds, enough to exercise the section
