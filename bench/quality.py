@@ -14,11 +14,11 @@ from typing import Any
 
 from common import dataset_index, dataset_queries, write_results
 
-from gpu_tigrag.config import config_to_dict, replace_path
+from gpu_tigrag.config import config_to_dict
 from gpu_tigrag.evaluate.metrics import recall_at_k
 from gpu_tigrag.evaluate.run import DEDUP_DEPTH, evaluate_tigrag, recall_metrics, titles_of
 from gpu_tigrag.index.embed import CachingEncoder, load_encoder
-from gpu_tigrag.presets import PRESETS, preset
+from gpu_tigrag.presets import PRESETS, preset, preset_with
 from gpu_tigrag.retrieve.baselines import bm25_search, naive_rag
 from gpu_tigrag.retrieve.retriever import Retriever
 
@@ -51,11 +51,7 @@ SYSTEMS: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def system_config(name: str):
-    preset_name, overrides = SYSTEMS[name]
-    config = preset(preset_name)
-    for path, value in overrides.items():
-        config = replace_path(config, path, value)
-    return config
+    return preset_with(*SYSTEMS[name])
 
 
 def by_type(ranked: list[list[str]], queries) -> dict[str, dict[str, float]]:

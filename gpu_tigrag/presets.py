@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from .config import FusionConfig, RetrievalConfig
+from typing import Any, Mapping
+
+from .config import FusionConfig, RetrievalConfig, replace_path
 from .errors import TigragError
 
 PRESETS: dict[str, RetrievalConfig] = {
@@ -21,3 +23,11 @@ def preset(name: str = DEFAULT_PRESET) -> RetrievalConfig:
         return PRESETS[name]
     except KeyError:
         raise TigragError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}") from None
+
+
+def preset_with(name: str, overrides: Mapping[str, Any]) -> RetrievalConfig:
+    """Preset `name` with `overrides` ({"fusion.title_links": False, ...}) applied, as `--set` does."""
+    config = preset(name)
+    for path, value in overrides.items():
+        config = replace_path(config, path, value)
+    return config

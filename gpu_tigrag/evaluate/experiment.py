@@ -14,7 +14,7 @@ from ..config import SYMBOLS, IndexConfig, RetrievalConfig, config_to_dict, repl
 from ..errors import TigragError
 from ..index.embed import CachingEncoder, load_encoder
 from ..index.index import Index
-from ..presets import preset
+from ..presets import preset_with
 from ..retrieve.baselines import bm25_search, naive_rag
 from ..retrieve.retriever import Retriever
 from ..text.tokens import treebank_words
@@ -173,11 +173,7 @@ class Experiment:
             ids = search(r, self.texts, DEPTH)
             return SystemRun(name, {}, [list(map(int, row)) for row in ids], time.perf_counter() - start)
         if name in PRESET_SYSTEMS:
-            preset_name, overrides = PRESET_SYSTEMS[name]
-            config = preset(preset_name)
-            for path, value in overrides.items():
-                config = replace_path(config, path, value)
-            return self.run_config(name, config)
+            return self.run_config(name, preset_with(*PRESET_SYSTEMS[name]))
         if name not in TIGRAG_SYSTEMS:
             raise TigragError(f"unknown system {name!r}; choose from {', '.join(ALL_SYSTEMS)}")
         config = dataclasses.replace(self.base, **TIGRAG_SYSTEMS[name])
