@@ -104,3 +104,15 @@ def test_unknown_preset_is_a_clear_error(example_index, capsys):
     with pytest.raises(SystemExit):
         main(["query", str(example_index), "q", "--preset", "fastest"])
     assert "invalid choice: 'fastest'" in capsys.readouterr().err
+
+
+def test_eval_systems_include_presets_and_mechanism_ablations(example_index, capsys):
+    systems = ["TIGRAG best", "best without title links", "paper + title links"]
+    assert main(["eval", str(example_index), str(EXAMPLES / "questions.json"), "--json", "--quiet",
+                 "--systems", *systems]) == 0
+    runs = json.loads(capsys.readouterr().out)["results"]["systems"]
+    assert list(runs) == systems
+    assert runs["TIGRAG best"]["config"]["fusion"]["title_links"] is True
+    assert runs["best without title links"]["config"]["fusion"]["title_links"] is False
+    assert runs["paper + title links"]["config"]["fusion"]["first_hop"] == "pool"
+    assert runs["paper + title links"]["config"]["fusion"]["title_links"] is True
