@@ -27,3 +27,7 @@ class WriterLockError(TigragError):
 
 class ResumeMismatchError(TigragError):
     """`run --resume` found an output that does not belong to this query file, index or configuration."""
+
+
+class OutputError(TigragError):
+    """An output cannot be written (disk full, unwritable folder): names the file and the reason."""
