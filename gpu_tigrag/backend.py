@@ -1,20 +1,23 @@
 """Array namespaces: NumPy + scipy.sparse on CPU, CuPy + cupyx.scipy.sparse on GPU.
 
 Algorithms take a `Backend` and use `be.xp` / `be.sparse`; nothing else in the package
-imports CuPy, and CuPy is imported only when a GPU backend is asked for.
+imports CuPy, and CuPy is imported only when a GPU backend is asked for. The backend is also
+the one place where arrays move between host and device (`asarray`, `to_host`, `csr`) and
+where a kernel's CPU or CUDA implementation is chosen (`kernel`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from .errors import BackendUnavailableError
 
 BACKEND_NAMES = ("auto", "numpy", "cupy")
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -31,8 +34,10 @@ class Backend:
         """Move a host (or device) array onto this backend."""
         return self.xp.asarray(array, dtype=dtype)
 
-    def to_host(self, array: Any) -> np.ndarray:
-        """A NumPy copy of a backend array (no copy on CPU)."""
+    def to_host(self, array: Any) -> Any:
+        """A host copy of a backend array (NumPy) or sparse matrix (SciPy); no copy on CPU."""
+        if self.sparse.issparse(array):
+            return array.get() if self.is_gpu else array
         if self.is_gpu:
             return self.xp.asnumpy(array)  # accepts host arrays too
         return np.asarray(array)
@@ -64,32 +69,10 @@ class Backend:
             return self.xp.argsort(array, axis=axis)
         return np.argsort(array, axis=axis, kind="stable")
 
-    def top_k_rows(self, scores: Any, k: int) -> Any:
-        """Row ids (k × B, ascending per column) of the k largest entries of each column.
-
-        Ties at the cut go to the lowest row ids on both backends (NumPy's introselect alone
-        would pick among them arbitrarily): a column-parallel kernel on CPU, and on GPU CuPy's
-        partition (a full stable sort) with a stable re-sort of the columns whose ties cross
-        the cut.
-        """
-        xp = self.xp
-        n = scores.shape[0]
-        if k >= n:
-            return xp.broadcast_to(xp.arange(n)[:, None], scores.shape).copy()
-        if not self.is_gpu:
-            from kernels.columns import top_k_rows_cpu
-
-            out = np.empty((k, scores.shape[1]), dtype=np.int64)
-            top_k_rows_cpu(np.ascontiguousarray(scores), k, out)
-            return out
-        ids = xp.argpartition(scores, n - k, axis=0)[n - k :]
-        kept = xp.take_along_axis(scores, ids, axis=0)
-        cut = kept.min(axis=0)
-        straddle = (scores == cut).sum(axis=0) > (kept == cut).sum(axis=0)
-        if bool(straddle.any()):
-            cols = xp.nonzero(straddle)[0]
-            ids[:, cols] = self.argsort_stable(-scores[:, cols], axis=0)[:k]
-        return xp.sort(ids, axis=0)
+    def kernel(self, cpu: K, cuda: K) -> K:
+        """The implementation of a kernel for this backend's device: the one place where the engine
+        chooses between a CPU (numba) and a CUDA implementation of the same contract."""
+        return cuda if self.is_gpu else cpu
 
     def csr(self, matrix: Any) -> Any:
         """A host scipy CSR matrix moved onto this backend (cupyx holds float and bool data only)."""

@@ -15,6 +15,7 @@ cannot overflow whatever the number of keys. The price is 8 more bytes per slot.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -114,10 +115,8 @@ def count_keys(be: Any, keys: Any, threads: int = 256) -> tuple[Any, Any]:
     capacity = table_capacity(int(keys.size))
     table = xp.full(capacity, EMPTY, dtype=xp.int64)
     table_counts = xp.zeros(capacity, dtype=xp.int64)
-    if be.is_gpu:
-        count_keys_cuda(keys, table, table_counts, threads=threads)
-    else:
-        count_keys_cpu(keys, table, table_counts)
+    count = be.kernel(cpu=count_keys_cpu, cuda=functools.partial(count_keys_cuda, threads=threads))
+    count(keys, table, table_counts)
     occupied = xp.flatnonzero(table != EMPTY)
     unique, counts = table[occupied], table_counts[occupied]
     order = xp.argsort(unique)  # only the distinct keys are sorted

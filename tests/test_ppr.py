@@ -3,6 +3,7 @@ import scipy.sparse
 
 from gpu_tigrag.config import PPRConfig
 from gpu_tigrag.graph.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
+from gpu_tigrag.topk import top_k_rows
 
 
 def random_graph(n=40, seed=0, isolated=(7,)):
@@ -54,13 +55,13 @@ def test_top_gamma_is_sorted_subset_and_l1_normalised(backend):
 def test_top_k_rows_breaks_ties_at_the_cut_by_lowest_id(backend):
     xp = backend.xp
     scores = xp.asarray(np.array([[1, 5, 0], [3, 3, 0], [3, 3, 0], [3, 3, 2], [5, 1, 1]], dtype=np.float32))
-    ids = backend.to_host(backend.top_k_rows(scores, 2))
+    ids = backend.to_host(top_k_rows(backend, scores, 2))
     assert ids[:, 0].tolist() == [1, 4] and ids[:, 1].tolist() == [0, 1] and ids[:, 2].tolist() == [3, 4]
     many = np.zeros((200, 3), dtype=np.float32)
     many[::7] = 1.0  # 29 tied rows per column, far more than k
-    ids = backend.to_host(backend.top_k_rows(xp.asarray(many), 5))
+    ids = backend.to_host(top_k_rows(backend, xp.asarray(many), 5))
     assert (ids == np.array([0, 7, 14, 21, 28])[:, None]).all()
-    assert backend.to_host(backend.top_k_rows(scores, 9)).tolist() == [[0] * 3, [1] * 3, [2] * 3, [3] * 3, [4] * 3]
+    assert backend.to_host(top_k_rows(backend, scores, 9)).tolist() == [[0] * 3, [1] * 3, [2] * 3, [3] * 3, [4] * 3]
 
 
 def test_top_k_rows_equals_a_stable_full_sort_on_random_ties(backend):
@@ -68,5 +69,5 @@ def test_top_k_rows_equals_a_stable_full_sort_on_random_ties(backend):
     scores = rng.integers(0, 6, size=(300, 37)).astype(np.float32)  # heavy ties everywhere
     for k in (1, 7, 100, 299):
         expected = np.sort(np.argsort(-scores, axis=0, kind="stable")[:k], axis=0)
-        got = backend.to_host(backend.top_k_rows(backend.xp.asarray(scores), k))
+        got = backend.to_host(top_k_rows(backend, backend.xp.asarray(scores), k))
         np.testing.assert_array_equal(got, expected)

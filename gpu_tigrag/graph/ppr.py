@@ -23,6 +23,7 @@ from kernels.ppr import ppr_sweep_cpu, ppr_sweep_cuda
 
 from ..backend import Backend
 from ..config import PPRConfig
+from ..topk import top_k_rows
 
 
 @dataclass
@@ -75,7 +76,7 @@ def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, con
     out = xp.empty_like(x)
     delta = xp.zeros(x.shape[1], dtype=xp.float32)
     dangling = xp.nonzero(transition.dangling)[0]
-    sweep = ppr_sweep_cuda if be.is_gpu else ppr_sweep_cpu
+    sweep = be.kernel(cpu=ppr_sweep_cpu, cuda=ppr_sweep_cuda)
     iterations = 0
     for iterations in range(1, config.max_iter + 1):
         coef = (d * x[dangling].sum(axis=0) + (1 - d)).astype(xp.float32)
@@ -97,7 +98,7 @@ def top_gamma(be: Backend, scores: Any, gamma: int) -> tuple[Any, Any]:
     xp = be.xp
     n = scores.shape[0]
     gamma = min(gamma, n)
-    ids = be.top_k_rows(scores, gamma)
+    ids = top_k_rows(be, scores, gamma)
     weights = xp.take_along_axis(scores, ids, axis=0)
     weights = xp.where(weights > 0, weights, 0).astype(xp.float32)
     total = weights.sum(axis=0, keepdims=True)

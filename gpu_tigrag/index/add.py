@@ -67,10 +67,10 @@ def add_passages(
     old = index.graph.tocoo()
     graph = scipy.sparse.coo_matrix((old.data, (remap[old.row], remap[old.col])), shape=(n_vocab, n_vocab)).tocsr()
     added = cooccurrence_graph(be, new_indptr, new_ids, n_vocab, cfg.graph.window)
-    graph = (graph + (added.get() if be.is_gpu else added)).tocsr().astype(np.float32)
+    graph = (graph + be.to_host(added)).tocsr().astype(np.float32)
     graph.sort_indices()
     bm25 = bm25_matrix(be, token_indptr, token_ids, n_vocab, cfg.bm25)
-    bm25 = bm25.get() if be.is_gpu else bm25
+    bm25 = be.to_host(bm25)
     timings["add_graph_bm25"] = time.perf_counter() - start
 
     start = time.perf_counter()

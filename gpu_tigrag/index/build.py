@@ -64,8 +64,7 @@ def build_index(
         graph = cooccurrence_graph(be, chunks.token_indptr, chunks.token_ids, n_vocab, config.graph.window)
     with _timed(timings, "bm25"):
         bm25 = bm25_matrix(be, chunks.token_indptr, chunks.token_ids, n_vocab, config.bm25)
-    if be.is_gpu:
-        graph, bm25 = graph.get(), bm25.get()
+    graph, bm25 = be.to_host(graph), be.to_host(bm25)
     with _timed(timings, "embed"):
         encoder = encoder or load_encoder(config.encoder)
         embeddings = encoder.encode(chunks.texts, show_progress=show_progress)

@@ -25,7 +25,7 @@ def window_pair_keys(be: Backend, indptr: Any, ids: Any, n_vocab: int, window: i
     """
     starts, ends = window_bounds(be.asarray(indptr), window, be.xp)
     out = be.xp.full(starts.size * slots_per_window(window), -1, dtype=be.xp.int64)
-    emit = emit_pairs_cuda if be.is_gpu else emit_pairs_cpu
+    emit = be.kernel(cpu=emit_pairs_cpu, cuda=emit_pairs_cuda)
     emit(be.asarray(ids, dtype=be.xp.int32), starts, ends, n_vocab, window, out)
     return out[out >= 0]
 

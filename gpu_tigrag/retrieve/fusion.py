@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..backend import Backend
+from ..topk import top_k_rows
 from .rerank import NEG_INF
 
 
@@ -25,7 +26,7 @@ def reciprocal_rank(be: Backend, scores: Any, depth: int, k: int) -> Any:
     out = xp.zeros((n, n_queries), dtype=xp.float32)
     if depth == 0 or n_queries == 0:
         return out
-    part = be.top_k_rows(scores, depth)  # ascending ids: the stable sort below breaks ties by id
+    part = top_k_rows(be, scores, depth)  # ascending ids: the stable sort below breaks ties by id
     values = xp.take_along_axis(scores, part, axis=0)
     order = be.argsort_stable(-values, axis=0)
     ids = xp.take_along_axis(part, order, axis=0)

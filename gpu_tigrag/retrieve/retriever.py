@@ -23,6 +23,7 @@ from ..index.embed import Encoder, load_encoder
 from ..index.index import Index
 from ..progress import counter
 from ..text.tokens import valid_tokens
+from ..topk import top_k_rows
 from .bridging import Bridge, BridgeFinder, rank_bridges
 from .entity_source import EntityExtractor, IndexEntities, QueryTimeEntities
 from .fusion import bm25_scores, hybrid_first_hop, link_mask, reciprocal_rank
@@ -371,7 +372,7 @@ class Retriever:
         """(ids, scores), B × k, best first; equal scores in chunk-id order on every backend."""
         xp = self.be.xp
         k = min(k, scores.shape[0])
-        part = self.be.top_k_rows(scores, k)  # ascending ids, so the stable sort below breaks ties by id
+        part = top_k_rows(self.be, scores, k)  # ascending ids, so the stable sort below breaks ties by id
         vals = xp.take_along_axis(scores, part, axis=0)
         order = self.be.argsort_stable(-vals, axis=0)
         ids = xp.take_along_axis(part, order, axis=0)

@@ -1,0 +1,43 @@
+"""Per-column top k of a score block (nodes × queries), the same ids on NumPy and CuPy.
+
+Ties at the cut go to the lowest row ids on both backends (NumPy's introselect alone would pick
+among them arbitrarily): a column-parallel numba kernel on CPU (kernels/columns.py), and on GPU
+CuPy's partition with a stable re-sort of the columns whose ties cross the cut.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .backend import Backend
+
+
+def _top_k_rows_host(be: Backend, scores: Any, k: int) -> Any:
+    from kernels.columns import top_k_rows_cpu
+
+    out = np.empty((k, scores.shape[1]), dtype=np.int64)
+    top_k_rows_cpu(np.ascontiguousarray(scores), k, out)
+    return out
+
+
+def _top_k_rows_device(be: Backend, scores: Any, k: int) -> Any:
+    xp = be.xp
+    n = scores.shape[0]
+    ids = xp.argpartition(scores, n - k, axis=0)[n - k :]
+    kept = xp.take_along_axis(scores, ids, axis=0)
+    cut = kept.min(axis=0)
+    straddle = (scores == cut).sum(axis=0) > (kept == cut).sum(axis=0)
+    if bool(straddle.any()):
+        cols = xp.nonzero(straddle)[0]
+        ids[:, cols] = be.argsort_stable(-scores[:, cols], axis=0)[:k]
+    return xp.sort(ids, axis=0)
+
+
+def top_k_rows(be: Backend, scores: Any, k: int) -> Any:
+    """Row ids (k × B, ascending per column) of the k largest entries of each column of `scores`."""
+    n = scores.shape[0]
+    if k >= n:
+        return be.xp.broadcast_to(be.xp.arange(n)[:, None], scores.shape).copy()
+    return be.kernel(cpu=_top_k_rows_host, cuda=_top_k_rows_device)(be, scores, k)
