@@ -67,7 +67,7 @@ def check_writable(folder: str | Path, what: str) -> None:
 def check_query_file(path: str | Path) -> int:
     """Read every query of a `run` query file once before any output is opened: an unreadable file
     (not JSONL or Parquet, damaged) or an empty query is an error naming the file and the query."""
-    from .scheduler import stream_queries
+    from .batch_run import stream_queries
 
     count = 0
     try:
@@ -382,7 +382,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_query_file(args.queries)
     check_writable(Path(args.output).resolve().parent, f"-o {args.output}")
     if args.workers or args.scheduler:
-        from .distributed import run_distributed
+        from .dask_run import run_distributed
         from .index.store import read_manifest
 
         read_manifest(args.index)  # fail here, not on every worker
@@ -390,7 +390,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                 k=args.k, workers=args.workers or 0, scheduler=args.scheduler, backend=args.backend,
                                 shard_size=args.shard_size or None, resume=args.resume, show_progress=not args.quiet)
     else:
-        from .scheduler import run_queries
+        from .batch_run import run_queries
 
         retriever = _retriever(args)
         stats = run_queries(retriever, args.queries, args.output, k=args.k, resume=args.resume,

@@ -2,15 +2,13 @@
 
 import numpy as np
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, QUESTIONS, string_entities
 from gpu_tigrag.config import EncoderConfig, IndexConfig, RetrievalConfig
 from gpu_tigrag.corpus import Passage, load_corpus
 from gpu_tigrag.index.add import add_passages
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.index.embed import load_encoder
 from gpu_tigrag.retrieve.retriever import Retriever
-from test_evaluate import string_entities
-from test_scheduler import QUESTIONS
 
 
 def test_add_equals_rebuild(backend):

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, string_entities
 from gpu_tigrag.cli import main
 from gpu_tigrag.config import EncoderConfig, IndexConfig
 from gpu_tigrag.corpus import load_corpus
@@ -18,16 +18,6 @@ from gpu_tigrag.errors import TigragError
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.index.embed import load_encoder
 from gpu_tigrag.index.store import save_index
-
-ENTITIES = {"Mirela Vantz": "PERSON", "Korvath": "GPE", "Oskar Helm": "PERSON", "Tamsin Orrey": "PERSON",
-            "Ansel Brightwater": "PERSON", "Gideon Marsh": "PERSON", "Clara Weskin": "PERSON", "Port Elsin": "GPE",
-            "Northern Ledger": "ORG", "Mount Varn": "LOC", "Piet Anholt": "PERSON", "Marta Quell": "PERSON",
-            "Lena Sorvik": "PERSON", "Elsin Medal": "WORK_OF_ART", "Royal Conservatory of Halden": "ORG"}
-
-
-def string_entities(texts):
-    return [[(name, label) for name, label in ENTITIES.items() if name in text] for text in texts]
-
 
 @pytest.fixture(scope="module")
 def example_index(tmp_path_factory):
@@ -73,7 +63,7 @@ def test_sweep_flags_are_validated():
 
 
 def test_full_run_writes_tables_plots_and_compares(example_index, tmp_path):
-    from test_qa import ChatHandler
+    from conftest import ChatHandler
 
     import http.server
 

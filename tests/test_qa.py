@@ -1,44 +1,14 @@
 """The LLM client against a local server that speaks the chat-completions protocol."""
 
 import http.server
-import json
 import threading
 
 import pytest
 
+from conftest import ChatHandler
 from gpu_tigrag.errors import TigragError
 from gpu_tigrag.evaluate.qa import (ChatClient, QAConfig, build_prompt, exact_match, extract_answer, normalize_answer,
                                     token_f1)
-
-
-class ChatHandler(http.server.BaseHTTPRequestHandler):
-    fail_first = 0
-    calls = 0
-    lock = threading.Lock()
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        with ChatHandler.lock:
-            ChatHandler.calls += 1
-            failing = ChatHandler.calls <= ChatHandler.fail_first
-        if failing:
-            self.send_error(503, "busy")
-            return
-        if self.path != "/v1/chat/completions" or body["model"] != "toy":
-            self.send_error(404)
-            return
-        question = body["messages"][0]["content"].split("Question: ")[-1].split("\n")[0]
-        reply = {"choices": [{"message": {"role": "assistant",
-                                          "content": f"Thought: easy.\nAnswer: The answer to {question}"}}]}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
 
 @pytest.fixture()

@@ -13,7 +13,8 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, QUESTIONS, ROOT, string_entities
+from gpu_tigrag.batch_run import run_queries
 from gpu_tigrag.cli import main
 from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig, RetrievalConfig
 from gpu_tigrag.corpus import Passage, load_corpus
@@ -26,12 +27,9 @@ from gpu_tigrag.index.stream import build_index_streaming
 from gpu_tigrag.locking import lock_path, writer_lock
 from gpu_tigrag.presets import preset
 from gpu_tigrag.retrieve.retriever import Retriever
-from gpu_tigrag.scheduler import run_queries
-from test_evaluate import string_entities
 
 CONFIG = IndexConfig(encoder=EncoderConfig(model="hashing:64"), entities=EntityConfig(model="capitalized"))
 FAST = ["--set", "encoder.model=hashing:64", "--set", "entities.model=capitalized"]
-QUESTIONS = [q["question"] for q in json.loads((EXAMPLES / "questions.json").read_text())]
 HOLD = ("import sys\nfrom gpu_tigrag.locking import writer_lock\nwith writer_lock(sys.argv[1]):\n"
         "    print('ready', flush=True)\n    sys.stdin.read()\n")
 

@@ -9,14 +9,13 @@ import time
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, ROOT, string_entities
 from gpu_tigrag.config import EncoderConfig, IndexConfig
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.errors import TigragError
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.index.embed import load_encoder
 from gpu_tigrag.index.stream import build_index_streaming
-from test_evaluate import string_entities
 
 CONFIG = IndexConfig(encoder=EncoderConfig(model="hashing:64"))
 

@@ -212,7 +212,7 @@ def partition_executor(build: StreamBuild) -> Iterator[tuple[Submit, int]]:
                                  initargs=(os.getpid(),)) as pool:
             yield pool.submit, build.workers
         return
-    from ..distributed import dask_client
+    from ..cluster import dask_client
 
     with dask_client(build.scheduler) as client:
         seen = client.run(os.path.isdir, str(build.work))

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from conftest import EXAMPLES
+from conftest import EXAMPLES, QUESTIONS, string_entities
+from gpu_tigrag.batch_run import run_queries
 from gpu_tigrag.config import EncoderConfig, IndexConfig, RetrievalConfig
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.errors import TigragError
@@ -18,10 +19,6 @@ from gpu_tigrag.index.build import build_index
 from gpu_tigrag.index.embed import load_encoder
 from gpu_tigrag.index.store import save_index
 from gpu_tigrag.retrieve.retriever import Retriever
-from gpu_tigrag.scheduler import run_queries
-from test_evaluate import string_entities
-
-QUESTIONS = [q["question"] for q in json.loads((EXAMPLES / "questions.json").read_text())]
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +92,7 @@ def test_kill_and_restart_loses_and_repeats_nothing(index_path, tmp_path):
 
 def test_two_dask_workers_give_exactly_the_local_results(index_path, tmp_path):
     pytest.importorskip("distributed")
-    from gpu_tigrag.distributed import run_distributed
+    from gpu_tigrag.dask_run import run_distributed
 
     path, index = index_path
     queries = write_queries(tmp_path / "q.jsonl", 90)
@@ -111,7 +108,7 @@ def test_two_dask_workers_give_exactly_the_local_results(index_path, tmp_path):
 def test_the_shards_of_a_killed_worker_are_rerun(index_path, tmp_path):
     pytest.importorskip("distributed")
     from distributed import Client, LocalCluster
-    from gpu_tigrag.distributed import run_distributed
+    from gpu_tigrag.dask_run import run_distributed
 
     path, index = index_path
     queries = write_queries(tmp_path / "q.jsonl", 400)

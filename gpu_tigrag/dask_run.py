@@ -1,54 +1,30 @@
-"""Query runs spread over Dask workers (a LocalCluster of processes, or a running scheduler).
+"""Query runs on Dask workers (`tigrag run --workers N` or `--scheduler ADDRESS`): the
+multi-process counterpart of `batch_run.py`.
 
 Every worker loads the index once (cached per process) and answers shards of queries; the
 client streams the query file, keeps a bounded number of shards in flight, and writes the
-results in input order as shards complete, with the same JSONL format, fsync and `--resume`
-as the single-process scheduler. The shard of a worker that dies is re-run on another by
-Dask's scheduler (up to its `allowed-failures` setting, 3 by default); tested by killing one.
-The client holds the output's writer lock and checks a resume exactly as the single-process
-run does (the index is identified by its manifest's sha256, as there).
+results in input order as shards complete, with the same output format, fsync and `--resume`
+as a single-process run (`batch_run.py`). The shard of a worker that dies is re-run on another
+by the Dask scheduler (up to its `allowed-failures` setting, 3 by default); tested by killing
+one. The client holds the output's writer lock and checks a resume exactly as the
+single-process run does (the index is identified by its manifest's sha256, as there). The Dask
+client itself comes from `cluster.py`.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from contextlib import contextmanager
 from itertools import islice
 from pathlib import Path
 from typing import Any, Iterator
 
+from .batch_run import QueryRecord, open_run, result_record
+from .cluster import dask_client
 from .config import RetrievalConfig, config_from_dict, config_to_dict
-from .errors import TigragError
 from .progress import counter
-from .scheduler import QueryRecord, open_run, result_record
 
 _WORKER_CACHE: dict[tuple[str, str], Any] = {}
-
-
-@contextmanager
-def dask_client(scheduler: str | None = None, workers: int = 2) -> Iterator[Any]:
-    """A Dask client on `scheduler` (an address), or on a LocalCluster of `workers` single-threaded
-    processes started here and closed on exit."""
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError:
-        raise TigragError("Dask workers need dask.distributed (pip install 'dask[distributed]')") from None
-    if scheduler:
-        try:
-            client = Client(scheduler, timeout="30s")
-        except (OSError, TimeoutError) as error:
-            raise TigragError(f"cannot reach the Dask scheduler at {scheduler}: {error}") from None
-        cluster = None
-    else:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
-        client = Client(cluster)
-    try:
-        yield client
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
 
 
 def _worker_retriever(index_path: str, config: dict[str, Any], backend: str):

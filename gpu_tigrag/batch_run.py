@@ -1,4 +1,6 @@
-"""Batch scheduler: stream any number of queries through a Retriever and stream results out.
+"""Batch query runs (`tigrag run`): stream any number of queries through a Retriever in
+micro-batches and stream the results out, in one process (`dask_run.py` spreads them over Dask
+workers).
 
 Queries are read lazily (JSONL or Parquet record batches, never all in memory) and cut into
 micro-batches sized by `Retriever.batch_size()` (free device memory or the memory budget).
@@ -78,7 +80,7 @@ def stream_queries(path: str | Path) -> Iterator[QueryRecord]:
 
 
 def result_record(record: QueryRecord, result) -> dict:
-    """The output row of one answered query (shared by local and distributed runs)."""
+    """The output row of one answered query (shared by local and Dask runs)."""
     return {"index": record.position, "id": record.qid, "query": record.text, "chunk_ids": result.chunk_ids,
             "scores": result.scores, "titles": result.titles, "dense_fallback": result.dense_fallback,
             "hops": len(result.hops)}
