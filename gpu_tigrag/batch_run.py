@@ -33,30 +33,28 @@ from .corpus import iter_jsonl
 from .errors import CorpusError, ResumeMismatchError, TigragError
 from .locking import writer_lock
 from .progress import counter
+from .records import as_record, query_id, query_text
 from .retrieve.retriever import Retriever
 from .run_resume import HINT, check_meta, check_rows, run_identity, torn_tail_ok, write_meta
-
-ID_KEYS = ("id", "_id", "qid")
-TEXT_KEYS = ("question", "text", "query")
 
 
 @dataclass(frozen=True)
 class QueryRecord:
+    """One query of a run: its 0-based position in the query file, its id and its text."""
+
     position: int
     qid: str
     text: str
 
 
 def _record(data: object, position: int, where: str) -> QueryRecord:
+    """A bare string is a query whose id is its position; an object's id and text are read as
+    `records.py` says."""
     if isinstance(data, str):
         return QueryRecord(position, str(position), data)
-    if not isinstance(data, dict):
-        raise CorpusError(f"{where}: expected an object with 'question' (or 'text'), got {type(data).__name__}")
-    text = next((data[k] for k in TEXT_KEYS if isinstance(data.get(k), str)), None)
-    if text is None:
-        raise CorpusError(f"{where}: missing field 'question' (or 'text')")
-    qid = next((str(data[k]) for k in ID_KEYS if k in data), str(position))
-    return QueryRecord(position, qid, text)
+    record = as_record(data, where, "'question' (or 'text')")
+    text = query_text(record, where)
+    return QueryRecord(position, query_id(record, where, position), text)
 
 
 def stream_queries(path: str | Path) -> Iterator[QueryRecord]:

@@ -6,7 +6,9 @@ Accepted inputs:
   * JSONL, one object per line, including BEIR `corpus.jsonl` (`_id`, `title`, `text`);
   * Parquet with `title` and `text` columns (optional `_id`/`id`);
   * a directory holding a BEIR `corpus.jsonl`.
-Errors name the file, the record (index or line) and what was expected.
+Which key of a record is its id, text and title, and which wins when a record has several, is
+decided in `records.py` (the same rule as for query records). Errors name the file, the record
+(index or line) and what was expected.
 """
 
 from __future__ import annotations
@@ -19,11 +21,9 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from .errors import CorpusError
+from .records import PASSAGE_ID_KEYS, PASSAGE_TEXT_KEYS, TITLE_KEY, as_record, first_key, passage_fields, string_value
 
 log = logging.getLogger(__name__)
-
-TEXT_KEYS = ("text", "paragraph_text", "contents")
-ID_KEYS = ("_id", "id", "idx")
 
 
 @dataclass(frozen=True)
@@ -50,31 +50,9 @@ def _read_text(path: Path) -> str:
         raise CorpusError(f"{path}: not UTF-8 (invalid byte at offset {exc.start})") from None
 
 
-def _as_str(value: Any, where: str, field: str) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(isinstance(s, str) for s in value):
-        return " ".join(s.strip() for s in value)
-    raise CorpusError(f"{where}: field {field!r} must be a string (or list of strings), got {type(value).__name__}")
-
-
-def _passage_from_record(record: Any, where: str) -> Passage:
-    if not isinstance(record, dict):
-        raise CorpusError(f"{where}: expected an object with 'title' and 'text', got {type(record).__name__}")
-    text_key = next((k for k in TEXT_KEYS if k in record), None)
-    if text_key is None:
-        raise CorpusError(f"{where}: missing field 'text' (found fields: {', '.join(sorted(record)) or 'none'})")
-    if "title" not in record and not any(k in record for k in ID_KEYS):
-        raise CorpusError(f"{where}: missing field 'title'")
-    if "title" in record and record["title"] is None:
-        raise CorpusError(f"{where}: field 'title' is null (expected a string; leave the field out if there is none)")
-    title = _as_str(record.get("title"), where, "title")
-    text = _as_str(record[text_key], where, text_key)
-    id_key = next((k for k in ID_KEYS if k in record), None)
-    doc_id = str(record[id_key]) if id_key is not None else title
-    return Passage(title=title.strip(), text=text.strip(), doc_id=doc_id)
+def _passage_from_record(data: Any, where: str) -> Passage:
+    title, text, doc_id = passage_fields(as_record(data, where, "'title' and 'text'"), where)
+    return Passage(title=title.strip(), text=text.strip(), doc_id=title if doc_id is None else doc_id)
 
 
 def _iter_json(path: Path) -> Iterator[Passage]:
@@ -87,7 +65,7 @@ def _iter_json(path: Path) -> Iterator[Passage]:
             yield _passage_from_record(record, f"{path}: record {i}")
     elif isinstance(data, dict):
         for i, (title, body) in enumerate(data.items()):
-            text = _as_str(body, f"{path}: record {i} (title {title!r})", "sentences")
+            text = string_value(body, f"{path}: record {i} (title {title!r})", "sentences")
             yield Passage(title=title.strip(), text=text.strip(), doc_id=title)
     else:
         raise CorpusError(f"{path}: expected a JSON list of passages or an object title -> sentences")
@@ -136,12 +114,12 @@ def _iter_parquet(path: Path) -> Iterator[Passage]:
     except Exception as exc:  # pyarrow raises several types for damaged files
         raise CorpusError(f"{path}: not a readable Parquet file ({exc})") from None
     columns = set(parquet.schema_arrow.names)
-    text_col = next((k for k in TEXT_KEYS if k in columns), None)
-    if text_col is None or "title" not in columns:
+    text_col = first_key(columns, PASSAGE_TEXT_KEYS)
+    if text_col is None or TITLE_KEY not in columns:
         raise CorpusError(f"{path}: Parquet needs 'title' and 'text' columns, found {sorted(columns)}")
-    id_col = next((k for k in ID_KEYS if k in columns), None)
+    id_col = first_key(columns, PASSAGE_ID_KEYS)
     row = 0
-    for batch in parquet.iter_batches(batch_size=8192, columns=[c for c in ("title", text_col, id_col) if c]):
+    for batch in parquet.iter_batches(batch_size=8192, columns=[c for c in (TITLE_KEY, text_col, id_col) if c]):
         for record in batch.to_pylist():
             yield _passage_from_record(record, f"{path}: row {row}")
             row += 1

@@ -5,7 +5,8 @@ Two layouts are read:
     `supporting_titles`/`supporting_facts`, MuSiQue `paragraphs[*].is_supporting`, HotpotQA
     `supporting_facts`, or `gold_titles`); gold passages are matched by title.
   * BEIR: a folder with `corpus.jsonl`, `queries.jsonl` and `qrels/<split>.tsv`; gold are the
-    qrels' corpus ids with their grades, matched by passage id.
+    qrels' corpus ids with their grades, matched by passage id. A query's id and text are read
+    as `records.py` says (`_id` first); a BEIR query must have an id.
 A single query file (JSON/JSONL) with a separate corpus is also a dataset, matched by title.
 """
 
@@ -20,6 +21,7 @@ from typing import Iterable, Sequence
 from ..checksums import sha256_file
 from ..corpus import iter_jsonl
 from ..errors import CorpusError
+from ..records import as_record, query_id, query_text
 from .queries import Query, load_queries
 
 log = logging.getLogger(__name__)
@@ -63,13 +65,13 @@ def load_beir(folder: Path, split: str = "test") -> Dataset:
                 grades.setdefault(row[0], {})[row[1]] = grade
     queries: list[Query] = []
     path = folder / "queries.jsonl"
-    for lineno, record in iter_jsonl(path):
-        if not isinstance(record, dict):
-            continue
-        qid = str(record.get("_id", ""))
+    for lineno, data in iter_jsonl(path):
+        where = f"{path}: line {lineno}"
+        record = as_record(data, where, "'_id' and 'text'")
+        qid = query_id(record, where, None)
         if qid in grades:
             gold = grades[qid]
-            text = str(record.get("text") or "").strip()
+            text = query_text(record, where).strip()
             if not text:
                 raise CorpusError(f"{path}: line {lineno}: query {qid!r} is empty (an empty query cannot be evaluated)")
             queries.append(Query(qid, text, tuple(gold), gold_grades=tuple(gold.values())))

@@ -3,7 +3,8 @@
 Gold evidence (../shared/data/README.md): 2Wiki `supporting_titles` (or the titles of
 `supporting_facts`), MuSiQue the titles of `paragraphs[*].is_supporting`, HotpotQA the
 titles in `supporting_facts`, or a plain `gold_titles` list (the example corpus).
-Accepts a JSON list or JSONL.
+Accepts a JSON list or JSONL. A query's id and text are read as `records.py` says (the same keys
+and precedence as `tigrag run`): `_id`, then `id`, then `qid`, else its position in the file.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from ..corpus import iter_jsonl
 from ..errors import CorpusError
+from ..records import as_record, query_id, query_text
 
 
 @dataclass(frozen=True)
@@ -51,13 +53,12 @@ def _gold_titles(record: dict[str, Any], where: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t.strip() for t in titles))
 
 
-def _query(record: Any, where: str, position: int) -> Query:
-    if not isinstance(record, dict):
-        raise CorpusError(f"{where}: expected an object, got {type(record).__name__}")
-    text = record.get("question", record.get("text"))
-    if not isinstance(text, str) or not text.strip():
+def _query(data: Any, where: str, position: int) -> Query:
+    record = as_record(data, where, "'question' and gold evidence")
+    text = query_text(record, where)
+    if not text.strip():
         raise CorpusError(f"{where}: missing field 'question' (a non-empty string)")
-    qid = str(record.get("_id", record.get("id", position)))
+    qid = query_id(record, where, position)
     answer = record.get("answer", "")
     return Query(qid, text.strip(), _gold_titles(record, where), answer if isinstance(answer, str) else str(answer),
                  str(record.get("type", "")))

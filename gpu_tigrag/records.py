@@ -1,0 +1,143 @@
+"""Which field of a corpus or query record is its id, its text and its title: one table of keys
+per field and one precedence rule, shared by every reader of records (`corpus.py`, the query
+runs of `batch_run.py`, `evaluate/queries.py` and the BEIR queries of `evaluate/datasets.py`).
+
+The rule: each field has an ordered table of keys, and the first key of the table that the
+record has decides the field, whatever its value and whatever other keys of the table the
+record also carries. For ids, `_id` comes before `id`: BEIR and the 2Wiki and HotpotQA query
+files use `_id`, MuSiQue and the bundled example use `id`, no bundled file has both, and the
+corpus and evaluation readers already preferred `_id` (only `tigrag run` preferred `id`).
+After them comes the alias of the record kind: `idx` for passages (MuSiQue paragraphs), `qid`
+for queries. A record without any id key gets the kind's fallback: a passage its title, a
+query its position in the file.
+
+| field | keys, in precedence order | when none is there |
+|---|---|---|
+| passage id | `_id`, `id`, `idx` | the title |
+| passage text | `text`, `paragraph_text`, `contents` | error |
+| passage title | `title` | `""` if the record has an id, else error |
+| query id | `_id`, `id`, `qid` | the position (0-based) |
+| query text | `question`, `text`, `query` | error |
+
+Values: an id is a string or a number (kept as its string, 7 -> "7"); a null id is an error,
+as is a null title (leave the field out instead). Passage text may be a list of
+sentences (joined with spaces); a null passage text is an empty passage (skipped and counted by
+`load_corpus`). Query text must be a string. Every error names the file and the record (the
+`where` the caller passes, e.g. `corpus.json: record 3` or `queries.jsonl: line 7`) and what
+was expected.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from .errors import CorpusError
+
+#: the id keys of every record kind, in precedence order
+ID_KEYS = ("_id", "id")
+#: passage ids: the shared keys, then MuSiQue's paragraph index
+PASSAGE_ID_KEYS = ID_KEYS + ("idx",)
+#: query ids: the shared keys, then `qid`
+QUERY_ID_KEYS = ID_KEYS + ("qid",)
+#: passage text: plain and BEIR `text`, MuSiQue `paragraph_text`, Pyserini `contents`
+PASSAGE_TEXT_KEYS = ("text", "paragraph_text", "contents")
+#: query text: the QA sets' `question`, BEIR's `text`, `query`
+QUERY_TEXT_KEYS = ("question", "text", "query")
+TITLE_KEY = "title"
+
+
+def first_key(record: Mapping[str, Any] | Sequence[str], keys: Sequence[str]) -> str | None:
+    """The first of `keys` that `record` has (a mapping, or a list of column names), or None."""
+    return next((key for key in keys if key in record), None)
+
+
+def as_record(data: Any, where: str, expected: str) -> Mapping[str, Any]:
+    """`data` if it is an object; otherwise an error naming `where` and what was `expected`."""
+    if not isinstance(data, dict):
+        raise CorpusError(f"{where}: expected an object with {expected}, got {type(data).__name__}")
+    return data
+
+
+def _id(record: Mapping[str, Any], keys: Sequence[str], where: str) -> str | None:
+    key = first_key(record, keys)
+    if key is None:
+        return None
+    value = record[key]
+    if value is None:
+        raise CorpusError(f"{where}: field {key!r} is null (expected a string or a number; leave the field out "
+                          "if there is none)")
+    if isinstance(value, (dict, list)):
+        raise CorpusError(f"{where}: field {key!r} must be a string or a number, got {type(value).__name__}")
+    return str(value)
+
+
+def string_value(value: Any, where: str, key: str) -> str:
+    """A string field, or a list of strings joined with spaces; null is the empty string."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(s, str) for s in value):
+        return " ".join(s.strip() for s in value)
+    raise CorpusError(f"{where}: field {key!r} must be a string (or list of strings), got {type(value).__name__}")
+
+
+def passage_id(record: Mapping[str, Any], where: str) -> str | None:
+    """The record's own passage id (`_id`, `id`, `idx`, first present), or None when it has none."""
+    return _id(record, PASSAGE_ID_KEYS, where)
+
+
+def passage_text(record: Mapping[str, Any], where: str) -> str:
+    """The passage text (`text`, `paragraph_text`, `contents`, first present), not stripped."""
+    key = first_key(record, PASSAGE_TEXT_KEYS)
+    if key is None:
+        raise _missing_text(record, where)
+    return string_value(record[key], where, key)
+
+
+def _missing_text(record: Mapping[str, Any], where: str) -> CorpusError:
+    return CorpusError(f"{where}: missing field 'text' (found fields: {', '.join(sorted(record)) or 'none'})")
+
+
+def passage_title(record: Mapping[str, Any], where: str) -> str:
+    """The passage title; a record without one must have an id (BEIR-style records), and its
+    title is then empty."""
+    if TITLE_KEY not in record:
+        if first_key(record, PASSAGE_ID_KEYS) is None:
+            raise CorpusError(f"{where}: missing field 'title'")
+        return ""
+    if record[TITLE_KEY] is None:
+        raise CorpusError(f"{where}: field 'title' is null (expected a string; leave the field out if there is none)")
+    return string_value(record[TITLE_KEY], where, TITLE_KEY)
+
+
+def passage_fields(record: Mapping[str, Any], where: str) -> tuple[str, str, str | None]:
+    """(title, text, id or None) of a passage record, not stripped. A missing text is reported
+    before a missing or null title."""
+    key = first_key(record, PASSAGE_TEXT_KEYS)
+    if key is None:
+        raise _missing_text(record, where)
+    title = passage_title(record, where)
+    return title, string_value(record[key], where, key), passage_id(record, where)
+
+
+def query_id(record: Mapping[str, Any], where: str, position: int | None) -> str:
+    """The query id (`_id`, `id`, `qid`, first present); without one, `position` as a string, or an
+    error when `position` is None (BEIR queries, which qrels name by id)."""
+    qid = _id(record, QUERY_ID_KEYS, where)
+    if qid is not None:
+        return qid
+    if position is None:
+        raise CorpusError(f"{where}: missing field '_id' (the query's id, which the qrels refer to)")
+    return str(position)
+
+
+def query_text(record: Mapping[str, Any], where: str) -> str:
+    """The query text (`question`, `text`, `query`, first present), not stripped; it must be a string."""
+    key = first_key(record, QUERY_TEXT_KEYS)
+    if key is None:
+        raise CorpusError(f"{where}: missing field 'question' (or 'text')")
+    value = record[key]
+    if not isinstance(value, str):
+        raise CorpusError(f"{where}: field {key!r} must be a string, got {type(value).__name__}")
+    return value
