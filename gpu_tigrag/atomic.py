@@ -1,6 +1,7 @@
-"""One way to write a file atomically: write a temporary sibling, flush it to disk, rename it over
-the target. A reader sees the old file or the new one, never a half-written one; a writer killed
-part-way leaves only a `.NAME.tmp-*` sibling, which the next write of that target removes.
+"""One way to write a file (or a folder) atomically: write a temporary sibling, flush it to disk,
+rename it over the target. A reader sees the old version or the new one, never a half-written
+one; a writer killed part-way leaves only a `.NAME.tmp-*` (or `.NAME.old-*`) sibling, which the
+next write of that target removes.
 
 Disk full and unwritable folders surface as `OutputError` naming the target, with nothing of the
 target changed.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,24 +20,29 @@ from typing import Any, Callable, Iterator
 
 from .errors import OutputError
 
-#: prefix of the temporary siblings; `.NAME.tmp-` marks the temporary file of target NAME
-TMP_MARK = ".tmp-"
+#: `.NAME.tmp-*`: a version of NAME being written; `.NAME.old-*`: the folder a new one replaced
+TMP_MARK, OLD_MARK = ".tmp-", ".old-"
 
 
 def _tmp_prefix(target: Path) -> str:
     return f".{target.name}{TMP_MARK}"
 
 
+def stale_siblings(target: Path) -> list[Path]:
+    """Temporary siblings (`.NAME.tmp-*`, `.NAME.old-*`) that killed writes of `target` left."""
+    if not target.parent.is_dir():
+        return []
+    marks = (_tmp_prefix(target), f".{target.name}{OLD_MARK}")
+    return sorted(p for p in target.parent.iterdir() if p.name.startswith(marks))
+
+
 def remove_stale_temporaries(target: Path) -> int:
-    """Remove temporary siblings that killed writes of `target` left; returns how many. Call it only
-    while no other write of `target` can be under way (a writer lock, or a single writer)."""
-    prefix, removed = _tmp_prefix(target), 0
-    if target.parent.is_dir():
-        for stale in target.parent.iterdir():
-            if stale.name.startswith(prefix) and stale.is_file():
-                stale.unlink(missing_ok=True)
-                removed += 1
-    return removed
+    """Remove the `stale_siblings` of `target`; returns how many. Call it only while no other write
+    of `target` can be under way (a writer lock, or a single writer)."""
+    stale = stale_siblings(target)
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    return len(stale)
 
 
 def describe_os_error(exc: OSError) -> str:
@@ -87,3 +94,30 @@ def atomic_write_text(target: str | Path, text: str) -> None:
 def atomic_write_json(target: str | Path, value: Any, **dump_options: Any) -> None:
     """Replace `target` with `value` as JSON atomically."""
     atomic_write_text(target, json.dumps(value, **dump_options))
+
+
+@contextmanager
+def atomic_directory(target: str | Path) -> Iterator[Path]:
+    """Yield a new temporary folder beside `target`; when the block ends without error, it takes the
+    place of `target` (an existing folder is moved aside as `.NAME.old-PID`, then removed)."""
+    target = Path(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(target), dir=target.parent))
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write ({describe_os_error(exc)})") from None
+    try:
+        yield tmp
+        if target.exists():
+            old = target.with_name(f".{target.name}{OLD_MARK}{os.getpid()}")
+            os.rename(target, old)
+            os.rename(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, target)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise OutputError(f"{target}: cannot write ({describe_os_error(exc)}); nothing was changed there") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -5,8 +5,10 @@ Test modules import the helpers with `from conftest import ...`, never from one 
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
+import logging
 import os
 import threading
 from pathlib import Path
@@ -94,3 +96,23 @@ class ChatHandler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+
+@contextlib.contextmanager
+def logged_messages(logger: str = "gpu_tigrag"):
+    """Collect the messages logged under `logger` (INFO and above) during the block into a list."""
+    messages: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    target = logging.getLogger(logger)
+    handler, level = Collect(logging.INFO), target.level
+    target.addHandler(handler)
+    target.setLevel(logging.INFO)
+    try:
+        yield messages
+    finally:
+        target.removeHandler(handler)
+        target.setLevel(level)

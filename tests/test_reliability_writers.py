@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES, QUESTIONS, ROOT, string_entities
+from conftest import EXAMPLES, QUESTIONS, ROOT, logged_messages, string_entities
 from gpu_tigrag.batch_run import run_queries
 from gpu_tigrag.cli import main
 from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig, RetrievalConfig
@@ -332,10 +332,9 @@ def interrupted_stream_build(corpus, output):
 
 
 def resume_stream_build(corpus, output):
-    messages = []
-    index = build_index_streaming([corpus], output, CONFIG, partition_size=5, workers=1, resume=True,
-                                  encoder=load_encoder(CONFIG.encoder), entity_extractor=string_entities,
-                                  log=messages.append)
+    with logged_messages() as messages:
+        index = build_index_streaming([corpus], output, CONFIG, partition_size=5, workers=1, resume=True,
+                                      encoder=load_encoder(CONFIG.encoder), entity_extractor=string_entities)
     return index, " | ".join(messages)
 
 

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES, ROOT, string_entities
+from conftest import EXAMPLES, ROOT, logged_messages, string_entities
 from gpu_tigrag.config import EncoderConfig, IndexConfig
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.errors import TigragError
@@ -98,10 +98,9 @@ def test_a_resumed_build_keeps_its_partition_size(tmp_path):
     with pytest.raises(TigragError, match="partitions of 5 passages, not 9"):
         build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "idx", CONFIG, partition_size=9, resume=True,
                               encoder=encoder, entity_extractor=string_entities)
-    messages = []
-    resumed = build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "idx", CONFIG, memory_budget_mb=4096,
-                                    workers=1, resume=True, encoder=encoder, entity_extractor=string_entities,
-                                    log=messages.append)
+    with logged_messages() as messages:
+        resumed = build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "idx", CONFIG, memory_budget_mb=4096,
+                                        workers=1, resume=True, encoder=encoder, entity_extractor=string_entities)
     assert "6 partition(s) of up to 5 passages tokenised" in messages
     full = build_index(load_corpus(EXAMPLES / "corpus.json"), CONFIG, encoder=encoder, entity_extractor=string_entities)
     assert_same_index(resumed, full)

@@ -13,10 +13,8 @@ holds that directory's writer lock from the read to the write, so a second `add`
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import scipy.sparse
@@ -26,12 +24,11 @@ from ..corpus import Passage
 from ..locking import writer_lock
 from ..text.pipeline import chunk_and_tokenise, split_passages
 from ..text.tokens import Vocabulary, token_csr
+from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .bm25 import bm25_matrix
 from .embed import Encoder, load_encoder
-from .entities import entities_from_lists, extract_entities
 from .graph import cooccurrence_graph
 from .index import Index
-from .stats import graph_statistics
 from .store import INDEX_WRITE, derive_origin, load_index, save_index
 
 
@@ -46,57 +43,47 @@ def add_passages(
     encoder: Encoder | None = None,
     backend: Backend | None = None,
     show_progress: bool = False,
-    entity_extractor: Callable[[Sequence[str]], list[list[tuple[str, str]]]] | None = None,
+    entity_extractor: EntityExtractor | None = None,
 ) -> Index:
     """A new Index holding `index` plus `passages` (the input index is not modified)."""
     be = backend or get_backend("numpy")
     cfg = index.config
     timings: dict[str, float] = {}
-    start = time.perf_counter()
-    sentences = split_passages(passages, cfg.chunk.language, show_progress)
-    texts, owner, sequences = chunk_and_tokenise(passages, sentences, cfg.chunk, cfg.tokens, show_progress)
-    timings["add_split_tokenise"] = time.perf_counter() - start
+    with timed(timings, "add_split_tokenise"):
+        sentences = split_passages(passages, cfg.chunk.language, show_progress)
+        texts, owner, sequences = chunk_and_tokenise(passages, sentences, cfg.chunk, cfg.tokens, show_progress)
 
-    start = time.perf_counter()
-    vocab = Vocabulary(sorted(set(index.vocab.tokens).union(*map(set, sequences))))
-    remap = np.array([vocab.get(t) for t in index.vocab.tokens], dtype=np.int64)
-    new_indptr, new_ids = token_csr(sequences, vocab)
-    token_indptr = np.concatenate([index.token_indptr, index.token_indptr[-1] + new_indptr[1:]]).astype(np.int64)
-    token_ids = np.concatenate([remap[index.token_ids].astype(np.int32), new_ids])
-    n_vocab = len(vocab)
-    old = index.graph.tocoo()
-    graph = scipy.sparse.coo_matrix((old.data, (remap[old.row], remap[old.col])), shape=(n_vocab, n_vocab)).tocsr()
-    added = cooccurrence_graph(be, new_indptr, new_ids, n_vocab, cfg.graph.window)
-    graph = (graph + be.to_host(added)).tocsr().astype(np.float32)
-    graph.sort_indices()
-    bm25 = bm25_matrix(be, token_indptr, token_ids, n_vocab, cfg.bm25)
-    bm25 = be.to_host(bm25)
-    timings["add_graph_bm25"] = time.perf_counter() - start
+    with timed(timings, "add_graph_bm25"):
+        vocab = Vocabulary(sorted(set(index.vocab.tokens).union(*map(set, sequences))))
+        remap = np.array([vocab.get(t) for t in index.vocab.tokens], dtype=np.int64)
+        new_indptr, new_ids = token_csr(sequences, vocab)
+        token_indptr = np.concatenate([index.token_indptr, index.token_indptr[-1] + new_indptr[1:]]).astype(np.int64)
+        token_ids = np.concatenate([remap[index.token_ids].astype(np.int32), new_ids])
+        n_vocab = len(vocab)
+        old = index.graph.tocoo()
+        graph = scipy.sparse.coo_matrix((old.data, (remap[old.row], remap[old.col])),
+                                        shape=(n_vocab, n_vocab)).tocsr()
+        added = cooccurrence_graph(be, new_indptr, new_ids, n_vocab, cfg.graph.window)
+        graph = (graph + be.to_host(added)).tocsr().astype(np.float32)
+        graph.sort_indices()
+        bm25 = be.to_host(bm25_matrix(be, token_indptr, token_ids, n_vocab, cfg.bm25))
 
-    start = time.perf_counter()
-    encoder = encoder or load_encoder(cfg.encoder)
-    embeddings = np.concatenate([index.embeddings, encoder.encode(texts, show_progress=show_progress)])
-    timings["add_embed"] = time.perf_counter() - start
-    start = time.perf_counter()
-    names = entity_extractor(texts) if entity_extractor else extract_entities(texts, cfg.entities, show_progress)
-    entities = entities_from_lists(_old_entity_lists(index) + names, vocab, cfg.tokens)
-    timings["add_ner"] = time.perf_counter() - start
+    with timed(timings, "add_embed"):
+        encoder = encoder or load_encoder(cfg.encoder)
+        embeddings = np.concatenate([index.embeddings, encoder.encode(texts, show_progress=show_progress)])
+    with timed(timings, "add_ner"):
+        names = chunk_entities(texts, cfg, entity_extractor, show_progress)
 
     first_passage = len(index.passage_titles)
-    grown = dataclasses.replace(
-        index,
+    grown = assemble_index(
+        config=cfg,
         passage_titles=index.passage_titles + [p.title for p in passages],
         passage_ids=index.passage_ids + [p.doc_id for p in passages],
         chunk_texts=index.chunk_texts + texts,
         chunk_passage=np.concatenate([index.chunk_passage, np.asarray(owner, dtype=np.int32) + first_passage]),
-        vocab=vocab,
-        token_indptr=token_indptr,
-        token_ids=token_ids,
-        graph=graph,
-        bm25=bm25,
-        embeddings=embeddings,
-        entities=entities,
-        stats=graph_statistics(graph, bm25),
+        vocab=vocab, token_indptr=token_indptr, token_ids=token_ids, graph=graph, bm25=bm25,
+        embeddings=embeddings, entity_lists=_old_entity_lists(index) + names,
+        encoder_name=index.encoder_name, encoder_fingerprint=index.encoder_fingerprint,
         timings={**index.timings, **timings},
     )
     return derive_origin(index, grown)
@@ -108,7 +95,7 @@ def add_to_index_dir(
     encoder: Encoder | None = None,
     backend: Backend | None = None,
     show_progress: bool = False,
-    entity_extractor: Callable[[Sequence[str]], list[list[tuple[str, str]]]] | None = None,
+    entity_extractor: EntityExtractor | None = None,
 ) -> tuple[Index, Index]:
     """(old, grown): add `passages` to the index in directory `path`, holding its writer lock from
     the read to the atomic write, so a concurrent writer fails at once and no add is lost."""

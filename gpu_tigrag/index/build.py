@@ -1,32 +1,21 @@
-"""Index construction: chunks -> graph, BM25, embeddings, entities, with per-stage timings."""
+"""In-memory index construction: chunks -> graph, BM25, embeddings, entities, with per-stage timings."""
 
 from __future__ import annotations
 
 import logging
-import time
-from contextlib import contextmanager
-from typing import Callable, Iterator, Sequence
+from typing import Sequence
 
 from ..backend import Backend, get_backend
 from ..config import IndexConfig
 from ..corpus import Passage, duplicate_passages
 from ..text.pipeline import assemble_chunks, chunk_and_tokenise, split_passages
+from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .bm25 import bm25_matrix
 from .embed import Encoder, load_encoder
-from .entities import entities_from_lists, extract_entities
 from .graph import cooccurrence_graph
 from .index import Index
-from .stats import graph_statistics
 
 log = logging.getLogger(__name__)
-
-
-@contextmanager
-def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
-    start = time.perf_counter()
-    yield
-    timings[stage] = time.perf_counter() - start
-    log.info("%s: %.2f s", stage, timings[stage])
 
 
 def warn_duplicates(passages: Sequence[Passage]) -> int:
@@ -45,7 +34,7 @@ def build_index(
     encoder: Encoder | None = None,
     backend: Backend | None = None,
     show_progress: bool = False,
-    entity_extractor: Callable[[Sequence[str]], list[list[tuple[str, str]]]] | None = None,
+    entity_extractor: EntityExtractor | None = None,
 ) -> Index:
     """Build every stage of the TIGRAG index over `passages`; arrays come back on the host.
 
@@ -55,40 +44,24 @@ def build_index(
     warn_duplicates(passages)
     be = backend or get_backend("numpy")
     timings: dict[str, float] = {}
-    with _timed(timings, "split"):
+    with timed(timings, "split"):
         sentences = split_passages(passages, config.chunk.language, show_progress)
-    with _timed(timings, "tokenise"):
+    with timed(timings, "tokenise"):
         chunks = assemble_chunks(*chunk_and_tokenise(passages, sentences, config.chunk, config.tokens, show_progress))
     n_vocab = len(chunks.vocab)
-    with _timed(timings, "graph"):
-        graph = cooccurrence_graph(be, chunks.token_indptr, chunks.token_ids, n_vocab, config.graph.window)
-    with _timed(timings, "bm25"):
-        bm25 = bm25_matrix(be, chunks.token_indptr, chunks.token_ids, n_vocab, config.bm25)
-    graph, bm25 = be.to_host(graph), be.to_host(bm25)
-    with _timed(timings, "embed"):
+    with timed(timings, "graph"):
+        graph = be.to_host(cooccurrence_graph(be, chunks.token_indptr, chunks.token_ids, n_vocab, config.graph.window))
+    with timed(timings, "bm25"):
+        bm25 = be.to_host(bm25_matrix(be, chunks.token_indptr, chunks.token_ids, n_vocab, config.bm25))
+    with timed(timings, "embed"):
         encoder = encoder or load_encoder(config.encoder)
         embeddings = encoder.encode(chunks.texts, show_progress=show_progress)
-    with _timed(timings, "ner"):
-        if entity_extractor is None:
-            names = extract_entities(chunks.texts, config.entities, show_progress)
-        else:
-            names = entity_extractor(chunks.texts)
-        entities = entities_from_lists(names, chunks.vocab, config.tokens)
-    return Index(
-        config=config,
-        passage_titles=[p.title for p in passages],
-        passage_ids=[p.doc_id for p in passages],
-        chunk_texts=chunks.texts,
-        chunk_passage=chunks.passage_of_chunk,
-        vocab=chunks.vocab,
-        token_indptr=chunks.token_indptr,
-        token_ids=chunks.token_ids,
-        graph=graph,
-        bm25=bm25,
-        embeddings=embeddings,
-        entities=entities,
-        encoder_name=encoder.name,
-        encoder_fingerprint=encoder.fingerprint,
-        stats=graph_statistics(graph, bm25),
-        timings=timings,
+    with timed(timings, "ner"):
+        names = chunk_entities(chunks.texts, config, entity_extractor, show_progress)
+    return assemble_index(
+        config=config, passage_titles=[p.title for p in passages], passage_ids=[p.doc_id for p in passages],
+        chunk_texts=chunks.texts, chunk_passage=chunks.passage_of_chunk, vocab=chunks.vocab,
+        token_indptr=chunks.token_indptr, token_ids=chunks.token_ids, graph=graph, bm25=bm25,
+        embeddings=embeddings, entity_lists=names, encoder_name=encoder.name,
+        encoder_fingerprint=encoder.fingerprint, timings=timings,
     )

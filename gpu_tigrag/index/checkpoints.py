@@ -10,12 +10,16 @@ damaged data never reaches the index.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Callable
 
+from ..atomic import describe_os_error
 from ..checksums import sha256_file
+from ..errors import OutputError
+
+log = logging.getLogger(__name__)
 
 LEDGER = "checksums.jsonl"
 BUILD = "build.json"
@@ -45,12 +49,16 @@ class Ledger:
         """Note that checkpoint `file` is complete, with its sha256 (computed when not given)."""
         digest = sha256 or sha256_file(file)
         self.sums[file.name] = digest
-        with open(self.work / LEDGER, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps({"file": file.name, "sha256": digest}) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            with open(self.work / LEDGER, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"file": file.name, "sha256": digest}) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError as exc:  # the checkpoint stays unlisted, so a resume recomputes it
+            raise OutputError(f"{self.work / LEDGER}: cannot write ({describe_os_error(exc)}); the build can "
+                              "continue with --resume once there is room") from None
 
-    def validate(self, log: Callable[[str], None]) -> int:
+    def validate(self) -> int:
         """Delete every file of the work directory that is not a recorded, intact checkpoint;
         returns how many were deleted (they are recomputed by the build)."""
         self.load()
@@ -65,5 +73,5 @@ class Ledger:
             shutil.rmtree(file) if file.is_dir() else file.unlink()
             self.sums.pop(file.name, None)
         if dropped:
-            log(f"{len(dropped)} checkpoint(s) of {self.work} will be recomputed: {', '.join(dropped)}")
+            log.info("%d checkpoint(s) of %s will be recomputed: %s", len(dropped), self.work, ", ".join(dropped))
         return len(dropped)

@@ -52,9 +52,15 @@ def cooccurrence_graph(be: Backend, indptr: Any, ids: Any, n_vocab: int, window:
 
     `method` picks how pair keys are counted (see `count_pairs`); the graph is the same.
     """
-    keys = window_pair_keys(be, indptr, ids, n_vocab, window)
+    pairs, counts = count_pairs(be, window_pair_keys(be, indptr, ids, n_vocab, window), method)
+    return symmetric_graph(be, pairs, counts, n_vocab)
+
+
+def symmetric_graph(be: Backend, pairs: Any, counts: Any, n_vocab: int) -> Any:
+    """Symmetric CSR (float32, sorted indices) with weight `counts[i]` on both (lo, hi) and (hi, lo),
+    from distinct packed keys `pairs` = lo * n_vocab + hi (lo < hi). The streaming build's merge of
+    partition counts ends here too."""
     xp = be.xp
-    pairs, counts = count_pairs(be, keys, method)
     lo = (pairs // n_vocab).astype(xp.int32)
     hi = (pairs % n_vocab).astype(xp.int32)
     rows = xp.concatenate([lo, hi])

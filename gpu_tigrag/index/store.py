@@ -19,8 +19,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,6 +26,7 @@ import numpy as np
 import scipy.sparse
 
 from .. import __version__
+from ..atomic import atomic_directory, remove_stale_temporaries, stale_siblings
 from ..checksums import sha256_file, sha256_json
 from ..config import ENTITY_LABELS, IndexConfig, config_from_dict, config_to_dict
 from ..errors import IndexFormatError, TigragError, WriterLockError
@@ -138,13 +137,6 @@ def index_fingerprint(index: Index) -> str:
     return f"content:{digest.hexdigest()}"
 
 
-def _stale_siblings(target: Path) -> list[Path]:
-    """Temporary folders of earlier saves of `target` (`.NAME.tmp-*`, `.NAME.old-*`)."""
-    prefix = f".{target.name}."
-    return sorted(p for p in target.parent.iterdir() if p.name.startswith(prefix)
-                  and p.name[len(prefix):].startswith(("tmp-", "old-")))
-
-
 def _check_not_replaced(index: Index, target: Path) -> None:
     found = origin(index)
     if found is None or found.path != str(target):
@@ -167,17 +159,14 @@ def save_index(index: Index, path: str | Path) -> Path:
         if target.exists() and not (target / MANIFEST).is_file():
             raise TigragError(f"{target}: exists and is not an index directory; refusing to overwrite it")
         _check_not_replaced(index, target)
-        for stale in _stale_siblings(target):  # we hold the lock: no save of this target is under way
-            shutil.rmtree(stale, ignore_errors=True)
+        remove_stale_temporaries(target)  # we hold the lock: no save of this target is under way
         _write_directory(index, target)
         _set_origin(index, Origin(str(target), manifest_sha256(target) or ""))
     return target
 
 
 def _write_directory(index: Index, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    try:
+    with atomic_directory(target) as tmp:
         files: dict[str, dict[str, Any]] = {}
         for name, array in _index_arrays(index).items():
             np.save(tmp / f"{name}.npy", array, allow_pickle=False)
@@ -206,16 +195,6 @@ def _write_directory(index: Index, target: Path) -> None:
             json.dump(manifest, handle, indent=2)
             handle.flush()
             os.fsync(handle.fileno())
-        if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            os.rename(target, old)
-            os.rename(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
@@ -227,7 +206,7 @@ def _read_manifest(path: Path) -> tuple[dict[str, Any], str]:
     """(validated manifest, sha256 of its bytes) of index directory `path`."""
     manifest_path = path / MANIFEST
     if not path.is_dir():
-        moved = [p for p in _stale_siblings(path.resolve()) if ".old-" in p.name] if path.parent.is_dir() else []
+        moved = [p for p in stale_siblings(path.resolve()) if ".old-" in p.name] if path.parent.is_dir() else []
         if moved:
             raise IndexFormatError(f"{path}: missing; a save was killed after moving the previous index to "
                                    f"{moved[-1]}: rename it back, or write the index again")

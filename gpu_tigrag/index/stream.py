@@ -7,14 +7,16 @@ Checkpoints are named by the content hash of their partition's passages (and cou
 the vocabulary's, which depends on every partition), so a corpus edited before a resume gets
 its changed partitions recomputed, never stale text; and each is checksummed when written and
 checked before a resume uses it (`checkpoints.py`), so a damaged one is recomputed too. The
-build holds the output's writer lock (`OUTPUT.lock`) from start to end.
+build holds the output's writer lock (`OUTPUT.lock`) from start to end. Passages repeating an
+earlier one's title and text (a corpus given twice) are counted across partitions by 8-byte
+digests and reported in a warning, or dropped with `drop_duplicates=True`.
 
   1. tokenise (worker processes): split, chunk and tokenise; a local sorted vocabulary
   2. vocabulary: the sorted union of the local ones (ids as in the in-memory build)
   3. count (worker processes): global ids, co-occurrence pair counts, BM25 statistics
   4. merge: pair counts summed bucket by bucket of the key range (bounded memory); statistics added
   5. embed, 6. entities: per partition
-  7. assemble: the same Index as `build_index` on the whole corpus, saved atomically
+  7. assemble: `assemble.assemble_index`, as `build_index` on the whole corpus, saved atomically
 
 Counts and statistics are additive, every stage is deterministic, and the result equals the
 in-memory build array for array (tested), so a resumed build is byte-identical to a clean one.
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import multiprocessing
 import os
 import shutil
@@ -43,6 +46,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import scipy.sparse
 
+from ..atomic import atomic_path, atomic_write_json
 from ..backend import get_backend
 from ..checksums import sha256_file
 from ..config import ChunkConfig, IndexConfig, TokenConfig, config_from_dict, config_to_dict
@@ -53,19 +57,22 @@ from ..progress import counter
 from ..text.pipeline import chunk_and_tokenise, split_passages
 from ..text.tokens import Vocabulary, token_csr
 from .bm25 import CorpusStatistics, bm25_matrix, corpus_statistics
+from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .checkpoints import BUILD, LEDGER, Ledger
 from .embed import Encoder, load_encoder
-from .entities import entities_from_lists, extract_entities
-from .graph import count_pairs, window_pair_keys
+from .graph import count_pairs, symmetric_graph, window_pair_keys
 from .index import Index
-from .stats import graph_statistics
 from .store import INDEX_WRITE
+
+log = logging.getLogger(__name__)
 
 #: worker processes are spawned, not forked: the parent may already run OpenMP or torch threads
 _SPAWN = multiprocessing.get_context("spawn")
 #: rough peak bytes per passage while one partition is tokenised and counted
 BYTES_PER_PASSAGE = 48 * 1024
 MERGE_BUCKETS_MIN = 4
+#: checkpoint stages of a partition (the last part of its file name)
+TOKENS, COUNTS, EMBED, ENTITIES = "tokens.npz", "counts.npz", "embed.npy", "entities.json"
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -88,19 +95,17 @@ def partition_passages(memory_budget_mb: int, workers: int) -> int:
 
 def _save_npz(path: Path, **arrays: Any) -> str:
     """Write arrays to `path` atomically; returns the file's sha256."""
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, **arrays)
-    digest = sha256_file(tmp)
-    os.replace(tmp, path)
+    with atomic_path(path, suffix=".npz") as tmp:
+        np.savez(tmp, **arrays)
+        digest = sha256_file(tmp)
     return digest
 
 
 def _save_npy(path: Path, array: np.ndarray) -> str:
     """Write one array to `path` atomically; returns the file's sha256."""
-    tmp = path.with_name(path.name + ".tmp.npy")
-    np.save(tmp, array, allow_pickle=False)
-    digest = sha256_file(tmp)
-    os.replace(tmp, path)
+    with atomic_path(path, suffix=".npy") as tmp:
+        np.save(tmp, array, allow_pickle=False)
+        digest = sha256_file(tmp)
     return digest
 
 
@@ -117,11 +122,32 @@ def _load_npz(path: Path) -> dict[str, np.ndarray]:
         return {k: data[k] for k in data.files}
 
 
-def _iter_partitions(paths: Sequence[Path], size: int) -> Iterator[list[Passage]]:
+class RepeatedPassages:
+    """Counts passages whose title and text repeat an earlier one's, across every partition, by an
+    8-byte digest each (a collision among a million passages has odds of about 3e-8)."""
+
+    def __init__(self) -> None:
+        self.seen: set[int] = set()
+        self.repeated = 0
+
+    def is_repeat(self, passage: Passage) -> bool:
+        digest = hashlib.blake2b(f"{passage.title}\0{passage.text}".encode(), digest_size=8).digest()
+        key = int.from_bytes(digest, "little")
+        if key in self.seen:
+            self.repeated += 1
+            return True
+        self.seen.add(key)
+        return False
+
+
+def _iter_partitions(paths: Sequence[Path], size: int, repeats: RepeatedPassages,
+                     drop_duplicates: bool) -> Iterator[list[Passage]]:
     batch: list[Passage] = []
     for path in paths:
         for passage in iter_passages(path):
             if passage.text:
+                if repeats.is_repeat(passage) and drop_duplicates:
+                    continue
                 batch.append(passage)
                 if len(batch) == size:
                     yield batch
@@ -173,6 +199,7 @@ class StreamBuild:
     size: int
     scheduler: str | None = None
     backend: str = "numpy"
+    drop_duplicates: bool = False
     keys: list[str] = field(default_factory=list)  # content hash of each partition, filled by the tokenise stage
 
     def __post_init__(self) -> None:
@@ -183,10 +210,19 @@ class StreamBuild:
         return self.output.with_name(self.output.name + ".work")
 
     def part(self, p: int, stage: str) -> Path:
-        """Checkpoint `stage` ("tokens.npz", "embed.npy", "entities.json", "counts.npz") of partition `p`,
-        named by the partition's content hash (counts also by the vocabulary's)."""
-        key = f"{self.keys[p]}-{self.vocab_key()}" if stage == "counts.npz" else self.keys[p]
+        """Checkpoint `stage` (TOKENS, EMBED, ENTITIES, COUNTS) of partition `p`, named by the
+        partition's content hash (counts also by the vocabulary's)."""
+        key = f"{self.keys[p]}-{self.vocab_key()}" if stage == COUNTS else self.keys[p]
         return self.work / f"part-{p:05d}-{key}.{stage}"
+
+    def has_earlier(self, p: int, stage: str) -> bool:
+        """Whether partition `p` has a `stage` checkpoint of other content (its passages changed)."""
+        return any(self.work.glob(f"part-{p:05d}-*.{stage}"))
+
+    def texts(self, p: int) -> list[str]:
+        """The chunk texts of partition `p` (from its tokens checkpoint)."""
+        with np.load(self.part(p, TOKENS), allow_pickle=False) as part:
+            return part["texts"].tolist()
 
     def vocab_key(self) -> str:
         return hashlib.sha256(" ".join(self.keys).encode()).hexdigest()[:20]
@@ -198,7 +234,7 @@ class StreamBuild:
         """What a resumed build must share with the interrupted one (the partition size is taken from it);
         the inputs' content is checked partition by partition (`part`)."""
         return {"checkpoints": 2, "config": config_to_dict(self.config),
-                "inputs": [str(p.resolve()) for p in self.paths]}
+                "inputs": [str(p.resolve()) for p in self.paths], "drop_duplicates": self.drop_duplicates}
 
 
 Submit = Callable[..., Any]
@@ -227,10 +263,9 @@ def partition_executor(build: StreamBuild) -> Iterator[tuple[Submit, int]]:
 def build_index_streaming(
     paths: Sequence[str | Path], output: str | Path, config: IndexConfig = IndexConfig(),
     memory_budget_mb: int = 2048, workers: int = 1, resume: bool = False, partition_size: int | None = None,
-    encoder: Encoder | None = None,
-    entity_extractor: Callable[[Sequence[str]], list[list[tuple[str, str]]]] | None = None,
-    show_progress: bool = False, log: Callable[[str], None] = lambda m: None, scheduler: str | None = None,
-    backend: str = "numpy",
+    encoder: Encoder | None = None, entity_extractor: EntityExtractor | None = None,
+    show_progress: bool = False, scheduler: str | None = None, backend: str = "numpy",
+    drop_duplicates: bool = False,
 ) -> Index:
     """Build the index of `paths` partition by partition into `output` (see the module doc).
 
@@ -238,73 +273,67 @@ def build_index_streaming(
     `scheduler`; meanwhile this process embeds the partitions already tokenised (the encoder's
     device work overlaps the text work). Pairs are counted in the workers too, or here on the
     device when `backend` is a GPU. `resume=True` continues a build that was interrupted.
+    `drop_duplicates=True` keeps only the first of passages with the same title and text.
     """
     build = StreamBuild(expand_paths(paths), Path(output).resolve(), config, max(workers, 1),
                         partition_size or partition_passages(memory_budget_mb, workers), scheduler,
-                        get_backend(backend).name)
+                        get_backend(backend).name, drop_duplicates)
     with writer_lock(build.output, INDEX_WRITE):
-        return _build(build, resume, partition_size is not None, encoder, entity_extractor, show_progress, log)
+        return _build(build, resume, partition_size is not None, encoder, entity_extractor, show_progress)
 
 
 def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encoder | None,
-           entity_extractor: Callable[[Sequence[str]], list[list[tuple[str, str]]]] | None, show_progress: bool,
-           log: Callable[[str], None]) -> Index:
+           entity_extractor: EntityExtractor | None, show_progress: bool) -> Index:
     """The stages of `build_index_streaming`, run while the output's writer lock is held."""
     from .store import save_index
 
     config = build.config
-    _open_work(build, resume, explicit_size, log)
-    timings: dict[str, float] = {"embed": 0.0}
+    _open_work(build, resume, explicit_size)
+    timings: dict[str, float] = {}
     encoder = encoder or load_encoder(config.encoder)
 
     def embed(p: int) -> None:
-        target = build.part(p, "embed.npy")
+        target = build.part(p, EMBED)
         if not target.is_file():
-            begin = time.perf_counter()
-            texts = np.load(build.part(p, "tokens.npz"), allow_pickle=False)["texts"].tolist()
-            build.ledger.record(target, _save_npy(target, encoder.encode(texts)))
-            timings["embed"] += time.perf_counter() - begin
+            with timed(timings, "embed"):
+                build.ledger.record(target, _save_npy(target, encoder.encode(build.texts(p))))
 
     with partition_executor(build) as (submit, slots):
-        start = time.perf_counter()
-        n_parts = _stage_tokenise(build, submit, slots, show_progress, on_tokenised=embed, log=log)
-        timings["split_tokenise"] = time.perf_counter() - start - timings["embed"]
-        log(f"{n_parts} partition(s) of up to {build.size:,} passages tokenised")
-        start = time.perf_counter()
-        vocab_path = build.vocab_file()
-        if not vocab_path.is_file():
-            tokens: set[str] = set()
-            for p in range(n_parts):
-                tokens.update(np.load(build.part(p, "tokens.npz"), allow_pickle=False)["vocab"].tolist())
-            build.ledger.record(vocab_path, _save_npy(vocab_path, np.array(sorted(tokens), dtype=str)))
-        _stage_count(build, n_parts, submit)
-    vocab = Vocabulary(np.load(vocab_path, allow_pickle=False).tolist())
-    graph, stats = _merge_counts(build, n_parts, len(vocab))
-    timings["graph"] = time.perf_counter() - start
+        with timed(timings, "split_tokenise"):
+            n_parts = _stage_tokenise(build, submit, slots, show_progress, on_tokenised=embed)
+        timings["split_tokenise"] -= timings.get("embed", 0.0)  # the embedding overlapped with it is its own stage
+        log.info("%d partition(s) of up to %s passages tokenised", n_parts, f"{build.size:,}")
+        with timed(timings, "graph"):
+            vocab_path = build.vocab_file()
+            if not vocab_path.is_file():
+                tokens: set[str] = set()
+                for p in range(n_parts):
+                    with np.load(build.part(p, TOKENS), allow_pickle=False) as part:
+                        tokens.update(part["vocab"].tolist())
+                build.ledger.record(vocab_path, _save_npy(vocab_path, np.array(sorted(tokens), dtype=str)))
+            _stage_count(build, n_parts, submit)
+    with timed(timings, "graph"):  # the merge runs after the worker processes are gone
+        vocab = Vocabulary(np.load(vocab_path, allow_pickle=False).tolist())
+        graph, stats = _merge_counts(build, n_parts, len(vocab))
 
     for p in range(n_parts):  # partitions tokenised before an interruption
         embed(p)
-    start = time.perf_counter()
-    for p in range(n_parts):
-        target = build.part(p, "entities.json")
-        if not target.is_file():
-            texts = np.load(build.part(p, "tokens.npz"), allow_pickle=False)["texts"].tolist()
-            found = entity_extractor(texts) if entity_extractor else extract_entities(texts, config.entities)
-            target.with_suffix(".tmp").write_text(json.dumps(found))
-            os.replace(target.with_suffix(".tmp"), target)
-            build.ledger.record(target)
-    timings["ner"] = time.perf_counter() - start
+    with timed(timings, "ner"):
+        for p in range(n_parts):
+            target = build.part(p, ENTITIES)
+            if not target.is_file():
+                atomic_write_json(target, chunk_entities(build.texts(p), config, entity_extractor))
+                build.ledger.record(target)
 
-    start = time.perf_counter()
-    index = _assemble(build, n_parts, vocab, graph, stats, encoder)
-    timings["assemble_bm25"] = time.perf_counter() - start
+    with timed(timings, "assemble_bm25"):
+        index = _assemble(build, n_parts, vocab, graph, stats, encoder)
     index.timings = timings
     save_index(index, build.output)
     shutil.rmtree(build.work, ignore_errors=True)
     return index
 
 
-def _open_work(build: StreamBuild, resume: bool, explicit_size: bool, log: Callable[[str], None]) -> None:
+def _open_work(build: StreamBuild, resume: bool, explicit_size: bool) -> None:
     """Create the work directory, or check that the one there belongs to this build, adopt its
     partition size (a resumed build may run with another worker count or budget) and delete the
     checkpoints that fail their checksum (they are recomputed)."""
@@ -312,7 +341,7 @@ def _open_work(build: StreamBuild, resume: bool, explicit_size: bool, log: Calla
     if not work.exists() or not any(f.name not in (BUILD, LEDGER) for f in work.iterdir()):  # nothing done yet
         work.mkdir(parents=True, exist_ok=True)
         (work / LEDGER).unlink(missing_ok=True)
-        (work / BUILD).write_text(json.dumps({**fingerprint, "partition_passages": build.size}, indent=1))
+        atomic_write_json(work / BUILD, {**fingerprint, "partition_passages": build.size}, indent=1)
         return
     if not resume:
         raise TigragError(f"{work}: an unfinished build is there; pass --resume to continue it or delete it")
@@ -328,32 +357,33 @@ def _open_work(build: StreamBuild, resume: bool, explicit_size: bool, log: Calla
     if explicit_size and size != build.size:
         raise TigragError(f"{work}: was started with partitions of {size} passages, not {build.size}")
     build.size = size
-    build.ledger.validate(log)
+    build.ledger.validate()
 
 
 def _stage_tokenise(build: StreamBuild, submit: Submit, slots: int, show_progress: bool,
-                    on_tokenised: Callable[[int], None], log: Callable[[str], None] = lambda m: None) -> int:
+                    on_tokenised: Callable[[int], None]) -> int:
     """Tokenise every partition in the workers; `on_tokenised(p)` runs here as each one lands.
     A partition whose passages changed since an interrupted run gets a new key, so it is redone."""
     chunk, tokens = config_to_dict(build.config.chunk), config_to_dict(build.config.tokens)
     bar = counter(0, "tokenise", show_progress, unit="passage")
     n_parts = 0
     in_flight: list[tuple[int, Any]] = []
+    repeats = RepeatedPassages()
 
     def finish_oldest() -> None:
         p, future = in_flight.pop(0)
-        build.ledger.record(build.part(p, "tokens.npz"), future.result())
+        build.ledger.record(build.part(p, TOKENS), future.result())
         on_tokenised(p)
 
     build.keys = []
-    for p, batch in enumerate(_iter_partitions(build.paths, build.size)):
+    for p, batch in enumerate(_iter_partitions(build.paths, build.size, repeats, build.drop_duplicates)):
         n_parts = p + 1
         build.keys.append(partition_key(batch))
-        target = build.part(p, "tokens.npz")
+        target = build.part(p, TOKENS)
         if target.is_file():
             continue
-        if any(build.work.glob(f"part-{p:05d}-*.tokens.npz")):
-            log(f"partition {p}: its passages changed since the interrupted build; recomputing it")
+        if build.has_earlier(p, TOKENS):
+            log.info("partition %d: its passages changed since the interrupted build; recomputing it", p)
         records = [(x.title, x.text, x.doc_id) for x in batch]
         in_flight.append((p, submit(_tokenise_partition, records, chunk, tokens, str(target))))
         bar.update(len(batch))
@@ -364,14 +394,26 @@ def _stage_tokenise(build: StreamBuild, submit: Submit, slots: int, show_progres
     bar.close()
     if n_parts == 0:
         raise CorpusError(f"{', '.join(map(str, build.paths))}: no non-empty passages found")
+    _report_repeats(repeats, build.drop_duplicates)
     return n_parts
+
+
+def _report_repeats(repeats: RepeatedPassages, dropped: bool) -> None:
+    if not repeats.repeated:
+        return
+    if dropped:
+        log.info("dropped %s duplicate passage(s)", f"{repeats.repeated:,}")
+        return
+    log.warning("%s of %s passages repeat an earlier passage's title and text (a corpus given twice?): each copy "
+                "is indexed and competes for the top k; --drop-duplicates keeps one", f"{repeats.repeated:,}",
+                f"{len(repeats.seen) + repeats.repeated:,}")
 
 
 def _stage_count(build: StreamBuild, n_parts: int, submit: Submit) -> None:
     """Count every partition: in the workers on the CPU, here on the device with a GPU backend."""
-    todo = [p for p in range(n_parts) if not build.part(p, "counts.npz").is_file()]
-    args = [(str(build.part(p, "tokens.npz")), str(build.vocab_file()), build.config.graph.window,
-             str(build.part(p, "counts.npz"))) for p in todo]
+    todo = [p for p in range(n_parts) if not build.part(p, COUNTS).is_file()]
+    args = [(str(build.part(p, TOKENS)), str(build.vocab_file()), build.config.graph.window,
+             str(build.part(p, COUNTS))) for p in todo]
     if build.backend != "numpy":
         for arguments in args:
             build.ledger.record(Path(arguments[3]), _count_partition(*arguments, backend=build.backend))
@@ -386,7 +428,7 @@ def _merge_counts(build: StreamBuild, n_parts: int, n_vocab: int) -> tuple[scipy
     stats = CorpusStatistics(0, 0, np.zeros(n_vocab, dtype=np.int64))
     total_keys = 0
     for p in range(n_parts):
-        with np.load(build.part(p, "counts.npz"), allow_pickle=False) as part:
+        with np.load(build.part(p, COUNTS), allow_pickle=False) as part:
             total_keys += part["keys"].size
             stats = stats + CorpusStatistics(int(part["n_docs"]), int(part["total_length"]), part["doc_freq"])
     buckets = max(MERGE_BUCKETS_MIN, total_keys // 50_000_000 + 1)
@@ -395,7 +437,7 @@ def _merge_counts(build: StreamBuild, n_parts: int, n_vocab: int) -> tuple[scipy
     for b in range(buckets):
         keys, counts = [], []
         for p in range(n_parts):
-            with np.load(build.part(p, "counts.npz"), allow_pickle=False) as part:
+            with np.load(build.part(p, COUNTS), allow_pickle=False) as part:
                 k = part["keys"]
                 lo, hi = np.searchsorted(k, [edges[b], edges[b + 1]])
                 keys.append(k[lo:hi])
@@ -403,12 +445,7 @@ def _merge_counts(build: StreamBuild, n_parts: int, n_vocab: int) -> tuple[scipy
         merged, inverse = np.unique(np.concatenate(keys), return_inverse=True)
         keys_out.append(merged)
         counts_out.append(np.bincount(inverse, weights=np.concatenate(counts), minlength=merged.size))
-    pairs, counts = np.concatenate(keys_out), np.concatenate(counts_out)
-    lo, hi = (pairs // n_vocab).astype(np.int32), (pairs % n_vocab).astype(np.int32)
-    data = np.concatenate([counts, counts]).astype(np.float32)
-    graph = scipy.sparse.coo_matrix((data, (np.concatenate([lo, hi]), np.concatenate([hi, lo]))),
-                                    shape=(n_vocab, n_vocab)).tocsr()
-    graph.sort_indices()
+    graph = symmetric_graph(get_backend("numpy"), np.concatenate(keys_out), np.concatenate(counts_out), n_vocab)
     return graph, stats
 
 
@@ -419,11 +456,10 @@ def _assemble(build: StreamBuild, n_parts: int, vocab: Vocabulary, graph: Any, s
     be = get_backend("numpy")
     sizes = []
     for p in range(n_parts):
-        with np.load(build.part(p, "tokens.npz"), allow_pickle=False) as part:
+        with np.load(build.part(p, TOKENS), allow_pickle=False) as part:
             sizes.append((len(part["texts"]), int(part["indptr"][-1])))
     n_chunks, n_tokens = sum(c for c, _ in sizes), sum(t for _, t in sizes)
-    dim = encoder.dim
-    embeddings = np.empty((n_chunks, dim), dtype=np.float32)
+    embeddings = np.empty((n_chunks, encoder.dim), dtype=np.float32)
     token_indptr = np.zeros(n_chunks + 1, dtype=np.int64)
     token_ids = np.empty(n_tokens, dtype=np.int32)
     chunk_passage = np.empty(n_chunks, dtype=np.int32)
@@ -432,10 +468,10 @@ def _assemble(build: StreamBuild, n_parts: int, vocab: Vocabulary, graph: Any, s
     titles, doc_ids, texts, names = [], [], [], []
     chunk = token = passage = 0
     for p in range(n_parts):
-        part = _load_npz(build.part(p, "tokens.npz"))
-        ids = np.load(build.part(p, "counts.npz"), allow_pickle=False)["ids"]
+        part = _load_npz(build.part(p, TOKENS))
+        ids = np.load(build.part(p, COUNTS), allow_pickle=False)["ids"]
         c, t = sizes[p]
-        embeddings[chunk : chunk + c] = np.load(build.part(p, "embed.npy"), allow_pickle=False)
+        embeddings[chunk : chunk + c] = np.load(build.part(p, EMBED), allow_pickle=False)
         token_indptr[chunk + 1 : chunk + c + 1] = part["indptr"][1:] + token
         token_ids[token : token + t] = ids
         chunk_passage[chunk : chunk + c] = part["owner"] + passage
@@ -447,16 +483,14 @@ def _assemble(build: StreamBuild, n_parts: int, vocab: Vocabulary, graph: Any, s
         titles += part["titles"].tolist()
         doc_ids += part["doc_ids"].tolist()
         texts += part["texts"].tolist()
-        names += [[tuple(e) for e in found] for found in json.loads(build.part(p, "entities.json").read_text())]
+        names += [[tuple(e) for e in found] for found in json.loads(build.part(p, ENTITIES).read_text())]
         chunk, token, passage = chunk + c, token + t, passage + len(part["titles"])
         del part, rows
     bm25 = scipy.sparse.csr_matrix((np.concatenate(bm25_data), np.concatenate(bm25_indices), bm25_indptr),
                                    shape=(n_chunks, len(vocab)))
-    entities = entities_from_lists(names, vocab, build.config.tokens)
-    del names
-    return Index(
+    return assemble_index(
         config=build.config, passage_titles=titles, passage_ids=doc_ids, chunk_texts=texts,
         chunk_passage=chunk_passage, vocab=vocab, token_indptr=token_indptr, token_ids=token_ids, graph=graph,
-        bm25=bm25, embeddings=embeddings, entities=entities, encoder_name=encoder.name,
-        encoder_fingerprint=encoder.fingerprint, stats=graph_statistics(graph, bm25),
+        bm25=bm25, embeddings=embeddings, entity_lists=names, encoder_name=encoder.name,
+        encoder_fingerprint=encoder.fingerprint, timings={},
     )

@@ -1,0 +1,66 @@
+"""The one assembly path of an index, shared by the in-memory build, `add` and the streaming build.
+
+All three compute the same pieces (chunks, vocabulary, token table, graph, BM25, embeddings,
+entity lists) in their own order and memory shape, then hand them to `assemble_index`, which
+builds the entity table and the graph statistics and returns the `Index`; so an index grown by
+`add` or streamed partition by partition equals a full in-memory build array for array (tested,
+and fingerprinted by bench/identity.py). Stage timings use one helper, `timed`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator, Sequence
+
+import numpy as np
+
+from ..config import IndexConfig
+from ..text.tokens import Vocabulary
+from .entities import entities_from_lists, extract_entities
+from .index import Index
+from .stats import graph_statistics
+
+log = logging.getLogger(__name__)
+
+#: maps chunk texts to (surface form, label) lists, one list per chunk
+EntityExtractor = Callable[[Sequence[str]], list[list[tuple[str, str]]]]
+#: what an entity list holds once read back from an index or a checkpoint: (text, label or label mask)
+EntityLists = list[list[tuple[str, str]]] | list[list[tuple[str, int]]]
+
+
+@contextmanager
+def timed(timings: dict[str, float], stage: str) -> Iterator[None]:
+    """Add the block's wall time to `timings[stage]` (a stage may run once per partition) and log it."""
+    start = time.perf_counter()
+    yield
+    elapsed = time.perf_counter() - start
+    repeated = stage in timings
+    timings[stage] = timings.get(stage, 0.0) + elapsed
+    log.log(logging.DEBUG if repeated else logging.INFO, "%s: %.2f s", stage, elapsed)
+
+
+def chunk_entities(texts: Sequence[str], config: IndexConfig, extractor: EntityExtractor | None = None,
+                   show_progress: bool = False) -> list[list[tuple[str, str]]]:
+    """(surface form, label) lists of `texts`: `extractor`, or the spaCy model of `config.entities`."""
+    if extractor is not None:
+        return extractor(texts)
+    return extract_entities(texts, config.entities, show_progress)
+
+
+def assemble_index(
+    *, config: IndexConfig, passage_titles: list[str], passage_ids: list[str], chunk_texts: list[str],
+    chunk_passage: np.ndarray, vocab: Vocabulary, token_indptr: np.ndarray, token_ids: np.ndarray,
+    graph, bm25, embeddings: np.ndarray, entity_lists: EntityLists, encoder_name: str, encoder_fingerprint: str,
+    timings: dict[str, float],
+) -> Index:
+    """The Index of host arrays: the entity table (in chunk order) and the graph statistics are computed
+    here, the same way for every build path."""
+    entities = entities_from_lists(entity_lists, vocab, config.tokens)
+    return Index(
+        config=config, passage_titles=passage_titles, passage_ids=passage_ids, chunk_texts=chunk_texts,
+        chunk_passage=chunk_passage, vocab=vocab, token_indptr=token_indptr, token_ids=token_ids, graph=graph,
+        bm25=bm25, embeddings=embeddings, entities=entities, encoder_name=encoder_name,
+        encoder_fingerprint=encoder_fingerprint, stats=graph_statistics(graph, bm25), timings=timings,
+    )
