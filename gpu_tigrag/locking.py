@@ -11,6 +11,7 @@ Within one process the lock is re-entrant for the thread that holds it.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -38,6 +39,16 @@ def _holder(fd: int) -> str:
     return f"PID {text}" if text.isdigit() else "a process that is starting"
 
 
+def _note_holder(fd: int) -> None:
+    """Write this PID into the lock file, for the message a competing writer gets. On a full disk
+    the note is skipped: the flock alone is the lock, and the write it guards reports the disk."""
+    try:
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+
+
 def _acquire(path: Path, target: Path, what: str) -> int:
     while True:
         try:
@@ -57,7 +68,7 @@ def _acquire(path: Path, target: Path, what: str) -> int:
             mine = os.fstat(fd)
             if (current.st_ino, current.st_dev) == (mine.st_ino, mine.st_dev):
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+                _note_holder(fd)
                 return fd
         except FileNotFoundError:
             pass

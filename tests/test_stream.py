@@ -145,3 +145,21 @@ def test_a_build_that_did_nothing_needs_no_resume(tmp_path):
     index = build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "idx", CONFIG, workers=1, encoder=encoder,
                                   entity_extractor=string_entities)
     assert index.n_chunks > 0 and not (tmp_path / "idx.work").exists()
+
+
+def test_a_corpus_streamed_twice_is_counted_and_can_be_dropped(tmp_path):
+    encoder = load_encoder(CONFIG.encoder)
+    copy = tmp_path / "again.json"
+    copy.write_bytes((EXAMPLES / "corpus.json").read_bytes())
+    once = load_corpus(EXAMPLES / "corpus.json")
+    with logged_messages() as messages:
+        twice = build_index_streaming([EXAMPLES / "corpus.json", copy], tmp_path / "twice", CONFIG, partition_size=7,
+                                      workers=1, encoder=encoder, entity_extractor=string_entities)
+    assert len(twice.passage_titles) == 2 * len(once)
+    assert any(m.startswith(f"{len(once)} of {2 * len(once)} passages repeat") for m in messages), messages
+    with logged_messages() as messages:
+        dropped = build_index_streaming([EXAMPLES / "corpus.json", copy], tmp_path / "dropped", CONFIG,
+                                        partition_size=7, workers=1, encoder=encoder, entity_extractor=string_entities,
+                                        drop_duplicates=True)
+    assert f"dropped {len(once)} duplicate passage(s)" in messages
+    assert_same_index(dropped, build_index(once, CONFIG, encoder=encoder, entity_extractor=string_entities))
