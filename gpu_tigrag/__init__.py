@@ -1,5 +1,93 @@
 """gpu_tigrag: TIGRAG graph-RAG retrieval (token co-occurrence graph, batched PPR,
 PPR-weighted BM25, cumulative-mass pooling, embedding rerank, entity-driven multi-hop)
-on NumPy/SciPy/Numba or CuPy with one code path."""
+on NumPy/SciPy/Numba or CuPy with one code path.
+
+The main entry points are importable from the package itself::
+
+    from gpu_tigrag import IndexConfig, Retriever, build_index, load_corpus, preset
+
+    index = build_index(load_corpus("corpus.json"), IndexConfig())
+    results = Retriever(index, preset("best")).retrieve(["Who directed The Glass Orchard?"], k=5)
+
+They are loaded on first use (module `__getattr__`), so `import gpu_tigrag` alone stays cheap
+and imports neither NumPy nor torch nor numba; `__all__` lists them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: public name -> the module (relative to this package) that defines it
+_EXPORTS: dict[str, str] = {
+    # configuration and presets
+    "IndexConfig": ".config",
+    "RetrievalConfig": ".config",
+    "preset": ".presets",
+    "PRESETS": ".presets",
+    # corpus and queries
+    "Passage": ".corpus",
+    "load_corpus": ".corpus",
+    "Query": ".evaluate.queries",
+    "load_queries": ".evaluate.queries",
+    "load_dataset": ".evaluate.datasets",
+    # indexes
+    "Index": ".index.index",
+    "build_index": ".index.build",
+    "build_index_streaming": ".index.stream",
+    "add_passages": ".index.add",
+    "load_index": ".index.store",
+    "save_index": ".index.store",
+    # retrieval
+    "Retriever": ".retrieve.retriever",
+    "QueryResult": ".retrieve.results",
+    "get_backend": ".backend",
+    # query runs over files
+    "run_queries": ".batch_run",
+    "run_distributed": ".dask_run",
+    # errors
+    "TigragError": ".errors",
+}
+
+#: the public names: those of _EXPORTS (a test checks that the two agree) and the version
+__all__ = [
+    "Index", "IndexConfig", "PRESETS", "Passage", "Query", "QueryResult", "RetrievalConfig", "Retriever",
+    "TigragError", "__version__", "add_passages", "build_index", "build_index_streaming", "get_backend",
+    "load_corpus", "load_dataset", "load_index", "load_queries", "preset", "run_distributed", "run_queries",
+    "save_index",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module defining `name` on first access and cache the value here."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # for type checkers and editors; never executed
+    from .backend import get_backend
+    from .batch_run import run_queries
+    from .config import IndexConfig, RetrievalConfig
+    from .corpus import Passage, load_corpus
+    from .dask_run import run_distributed
+    from .errors import TigragError
+    from .evaluate.datasets import load_dataset
+    from .evaluate.queries import Query, load_queries
+    from .index.add import add_passages
+    from .index.build import build_index
+    from .index.index import Index
+    from .index.store import load_index, save_index
+    from .index.stream import build_index_streaming
+    from .presets import PRESETS, preset
+    from .retrieve.results import QueryResult
+    from .retrieve.retriever import Retriever
