@@ -16,8 +16,7 @@ import sys
 
 from common import dataset_runs, write_results
 from gpu_tigrag.config import RetrievalConfig
-from gpu_tigrag.evaluate.run import evaluate_tigrag
-from gpu_tigrag.retrieve.retriever import Retriever
+from gpu_tigrag.evaluate.experiment import Experiment, query_dataset
 
 
 def main() -> None:
@@ -26,11 +25,12 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for name, index, queries, encoder in dataset_runs(args.datasets):
-        runs = {}
+        experiment = Experiment(index, query_dataset(name, queries), backend="numpy", encoder=encoder)
+        runs, results = {}, {}
         for mode in ("index", "query"):
-            retriever = Retriever(index, RetrievalConfig(entities_at=mode), encoder=encoder, backend="numpy")
-            runs[mode] = evaluate_tigrag(retriever, queries)
-        a, b = runs["index"]["results"], runs["query"]["results"]
+            run = experiment.run_config(f"entities at {mode}", RetrievalConfig(entities_at=mode))
+            runs[mode], results[mode] = experiment.report(run), run.results
+        a, b = results["index"], results["query"]
         same_ranking = sum(x.chunk_ids == y.chunk_ids for x, y in zip(a, b))
         same_entities = sum([h.new_entities for h in x.hops] == [h.new_entities for h in y.hops] for x, y in zip(a, b))
         row = {"dataset": name, "queries": len(queries),

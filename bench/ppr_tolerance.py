@@ -16,8 +16,7 @@ import sys
 
 from common import dataset_runs, write_results
 from gpu_tigrag.config import PPRConfig, RetrievalConfig
-from gpu_tigrag.evaluate.run import evaluate_tigrag
-from gpu_tigrag.retrieve.retriever import Retriever
+from gpu_tigrag.evaluate.experiment import Experiment, query_dataset
 
 TOLERANCES = (1e-6, 1e-5, 1e-4, 1e-3)
 
@@ -28,12 +27,13 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for name, index, queries, encoder in dataset_runs(args.datasets):
-        evaluate_tigrag(Retriever(index, RetrievalConfig(), encoder=encoder, backend="numpy"), queries)  # warm
+        experiment = Experiment(index, query_dataset(name, queries), backend="numpy", encoder=encoder)
+        experiment.run_config("warm", RetrievalConfig())
         reference = None
         for tol in TOLERANCES:
-            report = evaluate_tigrag(Retriever(index, RetrievalConfig(ppr=PPRConfig(tol=tol)), encoder=encoder,
-                                               backend="numpy"), queries)
-            ranked = [r.chunk_ids[:5] for r in report["results"]]
+            run = experiment.run_config(f"tol={tol:g}", RetrievalConfig(ppr=PPRConfig(tol=tol)))
+            report = experiment.report(run)
+            ranked = [r.chunk_ids[:5] for r in run.results]
             reference = reference or ranked
             row = {"dataset": name, "tol": tol, **report["metrics"], "ppr_seconds": report["stage_seconds"]["ppr"],
                    "identical_top5": sum(a == b for a, b in zip(ranked, reference)) / len(ranked)}

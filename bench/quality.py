@@ -15,12 +15,8 @@ from typing import Any
 from common import dataset_index, dataset_queries, write_results
 
 from gpu_tigrag.config import config_to_dict
-from gpu_tigrag.evaluate.metrics import recall_at_k
-from gpu_tigrag.evaluate.run import DEDUP_DEPTH, evaluate_tigrag, recall_metrics, titles_of
-from gpu_tigrag.index.embed import CachingEncoder, load_encoder
+from gpu_tigrag.evaluate.experiment import Experiment, query_dataset
 from gpu_tigrag.presets import PRESETS, preset, preset_with
-from gpu_tigrag.retrieve.baselines import bm25_search, naive_rag
-from gpu_tigrag.retrieve.retriever import Retriever
 
 #: TIGRAG minus NaiveRAG on 2Wiki in the paper's Table 2 (percentage points).
 PAPER_MARGIN = {"recall@2": 72.98 - 64.35, "recall@5": 87.20 - 70.40}
@@ -54,37 +50,24 @@ def system_config(name: str):
     return preset_with(*SYSTEMS[name])
 
 
-def by_type(ranked: list[list[str]], queries) -> dict[str, dict[str, float]]:
-    types = sorted({q.qtype for q in queries if q.qtype})
-    out = {}
-    for t in types:
-        pairs = [(r, q.gold) for r, q in zip(ranked, queries) if q.qtype == t]
-        out[t] = {"queries": len(pairs), **{f"recall@{k}": recall_at_k([r for r, _ in pairs], [g for _, g in pairs], k)
-                                            for k in (2, 5)}}
-    return out
-
-
 def run_dataset(name: str, rebuild: bool) -> dict:
+    """Every system of SYSTEMS and both baselines through the evaluation runner (same depth, same
+    metrics as `tigrag eval`), on one shared encoder cache."""
     index = dataset_index(name, rebuild)
     queries = dataset_queries(name)
-    texts = [q.text for q in queries]
-    encoder = CachingEncoder(load_encoder(index.config.encoder))
+    experiment = Experiment(index, query_dataset(name, queries), backend="numpy", base=preset("paper"))
     systems: dict[str, dict] = {}
     diagnostics = {}
     for system in SYSTEMS:
-        report = evaluate_tigrag(Retriever(index, system_config(system), encoder=encoder, backend="numpy"), queries)
-        titles = [r.titles for r in report["results"]]
-        systems[system] = {**report["metrics"], "by_type": by_type(titles, queries),
-                           "encoder_texts_per_query": report["encoder_texts_per_query"],
+        run = experiment.run_config(system, system_config(system))
+        report = experiment.report(run)
+        systems[system] = {**report["metrics"], "encoder_texts_per_query": report["encoder_texts_per_query"],
                            "mean_pool_size_hop1": report["mean_pool_size_hop1"],
                            "dense_fallbacks": report["dense_fallbacks"]}
         if system in ("paper", "best"):
-            diagnostics[system] = diagnose(index, queries, report["results"])
-    retriever = Retriever(index, preset("paper"), encoder=encoder, backend="numpy")
-    depth = DEDUP_DEPTH * 5
-    for baseline, search in (("NaiveRAG", naive_rag), ("BM25", bm25_search)):
-        titles = titles_of(retriever, search(retriever, texts, depth))
-        systems[baseline] = {**recall_metrics(titles, queries), "by_type": by_type(titles, queries)}
+            diagnostics[system] = diagnose(index, queries, run.results)
+    for baseline in ("NaiveRAG", "BM25"):
+        systems[baseline] = experiment.report(experiment.run_system(baseline))["metrics"]
     margin = {k: 100 * (systems["paper"][k] - systems["NaiveRAG"][k]) for k in PAPER_MARGIN}
     best = systems["best"]
     target = TARGETS.get(name)

@@ -13,8 +13,7 @@ import sys
 from common import dataset_runs, write_results
 
 from gpu_tigrag.config import PPRConfig, RetrievalConfig
-from gpu_tigrag.evaluate.run import evaluate_tigrag
-from gpu_tigrag.retrieve.retriever import Retriever
+from gpu_tigrag.evaluate.experiment import Experiment, query_dataset
 
 DAMPINGS = (0.3, 0.5, 0.7, 0.85)
 GAMMAS = (20, 50, 100, 200, 500)
@@ -26,9 +25,10 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for name, index, queries, encoder in dataset_runs(args.datasets):
+        experiment = Experiment(index, query_dataset(name, queries), backend="numpy", encoder=encoder)
         for damping, gamma in itertools.product(DAMPINGS, GAMMAS):
             config = RetrievalConfig(ppr=PPRConfig(damping=damping, top_gamma=gamma))
-            report = evaluate_tigrag(Retriever(index, config, encoder=encoder, backend="numpy"), queries)
+            report = experiment.report(experiment.run_config(f"damping={damping} gamma={gamma}", config))
             row = {"dataset": name, "damping": damping, "top_gamma": gamma, **report["metrics"],
                    "mean_pool_size_hop1": report["mean_pool_size_hop1"], "chunks": index.n_chunks}
             rows.append(row)

@@ -110,3 +110,25 @@ def test_cli_eval_run_and_report(example_index, tmp_path, capsys):
     assert main(["report", str(out)]) == 0
     assert "| NaiveRAG |" in capsys.readouterr().out
     assert main(["report", str(tmp_path / "missing")]) == 2
+
+
+def test_quick_eval_is_the_full_runs_tigrag_row(example_index, tmp_path, capsys):
+    """One evaluation path: `tigrag eval` alone reports the metrics of the full run's TIGRAG row
+    (same k list, same depth), and both carry the throughput report."""
+    _, path = example_index
+    questions = str(EXAMPLES / "questions.json")
+    assert main(["eval", str(path), questions, "--json", "-q", "--preset", "paper"]) == 0
+    quick = json.loads(capsys.readouterr().out)
+    assert main(["eval", str(path), questions, "--json", "-q", "--preset", "paper", "--systems", "TIGRAG", "NaiveRAG",
+                 "--out", str(tmp_path / "run")]) == 0
+    full = json.loads(capsys.readouterr().out)["results"]["systems"]
+    assert quick["metrics"] == full["TIGRAG"]["metrics"]
+    assert {"recall@10", "recall_dedup@10", "mrr@10", "ndcg@10"} <= set(quick["metrics"])
+    throughput = {"queries_per_second_without_encoder", "stage_seconds", "encoder_texts_per_query",
+                  "mean_pool_size_hop1", "mean_hops", "dense_fallbacks"}
+    assert throughput <= set(quick) and throughput <= set(full["TIGRAG"])
+    assert not throughput & set(full["NaiveRAG"])
+    assert quick["queries"] == 15 and quick["encoder_texts_per_query"] >= 1 and quick["mean_hops"] >= 1
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "queries/s without encoder" in report and "| NaiveRAG |" in report
+    assert not list((tmp_path / "run").glob(".*.tmp-*"))  # atomic writes leave no temporaries

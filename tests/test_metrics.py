@@ -1,8 +1,7 @@
 import pytest
 
-from gpu_tigrag.evaluate.metrics import dedup_titles, per_query_recall, recall_at_k
+from gpu_tigrag.evaluate.metrics import RECALL_KS, dedup_titles, per_query_recall, recall_at_k, score_rankings
 from gpu_tigrag.evaluate.queries import Query
-from gpu_tigrag.evaluate.run import recall_metrics
 
 
 def test_recall_at_k_hand_computed():
@@ -16,11 +15,25 @@ def test_recall_at_k_hand_computed():
 def test_dedup_variant_frees_slots_taken_by_repeated_passages():
     ranked = [["A", "A", "B", "C", "D", "E"]]
     queries = [Query("q", "question", ("A", "B"))]
-    metrics = recall_metrics(ranked, queries, ks=(2, 5))
+    metrics = score_rankings(ranked, queries)
     assert metrics["recall@2"] == 0.5 and metrics["recall_dedup@2"] == 1.0
     assert dedup_titles(["A", "A", "B", "A"]) == ["A", "B"]
-    # rankings no deeper than k: no dedup variant reported
-    assert "recall_dedup@2" not in recall_metrics([["A", "B"]], queries, ks=(2,))
+
+
+def test_score_rankings_reports_every_metric_with_one_k_list():
+    ranked = [["x", "a", "x", "b"], ["c", "y"]]
+    queries = [Query("1", "q1", ("a", "b"), qtype="bridge"), Query("2", "q2", ("c",), qtype="comparison")]
+    metrics = score_rankings(ranked, queries)
+    assert RECALL_KS == (2, 5, 10)
+    assert set(metrics) == {*(f"recall{d}@{k}" for k in RECALL_KS for d in ("", "_dedup")), "mrr@10", "ndcg@10",
+                            "by_type"}
+    assert metrics["recall@2"] == pytest.approx((0.5 + 1.0) / 2) and metrics["recall_dedup@2"] == 0.75
+    assert metrics["recall_dedup@5"] == 1.0 and metrics["mrr@10"] == pytest.approx((1 / 2 + 1) / 2)
+    assert metrics["by_type"] == {"bridge": {"recall@2": 0.5, "recall@5": 1.0, "queries": 1},
+                                  "comparison": {"recall@2": 1.0, "recall@5": 1.0, "queries": 1}}
+    assert "by_type" not in score_rankings([["a"]], [Query("3", "q3", ("a",))])
+    with pytest.raises(ValueError, match="one ranking per query"):
+        score_rankings([], queries)
 
 
 def test_mrr_and_ndcg_hand_computed():

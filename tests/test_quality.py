@@ -10,13 +10,10 @@ import pytest
 
 from conftest import SHARED_DATA, require_data
 from gpu_tigrag.corpus import load_corpus
+from gpu_tigrag.evaluate.experiment import Experiment, query_dataset
 from gpu_tigrag.evaluate.queries import load_queries
-from gpu_tigrag.evaluate.run import evaluate_tigrag, recall_metrics, titles_of
 from gpu_tigrag.index.build import build_index
-from gpu_tigrag.index.embed import CachingEncoder, load_encoder
 from gpu_tigrag.presets import preset
-from gpu_tigrag.retrieve.baselines import naive_rag
-from gpu_tigrag.retrieve.retriever import Retriever
 
 DATASETS = {
     "musique": ("musique_train100", "musique_train_corpus.json", "musique_train.json", 2092),
@@ -34,22 +31,27 @@ def dataset(request):
     folder = require_data(SHARED_DATA / folder_name)
     index = build_index(load_corpus(folder / corpus))
     assert index.n_chunks == chunks
-    return request.param, index, load_queries(folder / queries), CachingEncoder(load_encoder(index.config.encoder))
+    return request.param, Experiment(index, query_dataset(request.param, load_queries(folder / queries)), "numpy")
+
+
+def metrics_of(experiment, name):
+    """The metrics of a preset or baseline, through the evaluation runner that `tigrag eval` uses."""
+    run = experiment.run_system(name) if name == "NaiveRAG" else experiment.run_config(name, preset(name))
+    return experiment.report(run)["metrics"]
 
 
 @pytest.mark.slow
 def test_paper_preset_figures_are_pinned(dataset):
-    name, index, queries, encoder = dataset
-    metrics = evaluate_tigrag(Retriever(index, preset("paper"), encoder=encoder, backend="numpy"), queries)["metrics"]
+    name, experiment = dataset
+    metrics = metrics_of(experiment, "paper")
     assert (metrics["recall@2"], metrics["recall@5"]) == pytest.approx(PAPER_PINNED[name], abs=1e-9)
 
 
 @pytest.mark.slow
 def test_best_preset_floors_and_margin(dataset):
-    name, index, queries, encoder = dataset
-    retriever = Retriever(index, preset("best"), encoder=encoder, backend="numpy")
-    best = evaluate_tigrag(retriever, queries)["metrics"]
+    name, experiment = dataset
+    best = metrics_of(experiment, "best")
     paper = PAPER_PINNED[name]
-    naive = recall_metrics(titles_of(retriever, naive_rag(retriever, [q.text for q in queries], 5)), queries)
+    naive = metrics_of(experiment, "NaiveRAG")
     assert best["recall@2"] >= BEST_FLOORS[name][0] and best["recall@5"] >= BEST_FLOORS[name][1]
     assert best["recall@2"] > paper[0] and best["recall@5"] > paper[1] > naive["recall@5"]

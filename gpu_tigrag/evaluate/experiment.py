@@ -1,9 +1,18 @@
-"""One evaluation run: baselines, TIGRAG, the ablations of Table 10 and sensitivity sweeps over
-the same chunks and encoder, scored with every retrieval metric; QA when an endpoint is given."""
+"""The one evaluation path: baselines, TIGRAG, the ablations of Table 10 and sensitivity sweeps
+over the same chunks and encoder, each ranking retrieved to the same depth and scored by
+`metrics.score_rankings`; QA when an endpoint is given.
+
+The quick `tigrag eval` is this runner with the single system "TIGRAG" (the --preset
+configuration), and the benchmark scripts run their configurations through `Experiment` too, so
+a figure means the same thing wherever it is printed. TIGRAG systems also carry the throughput
+report (queries per second with and without the encoder's share, stage seconds, encoder texts
+per query, mean hop-1 pool, mean hops, dense fallbacks).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -12,14 +21,18 @@ import numpy as np
 
 from ..config import SYMBOLS, IndexConfig, RetrievalConfig, config_to_dict, replace_path, setting_path
 from ..errors import TigragError
-from ..index.embed import CachingEncoder, load_encoder
+from ..index.embed import CachingEncoder, Encoder, load_encoder
 from ..index.index import Index
 from ..presets import preset_with
 from ..retrieve.baselines import bm25_search, naive_rag
-from ..retrieve.retriever import Retriever
+from ..retrieve.results import QueryResult
+from ..retrieve.retriever import Retriever, StageTimer
 from ..text.tokens import treebank_words
 from .datasets import Dataset, check_gold
-from .metrics import dedup_titles, mrr_at_k, ndcg_at_k, recall_at_k
+from .metrics import RECALL_KS, score_rankings
+from .queries import Query
+
+log = logging.getLogger(__name__)
 
 #: retrieval systems: baselines, TIGRAG, and the ablations of the paper's Table 10
 TIGRAG_SYSTEMS: dict[str, dict[str, Any]] = {
@@ -60,19 +73,22 @@ def _sweepable(symbol: str) -> bool:
 
 #: sweep names: the paper's symbols of config.SYMBOLS (shared with --set) that a sweep can vary
 SWEEP_KEYS = {symbol: path for symbol, path in SYMBOLS.items() if _sweepable(symbol)}
-RECALL_KS = (2, 5, 10)
-DEPTH = 40  # chunks retrieved per query: room for de-duplication down to 10 passages
+#: chunks retrieved per query by every system: room for de-duplication down to max(RECALL_KS) passages.
+#: Top-k selection is stable (ties by chunk id), so a deeper ranking keeps the same top k.
+DEPTH = 4 * max(RECALL_KS)
 
 
 @dataclass
 class SystemRun:
-    """Chunk rankings of one system over the dataset, with timing and (for TIGRAG) hop traces."""
+    """Chunk rankings of one system over the dataset, with the seconds of the retrieval call and,
+    for TIGRAG, the hop traces and the throughput report."""
 
     name: str
     config: dict[str, Any]
     chunk_ids: list[list[int]]
     seconds: float
-    results: list[Any] = field(default_factory=list)
+    results: list[QueryResult] = field(default_factory=list)
+    throughput: dict[str, Any] = field(default_factory=dict)
 
 
 def parse_sweeps(specs: Sequence[str] | None, base: RetrievalConfig = RetrievalConfig()) -> dict[str, list[str]]:
@@ -103,30 +119,42 @@ def sweep_config(base: RetrievalConfig, key: str, value: str) -> RetrievalConfig
 
 
 def passage_keys(index: Index, chunk_ids: Sequence[int], match: str) -> list[str]:
+    """The passage key (title, or passage id when `match` is "doc_id") of each ranked chunk."""
     keys = index.passage_titles if match == "title" else index.passage_ids
     return [keys[int(index.chunk_passage[c])] for c in chunk_ids if c >= 0]
 
 
 def score_run(index: Index, dataset: Dataset, run: SystemRun) -> dict[str, Any]:
-    """Recall@k (chunk-level and de-duplicated), MRR@10, nDCG@10, per-type recall."""
-    ranked = [passage_keys(index, ids, dataset.match) for ids in run.chunk_ids]
-    unique = [dedup_titles(r) for r in ranked]
-    gold = [q.gold for q in dataset.queries]
-    metrics: dict[str, Any] = {}
-    for k in RECALL_KS:
-        metrics[f"recall@{k}"] = recall_at_k(ranked, gold, k)
-        metrics[f"recall_dedup@{k}"] = recall_at_k(unique, gold, k)
-    metrics["mrr@10"] = mrr_at_k(unique, gold, 10)
-    metrics["ndcg@10"] = ndcg_at_k(unique, [q.grades() for q in dataset.queries], 10)
-    types = sorted({q.qtype for q in dataset.queries if q.qtype})
-    if types:
-        metrics["by_type"] = {
-            t: {f"recall@{k}": recall_at_k([r for r, q in zip(ranked, dataset.queries) if q.qtype == t],
-                                          [q.gold for q in dataset.queries if q.qtype == t], k) for k in (2, 5)}
-            | {"queries": sum(q.qtype == t for q in dataset.queries)}
-            for t in types
-        }
-    return metrics
+    """Every retrieval metric of `run` (metrics.score_rankings on its passage-key rankings)."""
+    return score_rankings([passage_keys(index, ids, dataset.match) for ids in run.chunk_ids], dataset.queries)
+
+
+def throughput(results: Sequence[QueryResult], seconds: float, timer: StageTimer) -> dict[str, Any]:
+    """Throughput of one TIGRAG retrieval call: queries/s without the encoder's seconds, seconds per
+    stage, texts sent to the encoder per query, mean hop-1 pool, mean hops and dense fallbacks."""
+    n = len(results)
+    stages = dict(timer.seconds)
+    hop_pools = [[h.pool_size for h in r.hops] for r in results]
+    return {
+        "queries_per_second_without_encoder": n / max(seconds - stages.get("encode", 0.0), 1e-9),
+        "stage_seconds": stages,
+        "encoder_texts_per_query": timer.encoded_texts / max(n, 1),
+        "mean_pool_size_hop1": float(np.mean([p[0] for p in hop_pools])) if hop_pools else 0.0,
+        "mean_hops": float(np.mean([len(p) for p in hop_pools])) if hop_pools else 0.0,
+        "dense_fallbacks": int(sum(r.dense_fallback for r in results)),
+    }
+
+
+def run_retriever(name: str, retriever: Retriever, texts: Sequence[str], show_progress: bool = False) -> SystemRun:
+    """TIGRAG with `retriever` over `texts` at DEPTH; the stage timer is reset first, so the
+    throughput report covers this call alone."""
+    retriever.timer.seconds.clear()
+    retriever.timer.encoded_texts = 0
+    start = time.perf_counter()
+    results = retriever.retrieve(list(texts), k=DEPTH, show_progress=show_progress)
+    seconds = time.perf_counter() - start
+    return SystemRun(name, config_to_dict(retriever.config), [r.chunk_ids for r in results], seconds, results,
+                     throughput(results, seconds, retriever.timer))
 
 
 def context_tokens(index: Index, run: SystemRun, beta: int) -> float:
@@ -149,16 +177,19 @@ def hop_gains(index: Index, dataset: Dataset, one_hop: SystemRun, two_hop: Syste
 
 
 class Experiment:
-    """Runs systems over one index and dataset, sharing the encoder (cached) and the backend."""
+    """Runs systems over one index and dataset, sharing the encoder (cached) and the backend.
+    Gold passages missing from the index are a warning, none present an error (check_gold).
+    `encoder` lets several experiments over one index share a cache (the benchmark scripts)."""
 
     def __init__(self, index: Index, dataset: Dataset, backend: str = "auto", base: RetrievalConfig = RetrievalConfig(),
-                 show_progress: bool = False):
+                 show_progress: bool = False, encoder: CachingEncoder | Encoder | None = None):
         if dataset.match == "doc_id" and not any(index.passage_ids):
             raise TigragError("this dataset matches gold by passage id, but the index has no passage ids")
         check_gold(index.passage_titles if dataset.match == "title" else index.passage_ids, dataset.queries,
                    dataset.match)
         self.index, self.dataset, self.backend, self.base = index, dataset, backend, base
-        self.encoder = CachingEncoder(load_encoder(index.config.encoder))
+        self.encoder = encoder if isinstance(encoder, CachingEncoder) else CachingEncoder(
+            encoder or load_encoder(index.config.encoder))
         self.show_progress = show_progress
         self.texts = [q.text for q in dataset.queries]
 
@@ -166,10 +197,11 @@ class Experiment:
         return Retriever(index or self.index, config, encoder=self.encoder, backend=self.backend)
 
     def run_system(self, name: str) -> SystemRun:
-        start = time.perf_counter()
+        """A named system of ALL_SYSTEMS: a baseline, a Table-10 variant of `base`, or a preset system."""
         if name in BASELINES:
             r = self.retriever(self.base)
             search: Callable = naive_rag if name == "NaiveRAG" else bm25_search
+            start = time.perf_counter()
             ids = search(r, self.texts, DEPTH)
             return SystemRun(name, {}, [list(map(int, row)) for row in ids], time.perf_counter() - start)
         if name in PRESET_SYSTEMS:
@@ -180,10 +212,17 @@ class Experiment:
         return self.run_config(name, config)
 
     def run_config(self, name: str, config: RetrievalConfig, index: Index | None = None) -> SystemRun:
-        start = time.perf_counter()
-        results = self.retriever(config, index).retrieve(self.texts, k=DEPTH, show_progress=self.show_progress)
-        return SystemRun(name, config_to_dict(config), [r.chunk_ids for r in results], time.perf_counter() - start,
-                         results)
+        """TIGRAG with `config` (on `index`, default the experiment's), with its throughput report."""
+        return run_retriever(name, self.retriever(config, index), self.texts, self.show_progress)
+
+    def report(self, run: SystemRun) -> dict[str, Any]:
+        """A system's entry of the results: configuration, retrieval seconds and queries/s, the
+        throughput report (TIGRAG systems), context size of the top β and every metric."""
+        n = len(self.dataset.queries)
+        return {"config": run.config, "seconds": run.seconds,
+                "queries_per_second": n / run.seconds if run.seconds else None, **run.throughput,
+                "context_tokens": context_tokens(self.index, run, self.base.beta),
+                "metrics": score_run(self.index, self.dataset, run)}
 
     def sweep(self, key: str, values: Sequence[str]) -> list[dict[str, Any]]:
         rows = []
@@ -209,33 +248,35 @@ def with_window(index: Index, window: int) -> Index:
     return dataclasses.replace(index, graph=graph, config=config)
 
 
+def query_dataset(name: str, queries: Sequence[Query], match: str = "title") -> Dataset:
+    """A dataset of queries alone (no corpus files), for running an Experiment on an index built
+    elsewhere (the benchmark scripts)."""
+    return Dataset(name, [], list(queries), match)
+
+
 def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] = ALL_SYSTEMS,
                    sweeps: dict[str, list[str]] | None = None, backend: str = "auto",
-                   base: RetrievalConfig = RetrievalConfig(), qa: Any = None, show_progress: bool = False,
-                   log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
-    """All systems, sweeps and (optionally) QA in one run; returns the `results.json` payload."""
+                   base: RetrievalConfig = RetrievalConfig(), qa: Any = None,
+                   show_progress: bool = False) -> dict[str, Any]:
+    """All systems, sweeps and (optionally) QA in one run; returns the `results.json` payload.
+    Progress goes to this module's logger (the CLI configures logging)."""
     experiment = Experiment(index, dataset, backend, base, show_progress)
     runs: dict[str, SystemRun] = {}
     out: dict[str, Any] = {"systems": {}, "sweeps": {}, "hop_gains": None, "qa": None}
     for name in systems:
-        log(f"system {name}")
+        log.info("system %s", name)
         run = experiment.run_system(name)
         runs[name] = run
-        out["systems"][name] = {
-            "config": run.config, "seconds": run.seconds,
-            "queries_per_second": len(dataset.queries) / run.seconds if run.seconds else None,
-            "context_tokens": context_tokens(index, run, base.beta),
-            "metrics": score_run(index, dataset, run),
-        }
+        out["systems"][name] = experiment.report(run)
     if "TIGRAG" in runs and "TIGRAG 1-hop" in runs:
         out["hop_gains"] = hop_gains(index, dataset, runs["TIGRAG 1-hop"], runs["TIGRAG"])
     for key, values in (sweeps or {}).items():
-        log(f"sweep {key} = {', '.join(values)}")
+        log.info("sweep %s = %s", key, ", ".join(values))
         out["sweeps"][key] = experiment.sweep(key, values)
     if qa is not None:
         from .qa import run_qa
 
-        log("question answering")
+        log.info("question answering")
         out["qa"] = run_qa(qa, index, dataset, {n: runs[n] for n in ("NaiveRAG", "TIGRAG") if n in runs}, base.beta)
     out["encoder_seconds"] = experiment.encoder.seconds
     return out

@@ -1,15 +1,29 @@
-"""Recall@k as HippoRAG defines it: map the top-k chunks to their passages and take
-|gold passages found| / |gold passages|, averaged over queries. Gold is matched by title.
+"""Retrieval metrics, and the one place that turns a system's rankings into all of them
+(`score_rankings`): the quick `tigrag eval` and the full evaluation run report the same figures
+with the same cutoffs.
+
+Recall@k as HippoRAG defines it: map the top-k chunks to their passages and take
+|gold passages found| / |gold passages|, averaged over queries. Gold is matched by passage key
+(the title, or the passage id of BEIR datasets).
 
 The de-duplicated variant first collapses the chunk ranking into a passage ranking (each
 passage at the rank of its best chunk) and then cuts at k, so two chunks of one passage do
-not use two of the k slots."""
+not use two of the k slots. MRR and nDCG are computed on that passage ranking."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
+
+from .queries import Query
+
+#: the k of every recall figure (plain and de-duplicated), in the quick eval and in full runs
+RECALL_KS = (2, 5, 10)
+#: the k of the recall by question type (the paper's tables report R@2 and R@5)
+TYPE_KS = (2, 5)
+#: the cutoff of MRR and nDCG
+RANK_K = 10
 
 
 def recall_at_k(ranked_titles: Sequence[Sequence[str]], gold: Sequence[Sequence[str]], k: int) -> float:
@@ -50,3 +64,28 @@ def ndcg_at_k(ranked: Sequence[Sequence[str]], grades: Sequence[dict[str, int]],
         idcg = sum(grade / np.log2(i + 2) for i, grade in enumerate(ideal))
         values.append(dcg / idcg if idcg > 0 else 0.0)
     return float(np.mean(values)) if values else 0.0
+
+
+def score_rankings(ranked: Sequence[Sequence[str]], queries: Sequence[Query]) -> dict[str, Any]:
+    """Every retrieval metric of one system: recall@k and recall_dedup@k for each k of RECALL_KS,
+    MRR@10 and nDCG@10 on the de-duplicated ranking, and recall@2/5 per question type (`by_type`,
+    when the queries carry types). `ranked` holds each query's passage keys in chunk-rank order,
+    deep enough for the de-duplicated cut at max(RECALL_KS)."""
+    if len(ranked) != len(queries):
+        raise ValueError("one ranking per query is needed")
+    unique = [dedup_titles(r) for r in ranked]
+    gold = [q.gold for q in queries]
+    metrics: dict[str, Any] = {}
+    for k in RECALL_KS:
+        metrics[f"recall@{k}"] = recall_at_k(ranked, gold, k)
+        metrics[f"recall_dedup@{k}"] = recall_at_k(unique, gold, k)
+    metrics[f"mrr@{RANK_K}"] = mrr_at_k(unique, gold, RANK_K)
+    metrics[f"ndcg@{RANK_K}"] = ndcg_at_k(unique, [q.grades() for q in queries], RANK_K)
+    types = sorted({q.qtype for q in queries if q.qtype})
+    if types:
+        metrics["by_type"] = {}
+        for t in types:
+            pairs = [(r, q.gold) for r, q in zip(ranked, queries) if q.qtype == t]
+            metrics["by_type"][t] = {f"recall@{k}": recall_at_k([r for r, _ in pairs], [g for _, g in pairs], k)
+                                     for k in TYPE_KS} | {"queries": len(pairs)}
+    return metrics

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import string
-import tempfile
 import threading
 import time
 import urllib.error
@@ -25,6 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..atomic import atomic_write_json
 from ..errors import TigragError
 
 PROMPT_TEMPLATE = """You are a strict information extraction assistant.
@@ -143,11 +142,8 @@ class ChatClient:
         start = time.perf_counter()
         text = self._request(prompt)
         latency = time.perf_counter() - start
-        record = {"model": self.config.model, "text": text, "latency": latency}
-        fd, tmp = tempfile.mkstemp(dir=self.config.cache_dir, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(record, handle)
-        os.replace(tmp, path)  # atomic: a killed run never leaves a half answer
+        # atomic: a killed run never leaves a half answer (a full disk is an OutputError naming the file)
+        atomic_write_json(path, {"model": self.config.model, "text": text, "latency": latency})
         return {"text": text, "latency": latency, "cached": False}
 
     def _request(self, prompt: str) -> str:

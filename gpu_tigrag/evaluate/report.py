@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..atomic import atomic_write, atomic_write_text
 from ..errors import TigragError
 
 ABLATIONS = ("TIGRAG without BM25", "TIGRAG degree centrality", "TIGRAG without reranking", "TIGRAG")
@@ -18,6 +19,11 @@ SWEEP_TITLES = {"beta": "Table 6 (β)", "iota": "Table 7 (ι)", "h": "Table 8 (h
 
 def pct(value: float | None) -> str:
     return "–" if value is None else f"{100 * value:.2f}"
+
+
+def number(value: float | None, spec: str) -> str:
+    """`value` formatted with `spec`, or '–' where the system has no such figure (baselines)."""
+    return "–" if value is None else format(value, spec)
 
 
 def claims(systems: dict[str, Any]) -> list[str]:
@@ -73,13 +79,19 @@ def markdown(payload: dict[str, Any]) -> str:
             out.append(f"| {name} | {pct(s['em'])} | {pct(s['f1'])} | {s['mean_latency_seconds']:.2f} |")
     else:
         out += ["", "## Question answering", "", "Skipped: no LLM endpoint was given (`--qa-endpoint`)."]
-    out += ["", "## Resources (Tables 4-5 layout)", "", "| system | retrieval seconds | queries/s | context tokens (top-β) |",
-            "|---|---|---|---|"]
+    out += ["", "## Resources (Tables 4-5 layout)", "",
+            "| system | retrieval seconds | queries/s | queries/s without encoder | encoder texts/query | "
+            "mean hop-1 pool | mean hops | dense fallbacks | context tokens (top-β) |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for name, s in systems.items():
-        qps = s["queries_per_second"]
-        out.append(f"| {name} | {s['seconds']:.2f} | {qps:.1f} | {s['context_tokens']:.1f} |")
+        out.append(f"| {name} | {s['seconds']:.2f} | {number(s['queries_per_second'], '.1f')} | "
+                   f"{number(s.get('queries_per_second_without_encoder'), '.1f')} | "
+                   f"{number(s.get('encoder_texts_per_query'), '.2f')} | {number(s.get('mean_pool_size_hop1'), '.0f')} | "
+                   f"{number(s.get('mean_hops'), '.2f')} | {number(s.get('dense_fallbacks'), 'd')} | "
+                   f"{s['context_tokens']:.1f} |")
     out += ["", f"Encoder time (computed once, cached across systems): {payload['results']['encoder_seconds']:.2f} s.",
-            "Context tokens are Treebank word tokens of the top-β chunks."]
+            "Retrieval seconds time the retrieval call alone; the throughput columns are reported for TIGRAG "
+            "systems. Context tokens are Treebank word tokens of the top-β chunks."]
     gains = payload["results"].get("hop_gains")
     if gains:
         out += ["", "## What the second hop adds", "",
@@ -110,6 +122,11 @@ def markdown(payload: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def save_png(fig: Any, path: Path) -> None:
+    """Write a figure atomically: a killed or failed run never leaves a half-written PNG."""
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"), suffix=".png")
+
+
 def plot(payload: dict[str, Any], folder: Path) -> list[str]:
     """PNG plots next to the report; returns their file names."""
     import matplotlib
@@ -126,7 +143,7 @@ def plot(payload: dict[str, Any], folder: Path) -> list[str]:
     ax.set(xlabel="k", ylabel="recall@k (%)", title="Recall@k per system")
     ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(folder / "recall_at_k.png")
+    save_png(fig, folder / "recall_at_k.png")
     plt.close(fig)
     names.append("recall_at_k.png")
     for key, rows in results["sweeps"].items():
@@ -137,7 +154,7 @@ def plot(payload: dict[str, Any], folder: Path) -> list[str]:
         ax.set(xlabel=key, ylabel="%", title=f"Sweep of {key}")
         ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(folder / f"sweep_{key}.png")
+        save_png(fig, folder / f"sweep_{key}.png")
         plt.close(fig)
         names.append(f"sweep_{key}.png")
     types = systems.get("TIGRAG", {}).get("metrics", {}).get("by_type")
@@ -151,7 +168,7 @@ def plot(payload: dict[str, Any], folder: Path) -> list[str]:
         ax.set(ylabel="recall@5 (%)", title="Recall@5 by question type")
         ax.legend(fontsize=6)
         fig.tight_layout()
-        fig.savefig(folder / "by_type.png")
+        save_png(fig, folder / "by_type.png")
         plt.close(fig)
         names.append("by_type.png")
     qa = results.get("qa")
@@ -162,19 +179,20 @@ def plot(payload: dict[str, Any], folder: Path) -> list[str]:
         ax.set(xlabel="seconds per question (LLM call)", ylabel="questions", title="QA latency")
         ax.legend(fontsize=7)
         fig.tight_layout()
-        fig.savefig(folder / "latency.png")
+        save_png(fig, folder / "latency.png")
         plt.close(fig)
         names.append("latency.png")
     return names
 
 
 def write_run(folder: str | Path, payload: dict[str, Any]) -> Path:
-    """Write results.json, the PNG plots and report.md into `folder`."""
+    """Write results.json, the PNG plots and report.md into `folder`, each file atomically (a reader
+    sees the previous file or the new one). I/O failures raise OutputError naming the file."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     payload["plots"] = plot(payload, folder)
-    (folder / "results.json").write_text(json.dumps(payload, indent=2, default=float) + "\n")
-    (folder / "report.md").write_text(markdown(payload))
+    atomic_write_text(folder / "results.json", json.dumps(payload, indent=2, default=float) + "\n")
+    atomic_write_text(folder / "report.md", markdown(payload))
     return folder
 
 
