@@ -61,13 +61,14 @@ def run_dataset(name: str, rebuild: bool) -> dict:
     for system in SYSTEMS:
         run = experiment.run_config(system, system_config(system))
         report = experiment.report(run)
-        systems[system] = {**report["metrics"], "encoder_texts_per_query": report["encoder_texts_per_query"],
+        systems[system] = {"by_type": {}, **report["metrics"],  # by_type is absent for untyped queries
+                           "encoder_texts_per_query": report["encoder_texts_per_query"],
                            "mean_pool_size_hop1": report["mean_pool_size_hop1"],
                            "dense_fallbacks": report["dense_fallbacks"]}
         if system in ("paper", "best"):
             diagnostics[system] = diagnose(index, queries, run.results)
     for baseline in ("NaiveRAG", "BM25"):
-        systems[baseline] = experiment.report(experiment.run_system(baseline))["metrics"]
+        systems[baseline] = {"by_type": {}, **experiment.report(experiment.run_system(baseline))["metrics"]}
     margin = {k: 100 * (systems["paper"][k] - systems["NaiveRAG"][k]) for k in PAPER_MARGIN}
     best = systems["best"]
     target = TARGETS.get(name)
