@@ -208,8 +208,13 @@ def test_cli_index_warns_on_duplicates_or_drops_them(files, tmp_path, capsys, ca
     assert "dropped 3 duplicate passage(s)" in capsys.readouterr().err
     chunks = [json.loads((tmp_path / n / "manifest.json").read_text())["counts"]["chunks"] for n in "ab"]
     assert chunks == [6, 3]
-    assert main(["index", *twice, "-o", str(tmp_path / "c"), "--stream", "--drop-duplicates", *FAST]) == 2
-    assert "--drop-duplicates is not supported with --stream" in one_line_error(capsys)
+    with caplog.at_level(logging.INFO):
+        assert main(["index", *twice, "-o", str(tmp_path / "c"), "--stream", "--workers", "1", *FAST]) == 0
+        assert main(["index", *twice, "-o", str(tmp_path / "d"), "--stream", "--workers", "1", "--drop-duplicates",
+                     *FAST]) == 0
+    assert "3 of 6 passages repeat" in caplog.text and "dropped 3 duplicate passage(s)" in caplog.text
+    chunks = [json.loads((tmp_path / n / "manifest.json").read_text())["counts"]["chunks"] for n in "cd"]
+    assert chunks == [6, 3]
 
 
 def test_cli_add_warns_when_passages_are_already_in_the_index(files, tmp_path, capsys, caplog):
