@@ -6,10 +6,11 @@ Queries are read lazily (JSONL or Parquet record batches, never all in memory) a
 micro-batches sized by `Retriever.batch_size()` (free device memory or the memory budget).
 A helper thread tokenises and embeds batch i+1 while batch i runs the graph stages, and
 results are appended in input order, one row per query carrying its input position and id:
-to a JSONL file (flushed and fsync'ed after every batch; `resume=True` counts the complete
-lines, cutting off a torn last one) or, for an output named `*.parquet`, to a folder of part
-files each renamed into place when complete. Resuming continues with the next query, so
-no query is lost or written twice.
+to a JSONL file (written unbuffered and fsync'ed after every batch; `resume=True` counts the
+complete lines, cutting off a torn last one) or, for an output named `*.parquet`, to a folder of
+part files each written atomically (`atomic.py`). Resuming continues with the next query, so
+no query is lost or written twice. A write that fails (disk full) is an `OutputError` saying how
+many rows the output keeps; the JSONL file is first cut back to its last complete batch.
 
 A run holds its output's writer lock (`OUT.lock`) throughout, so a second run onto the same
 output fails at once; and a resume first checks that the output belongs to this query file,
@@ -19,6 +20,7 @@ index, configuration and k, row by row (`run_resume.py`).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,15 +30,17 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Iterator
 
+from .atomic import atomic_write, describe_os_error, remove_stale_temporaries
 from .config import config_to_dict
 from .corpus import iter_jsonl
-from .errors import CorpusError, ResumeMismatchError, TigragError
+from .errors import CorpusError, OutputError, ResumeMismatchError, TigragError
 from .locking import writer_lock
 from .progress import counter
 from .records import as_record, query_id, query_text
 from .retrieve.retriever import Retriever
 from .run_resume import HINT, check_meta, check_rows, run_identity, torn_tail_ok, write_meta
 
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class QueryRecord:
@@ -84,19 +88,27 @@ def result_record(record: QueryRecord, result) -> dict:
             "hops": len(result.hops)}
 
 
+#: what a failed write's error adds: the rows before it are complete, and a resume continues
+RESUME_NOTE = "--resume continues with the next query"
+
+
 class JsonlSink:
-    """Appends rows as JSON lines, fsync'ed per write; resumes after the last complete line."""
+    """Appends rows as JSON lines, fsync'ed per write; resumes after the last complete line.
+
+    A write that fails (disk full) is cut off again, so the file ends with the last complete
+    batch, and raises an `OutputError` saying how many rows the file keeps."""
 
     def __init__(self, path: Path):
         self.path = path
         self.keep, self.tail = 0, b""
+        self.kept_rows = 0  # complete rows in the file: those found by `rows`, then those written
 
     def has_rows(self) -> bool:
         return self.path.is_file() and self.path.stat().st_size > 0
 
     def rows(self) -> Iterator[Any]:
         """The rows of the complete lines already written; a garbage line raises ResumeMismatchError."""
-        self.keep, self.tail = 0, b""
+        self.keep, self.tail, self.kept_rows = 0, b"", 0
         if not self.path.is_file():
             return
         with open(self.path, "rb") as handle:
@@ -110,6 +122,7 @@ class JsonlSink:
                     raise ResumeMismatchError(f"{self.path}: line {lineno} is not a result row ({exc}); {HINT}") from None
                 yield row
                 self.keep += len(line)
+                self.kept_rows += 1
 
     def trim(self, done: int) -> None:
         """Cut off a torn last line (after `rows`), if it is the start of row `done`."""
@@ -121,24 +134,46 @@ class JsonlSink:
         os.truncate(self.path, self.keep)
 
     def __enter__(self) -> "JsonlSink":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.handle = open(self.path, "a", encoding="utf-8")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.handle = open(self.path, "ab", buffering=0)  # unbuffered: a failed write leaves nothing pending
+            self.size = os.fstat(self.handle.fileno()).st_size
+        except OSError as exc:
+            raise OutputError(f"{self.path}: cannot write ({describe_os_error(exc)})") from None
         return self
 
     def write(self, rows: list[dict]) -> None:
-        self.handle.write("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
-        self.handle.flush()
-        os.fsync(self.handle.fileno())
+        data = memoryview("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode("utf-8"))
+        try:
+            written = 0
+            while written < len(data):
+                written += self.handle.write(data[written:])
+            os.fsync(self.handle.fileno())
+        except OSError as exc:
+            self._fail(exc)
+        self.size += len(data)
+        self.kept_rows += len(rows)
+
+    def _fail(self, exc: OSError) -> None:
+        """Cut the file back to its last complete batch and raise the one-line error."""
+        try:
+            os.truncate(self.path, self.size)
+            kept = f"its {self.kept_rows:,} complete rows are kept"
+        except OSError:
+            kept = f"its first {self.kept_rows:,} rows are complete (a torn last line is cut off on resume)"
+        raise OutputError(f"{self.path}: cannot write ({describe_os_error(exc)}); {kept}, and {RESUME_NOTE}") \
+            from None
 
     def __exit__(self, *exc) -> None:
         self.handle.close()
 
 
 class ParquetSink:
-    """A folder of Parquet part files, one per write, each renamed into place when complete."""
+    """A folder of Parquet part files, one per write, each written atomically (`atomic.py`)."""
 
     def __init__(self, path: Path):
         self.path = path
+        self.kept_rows = 0  # rows in complete parts: those found by `rows`, then those written
 
     def parts(self) -> list[Path]:
         return sorted(self.path.glob("part-*.parquet")) if self.path.is_dir() else []
@@ -150,20 +185,32 @@ class ParquetSink:
         """The rows (index, id, query, chunk_ids) of the parts already written."""
         import pyarrow.parquet as pq
 
+        self.kept_rows = 0
         for part in self.parts():
             try:
                 table = pq.read_table(part, columns=["index", "id", "query", "chunk_ids"])
             except (OSError, ValueError, KeyError) as exc:
                 raise ResumeMismatchError(f"{part}: not a readable result part ({exc}); {HINT}") from None
-            yield from table.to_pylist()
+            for row in table.to_pylist():
+                yield row
+                self.kept_rows += 1
+
+    def _part(self, number: int) -> Path:
+        return self.path / f"part-{number:06d}.parquet"
 
     def trim(self, done: int) -> None:
-        """Remove the temporary part of a write that was killed."""
-        for stale in self.path.glob("part-*.tmp") if self.path.is_dir() else []:
-            stale.unlink()
+        """Remove the temporary file of a part write that was killed (and, from outputs of earlier
+        versions, their `part-*.tmp`)."""
+        if self.path.is_dir():
+            remove_stale_temporaries(self._part(len(self.parts())))
+            for stale in self.path.glob("part-*.tmp"):
+                stale.unlink()
 
     def __enter__(self) -> "ParquetSink":
-        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"{self.path}: cannot write ({describe_os_error(exc)})") from None
         self.next_part = len(self.parts())
         return self
 
@@ -171,11 +218,14 @@ class ParquetSink:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        target = self.path / f"part-{self.next_part:06d}.parquet"
-        tmp = target.with_suffix(".tmp")
-        pq.write_table(pa.Table.from_pylist(rows), tmp)
-        os.replace(tmp, target)
+        table = pa.Table.from_pylist(rows)
+        try:
+            atomic_write(self._part(self.next_part), lambda tmp: pq.write_table(table, tmp))
+        except OutputError as exc:
+            raise OutputError(f"{exc}; the {self.kept_rows:,} rows of the parts before it are kept, and "
+                              f"{RESUME_NOTE}") from None
         self.next_part += 1
+        self.kept_rows += len(rows)
 
     def __exit__(self, *exc) -> None:
         pass
@@ -217,6 +267,7 @@ def open_run(queries_path: str | Path, output: str | Path, resume: bool, index: 
             check_meta(output, identity, sink.has_rows())
             done = check_rows(output, sink.rows(), records, k)
             sink.trim(done)
+            log.info("%s: %d queries already answered; continuing with query %d", output, done, done)
         write_meta(output, identity)
         with sink:
             yield sink, done, records
@@ -235,6 +286,7 @@ def run_queries(retriever: Retriever, queries_path: str | Path, output: str | Pa
 def _run_local(retriever: Retriever, sink: Any, done: int, records: Iterator[QueryRecord], k: int,
                show_progress: bool) -> dict[str, float]:
     size = retriever.batch_size()
+    log.debug("micro-batches of %d queries", size)
     bar = counter(0, "run", show_progress, unit="query")
     written, start = 0, time.perf_counter()
     with ThreadPoolExecutor(max_workers=1) as helper:

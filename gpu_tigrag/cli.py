@@ -1,4 +1,10 @@
-"""`tigrag` command line: index a corpus, query an index, evaluate recall on a query set."""
+"""`tigrag` command line: index a corpus, query an index, evaluate recall on a query set.
+
+Results (statistics, answers, `--json`) go to standard output. Progress and warnings are log
+messages of the modules' own loggers (`logging.getLogger(__name__)` under `gpu_tigrag`), which
+`main` sends to standard error as plain lines: INFO and above by default, WARNING and above with
+`-q/--quiet`, everything with `-v/--verbose`.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,9 @@ import logging
 import os
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from . import __version__
 from .config import IndexConfig, RetrievalConfig, replace_path
@@ -18,7 +25,10 @@ from .errors import CorpusError, TigragError
 if TYPE_CHECKING:
     from .corpus import Passage
 
-log = logging.getLogger("gpu_tigrag")
+log = logging.getLogger(__name__)
+
+#: the logger every module of the package logs under, configured once per command by `main`
+PACKAGE_LOGGER = "gpu_tigrag"
 
 
 def _parse_sets(config: Any, assignments: Sequence[str]) -> Any:
@@ -117,11 +127,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     config = _parse_sets(IndexConfig(), args.sets)
     check_writable(Path(args.output).resolve().parent, f"-o {args.output}")
     if args.stream or args.resume or args.scheduler:
-        if args.drop_duplicates:
-            raise TigragError("--drop-duplicates is not supported with --stream (the passages are never all in memory)")
         return _index_streaming(args, config)
     passages = load_corpus(args.corpus)
-    print(f"loaded {len(passages):,} passages from {len(args.corpus)} file(s)", file=sys.stderr)
+    log.info("loaded %s passages from %d file(s)", f"{len(passages):,}", len(args.corpus))
     if args.drop_duplicates:
         passages = _drop_duplicates(passages)
     start = time.perf_counter()
@@ -141,7 +149,7 @@ def _drop_duplicates(passages: list[Passage], known: set[tuple[str, str]] | None
 
     kept = [p for p in drop_duplicate_passages(passages) if not known or (p.title, p.doc_id) not in known]
     if len(kept) < len(passages):
-        print(f"dropped {len(passages) - len(kept):,} duplicate passage(s)", file=sys.stderr)
+        log.warning("dropped %s duplicate passage(s)", f"{len(passages) - len(kept):,}")
     return kept
 
 
@@ -153,7 +161,7 @@ def _index_streaming(args: argparse.Namespace, config: IndexConfig) -> int:
     index = build_index_streaming(
         args.corpus, args.output, config, memory_budget_mb=args.memory_budget, workers=args.workers,
         resume=args.resume, partition_size=args.partition_passages or None, show_progress=not args.quiet,
-        scheduler=args.scheduler, backend=args.backend, log=(lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr)))
+        scheduler=args.scheduler, backend=args.backend, drop_duplicates=args.drop_duplicates)
     print(format_statistics(index.stats))
     print("build seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in index.timings.items())
           + f"; total {time.perf_counter() - start:.2f}")
@@ -400,9 +408,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         retriever = _retriever(args)
         stats = run_queries(retriever, args.queries, args.output, k=args.k, resume=args.resume,
                             show_progress=not args.quiet)
-    print(f"{stats['written']} queries written to {args.output} in {stats['seconds']:.1f} s "
-          f"({stats['queries_per_second']:.1f} q/s)" + (f"; {stats['skipped_done']} were already done"
-                                                        if stats["skipped_done"] else ""), file=sys.stderr)
+    log.info("%d queries written to %s in %.1f s (%.1f q/s)%s", stats["written"], args.output, stats["seconds"],
+             stats["queries_per_second"],
+             f"; {stats['skipped_done']} were already done" if stats["skipped_done"] else "")
     return 0
 
 
@@ -428,7 +436,7 @@ def _config_dict(config: Any) -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tigrag", description="TIGRAG graph-RAG retrieval engine")
     parser.add_argument("--version", action="version", version=f"gpu_tigrag {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log stage timings")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("index", help="build an index from corpus files", description=(
@@ -455,8 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition-passages", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--drop-duplicates", action="store_true",
                    help="index one copy of passages with the same title and text (without it they are indexed "
-                        "and counted in a warning); not with --stream")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+                        "and counted in a warning)")
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("add", help="append passages to an existing index",
@@ -469,7 +476,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--drop-duplicates", action="store_true",
                    help="skip passages repeating another's title and text, or the title and id of a passage already "
                         "in the index (without it they are added and counted in a warning)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("query", help="retrieve chunks for one or more questions",
@@ -504,7 +510,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--qa-cache", help="answer cache folder (default RUN_DIR/qa_cache)")
     p.add_argument("--qa-concurrency", type=int, default=8, help="concurrent QA requests (default 8)")
     p.add_argument("--qa-rate", type=float, default=0.0, help="max QA requests per second (default: no limit)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     _add_retrieval_options(p)
     p.set_defaults(func=cmd_eval)
 
@@ -522,7 +527,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786)")
     p.add_argument("--shard-size", type=int, default=0,
                    help="queries per distributed task (default: the batch size, which keeps results bit-identical)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     _add_retrieval_options(p)
     p.set_defaults(func=cmd_run)
 
@@ -540,18 +544,63 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="+", help="run directories written by `tigrag eval --out`")
     p.add_argument("--out", help="also write the table to this file")
     p.set_defaults(func=cmd_report)
+    for command in sub.choices.values():
+        _add_verbosity(command)
     return parser
+
+
+VERBOSE_HELP = "also show debug messages (e.g. the seconds of every stage and partition)"
+
+
+def _add_verbosity(parser: argparse.ArgumentParser) -> None:
+    """-q/--quiet and -v/--verbose on a command (-v also works before the command)."""
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bars and no progress messages, only warnings and errors")
+    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes each message as a plain line to the `sys.stderr` of the moment (a caller, or a test,
+    may have replaced it since the handler was made)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+@contextmanager
+def logging_to_stderr(verbose: bool = False, quiet: bool = False) -> Iterator[None]:
+    """For the block, send the package's log messages to standard error as plain lines: INFO and
+    above, WARNING and above when `quiet`, DEBUG and above when `verbose` (which wins over `quiet`).
+    The package logger's handler and level are restored afterwards, so a process running several
+    commands (the tests) neither repeats messages nor keeps one command's level for the next."""
+    logger = logging.getLogger(PACKAGE_LOGGER)
+    handler, level = _StderrHandler(), logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
     _quiet_libraries()
     try:
-        check_options(args)
-        return args.func(args)
+        with logging_to_stderr(verbose=args.verbose, quiet=args.quiet):
+            check_options(args)
+            return args.func(args)
     except TigragError as exc:
         print(f"tigrag: error: {exc}", file=sys.stderr)
         return 2

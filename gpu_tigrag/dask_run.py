@@ -14,6 +14,7 @@ client itself comes from `cluster.py`.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from itertools import islice
 from pathlib import Path
@@ -23,6 +24,8 @@ from .batch_run import QueryRecord, open_run, result_record
 from .cluster import dask_client
 from .config import RetrievalConfig, config_from_dict, config_to_dict
 from .progress import counter
+
+log = logging.getLogger(__name__)
 
 _WORKER_CACHE: dict[tuple[str, str], Any] = {}
 
@@ -71,6 +74,7 @@ def _run_on(client: Any, sink: Any, done: int, records: Iterator[QueryRecord], s
     from distributed import as_completed
 
     n_workers = len(client.scheduler_info()["workers"])
+    log.info("%d Dask worker(s), shards of %d queries", n_workers, shard_size)
     bar = counter(0, "run", show_progress, unit="query")
     written, start = 0, time.perf_counter()
     try:

@@ -11,10 +11,10 @@ line (a kill in the middle of a write) is cut off only if it is the start of the
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from .atomic import atomic_write_json, remove_stale_temporaries
 from .checksums import sha256_file
 from .errors import CorpusError, ResumeMismatchError
 
@@ -38,12 +38,11 @@ def run_identity(queries_path: str | Path, index: str, config: dict[str, Any], k
 
 
 def write_meta(output: Path, identity: dict[str, Any]) -> None:
-    """Write the sidecar atomically."""
+    """Write the sidecar atomically (`atomic.py`), first removing what a killed write of it left;
+    the caller holds the output's writer lock."""
     target = meta_path(output)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(identity, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, target)
+    remove_stale_temporaries(target)
+    atomic_write_json(target, identity, indent=1, sort_keys=True)
 
 
 def _differences(saved: Any, wanted: Any, prefix: str = "") -> list[str]:

@@ -1,5 +1,7 @@
-"""Streaming batch runs: input order, ids, resume after a torn write and after a kill."""
+"""Streaming batch runs: input order, ids, resume after a torn write, after a kill and after a
+failed write (disk full)."""
 
+import errno
 import json
 import os
 import signal
@@ -10,11 +12,13 @@ import time
 
 import pytest
 
+import gpu_tigrag.batch_run
 from conftest import EXAMPLES, QUESTIONS, string_entities
 from gpu_tigrag.batch_run import run_queries
+from gpu_tigrag.cli import main
 from gpu_tigrag.config import EncoderConfig, IndexConfig, RetrievalConfig
 from gpu_tigrag.corpus import load_corpus
-from gpu_tigrag.errors import TigragError
+from gpu_tigrag.errors import OutputError, TigragError
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.index.embed import load_encoder
 from gpu_tigrag.index.store import save_index
@@ -156,3 +160,80 @@ def test_parquet_output_in_parts_resumes(index_path, tmp_path):
     assert stats["skipped_done"] == 15 and stats["written"] == 8
     rows = pq.read_table(out).to_pylist()
     assert rows == lines(tmp_path / "all.jsonl")
+
+
+class FullDisk:
+    """A file handle whose `fail_at`-th write puts half of its bytes on disk, then fails as a full
+    disk does (ENOSPC)."""
+
+    def __init__(self, handle, fail_at: int):
+        self.handle, self.fail_at, self.writes = handle, fail_at, 0
+
+    def write(self, data):
+        self.writes += 1
+        if self.writes == self.fail_at:
+            self.handle.write(data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return self.handle.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.handle, name)
+
+
+def test_a_full_disk_is_one_line_that_keeps_the_complete_rows_and_resume_finishes(index_path, tmp_path, monkeypatch,
+                                                                                   capsys):
+    path, _ = index_path
+    queries = write_queries(tmp_path / "q.jsonl", 20)
+    command = ["run", str(path), str(queries), "-k", "3", "-q", "--backend", "numpy", "--set", "batch_size=4",
+               "--set", "hops=1"]
+    reference = tmp_path / "reference.jsonl"
+    assert main(command + ["-o", str(reference)]) == 0
+    real_open = open
+
+    def open_on_a_full_disk(file, mode="r", *args, **kwargs):
+        handle = real_open(file, mode, *args, **kwargs)
+        return FullDisk(handle, fail_at=3) if "a" in mode else handle
+
+    monkeypatch.setattr(gpu_tigrag.batch_run, "open", open_on_a_full_disk, raising=False)
+    out = tmp_path / "out.jsonl"
+    capsys.readouterr()
+    assert main(command + ["-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tigrag: error: "), err
+    assert f"{out}: cannot write (no space left on device); its 8 complete rows are kept" in err[0]
+    assert "--resume continues with the next query" in err[0]
+    rows = reference.read_text().splitlines(keepends=True)
+    assert out.read_text() == "".join(rows[:8])  # the half-written third batch was cut off again
+    monkeypatch.undo()
+    assert main(command + ["-o", str(out), "--resume"]) == 0
+    assert out.read_text() == reference.read_text()
+
+
+def test_a_failed_parquet_part_keeps_the_earlier_parts(index_path, tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    _, index = index_path
+    queries = write_queries(tmp_path / "q.jsonl", 13)
+    retriever = Retriever(index, RetrievalConfig(batch_size=5), backend="numpy")
+    run_queries(retriever, queries, tmp_path / "all.jsonl", k=3)
+    real_write, calls = pq.write_table, []
+
+    def write_table(table, where, *args, **kwargs):
+        calls.append(where)
+        if len(calls) == 2:
+            real_write(table.slice(0, 1), where, *args, **kwargs)  # a partial file, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(table, where, *args, **kwargs)
+
+    monkeypatch.setattr(pq, "write_table", write_table)
+    out = tmp_path / "out.parquet"
+    with pytest.raises(OutputError) as err:
+        run_queries(retriever, queries, out, k=3)
+    message = str(err.value)
+    assert "\n" not in message and "part-000001.parquet: cannot write (no space left on device)" in message
+    assert "the 5 rows of the parts before it are kept" in message and "--resume" in message
+    assert sorted(p.name for p in out.iterdir()) == ["part-000000.parquet"]  # no temporary left
+    monkeypatch.undo()
+    stats = run_queries(retriever, queries, out, k=3, resume=True)
+    assert stats["skipped_done"] == 5 and stats["written"] == 8
+    assert pq.read_table(out).to_pylist() == lines(tmp_path / "all.jsonl")

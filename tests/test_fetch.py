@@ -54,7 +54,7 @@ def server(tmp_path):
     httpd.shutdown()
 
 
-def test_fetch_verifies_and_resumes(server, tmp_path):
+def test_fetch_verifies_and_resumes(server, tmp_path, caplog):
     url, served = server
     content = (served / "data.json").read_bytes()
     digest = hashlib.sha256(content).hexdigest()
@@ -62,11 +62,14 @@ def test_fetch_verifies_and_resumes(server, tmp_path):
     out = tmp_path / "out"
     (out / "toy").mkdir(parents=True)
     (out / "toy" / "data.json.part").write_bytes(content[:1000])  # an interrupted earlier download
-    folder = fetch("toy", out, registry=registry, log=lambda m: None)
+    with caplog.at_level("INFO", logger="gpu_tigrag.evaluate.fetch"):
+        folder = fetch("toy", out, registry=registry)
+    assert f"data.json: sha256 {digest} verified" in caplog.messages
     assert (folder / "data.json").read_bytes() == content
     assert RangeHandler.ranges == ["bytes=1000-"]  # resumed, not restarted
     assert digest in (folder / "SHA256SUMS").read_text()
-    fetch("toy", out, registry=registry, log=lambda m: None)  # already there: verified, nothing fetched
+    assert sorted(p.name for p in folder.iterdir()) == ["SHA256SUMS", "data.json"]  # no .part, no temporary
+    fetch("toy", out, registry=registry)  # already there: verified, nothing fetched
     assert RangeHandler.ranges == ["bytes=1000-"]
 
 
@@ -74,22 +77,22 @@ def test_checksum_mismatch_discards_download(server, tmp_path):
     url, _ = server
     registry = {"toy": [Source(f"{url}/data.json", "data.json", sha256="0" * 64)]}
     with pytest.raises(TigragError, match="does not match"):
-        fetch("toy", tmp_path / "out", registry=registry, log=lambda m: None)
+        fetch("toy", tmp_path / "out", registry=registry)
     assert not (tmp_path / "out" / "toy" / "data.json").exists()
 
 
 def test_first_download_records_checksum_and_later_ones_check_it(server, tmp_path):
     url, served = server
     registry = {"toy": [Source(f"{url}/data.json", "data.json")]}
-    folder = fetch("toy", tmp_path / "out", registry=registry, log=lambda m: None)
+    folder = fetch("toy", tmp_path / "out", registry=registry)
     (folder / "data.json").write_bytes(b"tampered")
     with pytest.raises(TigragError, match="does not match"):
-        fetch("toy", tmp_path / "out", registry=registry, log=lambda m: None)
+        fetch("toy", tmp_path / "out", registry=registry)
 
 
 def test_offline_gives_a_clear_message(tmp_path):
     registry = {"toy": [Source("http://127.0.0.1:9/data.json", "data.json")]}
     with pytest.raises(TigragError, match="cannot download .* --data-dir"):
-        fetch("toy", tmp_path / "out", registry=registry, log=lambda m: None)
+        fetch("toy", tmp_path / "out", registry=registry)
     with pytest.raises(TigragError, match="unknown dataset"):
         fetch("nope", tmp_path / "out", registry=registry)

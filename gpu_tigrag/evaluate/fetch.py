@@ -3,11 +3,13 @@
 Downloads resume from a `.part` file with an HTTP Range request, and every file is checked
 against a sha256: the registry's where pinned, else the one recorded in `SHA256SUMS` on the
 first download (trust on first use), or one given with `--sha256 FILE=HEX`. A file is moved
-into place only once its checksum matches.
+into place (fsync'ed, then renamed: `atomic.py`) only once its checksum matches. Each file's
+checksum and state are logged (INFO) on this module's logger.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import urllib.error
 import urllib.request
@@ -16,8 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..atomic import atomic_path, atomic_write_text
 from ..checksums import sha256_file
 from ..errors import TigragError
+
+log = logging.getLogger(__name__)
 
 HIPPORAG = "https://raw.githubusercontent.com/OSU-NLP-Group/HippoRAG/main/reproduce/dataset"
 BEIR = "https://public.ukp.informatik.tu-darmstadt.de/thakur/BEIR/datasets"
@@ -86,12 +91,13 @@ def download(source: Source, folder: Path, expected: str | None, chunk: int = 1 
     if expected and digest != expected:
         part.unlink()
         raise TigragError(f"{source.url}: sha256 {digest} does not match the expected {expected}; the download was discarded")
-    os.replace(part, target)
+    with atomic_path(target) as tmp:  # the verified part, fsync'ed and renamed into place
+        os.replace(part, tmp)
     return digest
 
 
 def fetch(name: str, to: str | Path, pins: dict[str, str] | None = None,
-          registry: dict[str, list[Source]] | None = None, log: Callable[[str], None] = print) -> Path:
+          registry: dict[str, list[Source]] | None = None) -> Path:
     """Download (or resume, or verify) dataset `name` into `to/name`; returns that folder."""
     registry = REGISTRY if registry is None else registry
     if name not in registry:
@@ -104,10 +110,10 @@ def fetch(name: str, to: str | Path, pins: dict[str, str] | None = None,
         expected = (pins or {}).get(source.filename) or source.sha256 or recorded.get(source.filename)
         digest = download(source, folder, expected)
         state = "verified" if expected else "recorded (first download)"
-        log(f"{source.filename}: sha256 {digest} {state}")
+        log.info("%s: sha256 %s %s", source.filename, digest, state)
         recorded[source.filename] = digest
         if source.unzip:
             with zipfile.ZipFile(folder / source.filename) as archive:
                 archive.extractall(folder)
-    sums_path.write_text("".join(f"{h}  {f}\n" for f, h in sorted(recorded.items())))
+    atomic_write_text(sums_path, "".join(f"{h}  {f}\n" for f, h in sorted(recorded.items())))
     return folder
