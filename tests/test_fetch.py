@@ -7,7 +7,7 @@ from functools import partial
 
 import pytest
 
-from gpu_tigrag.errors import TigragError
+from gpu_tigrag.errors import OutputError, TigragError
 from gpu_tigrag.evaluate.fetch import Source, fetch
 
 
@@ -96,3 +96,45 @@ def test_offline_gives_a_clear_message(tmp_path):
         fetch("toy", tmp_path / "out", registry=registry)
     with pytest.raises(TigragError, match="unknown dataset"):
         fetch("nope", tmp_path / "out", registry=registry)
+
+
+def test_a_full_disk_during_a_download_is_not_called_offline_and_the_rerun_resumes(server, tmp_path, monkeypatch):
+    import builtins
+    import errno
+
+    import gpu_tigrag.evaluate.fetch as fetch_module
+
+    url, served = server
+    content = (served / "data.json").read_bytes()
+    registry = {"toy": [Source(f"{url}/data.json", "data.json", sha256=hashlib.sha256(content).hexdigest())]}
+    real_open = builtins.open
+
+    class FullDisk:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def write(self, data):  # half of the first block reaches the disk, then it is full
+            self.handle.write(data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+    def open_on_a_full_disk(file, mode="r", *args, **kwargs):
+        handle = real_open(file, mode, *args, **kwargs)
+        return FullDisk(handle) if str(file).endswith(".part") else handle
+
+    monkeypatch.setattr(fetch_module, "open", open_on_a_full_disk, raising=False)
+    with pytest.raises(OutputError, match=r"data\.json\.part: cannot write \(no space left on device\); a rerun "
+                                          "resumes the download from there"):
+        fetch("toy", tmp_path / "out", registry=registry)
+    kept = (tmp_path / "out" / "toy" / "data.json.part").stat().st_size
+    assert 0 < kept < len(content)
+    monkeypatch.undo()
+    RangeHandler.ranges = []
+    folder = fetch("toy", tmp_path / "out", registry=registry)
+    assert (folder / "data.json").read_bytes() == content
+    assert RangeHandler.ranges == [f"bytes={kept}-"]  # resumed where the full disk stopped it

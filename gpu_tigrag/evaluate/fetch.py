@@ -16,11 +16,11 @@ import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
-from ..atomic import atomic_path, atomic_write_text
+from ..atomic import atomic_path, atomic_write_text, describe_os_error
 from ..checksums import sha256_file
-from ..errors import TigragError
+from ..errors import OutputError, TigragError
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,28 @@ def _read_sums(path: Path) -> dict[str, str]:
     return sums
 
 
+def _save(response: Any, part: Path, mode: str, chunk: int, progress: Callable[[int], None]) -> None:
+    """Copy `response` into `part`, unbuffered, so that a failure to write it (disk full) is an
+    `OutputError` here and a failure to read stays the OSError of a network problem."""
+    try:
+        handle = open(part, mode, buffering=0)
+    except OSError as exc:
+        raise _write_error(part, exc) from None
+    with handle:
+        while block := response.read(chunk):
+            view = memoryview(block)
+            try:
+                while view:
+                    view = view[handle.write(view):]
+            except OSError as exc:
+                raise _write_error(part, exc) from None
+            progress(len(block))
+
+
+def _write_error(part: Path, exc: OSError) -> OutputError:
+    return OutputError(f"{part}: cannot write ({describe_os_error(exc)}); a rerun resumes the download from there")
+
+
 def download(source: Source, folder: Path, expected: str | None, chunk: int = 1 << 16,
              progress: Callable[[int], None] = lambda n: None) -> str:
     """Fetch one file into `folder`, resuming a partial download; returns its sha256."""
@@ -74,10 +96,7 @@ def download(source: Source, folder: Path, expected: str | None, chunk: int = 1 
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             mode = "ab" if offset and response.status == 206 else "wb"
-            with open(part, mode) as handle:
-                while block := response.read(chunk):
-                    handle.write(block)
-                    progress(len(block))
+            _save(response, part, mode, chunk, progress)
     except urllib.error.HTTPError as exc:
         if exc.code != 416:  # 416: the part is already complete
             raise TigragError(f"{source.url}: HTTP {exc.code} {exc.reason}") from None
