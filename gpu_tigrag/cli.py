@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from . import __version__
 from .config import IndexConfig, RetrievalConfig, replace_path
-from .errors import CorpusError, TigragError
+from .errors import CorpusError, OutputError, TigragError
 
 if TYPE_CHECKING:
     from .corpus import Passage
@@ -346,8 +346,8 @@ def _write_run(out: str, payload: dict[str, Any]) -> Path:
 
     try:
         return write_run(out, payload)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
+    except (OSError, OutputError) as exc:  # atomic.py reports I/O failures as OutputError
+        reason = getattr(exc, "strerror", None) or str(exc)
     try:
         handle, name = tempfile.mkstemp(prefix="tigrag-eval-", suffix=".json")
         with os.fdopen(handle, "w") as file:

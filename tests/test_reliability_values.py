@@ -313,3 +313,21 @@ def test_unwritable_run_output_fails_before_the_run(files, tmp_path, capsys):
     blocker.write_text("")
     assert main(["run", str(files / "idx"), str(queries), "-o", str(blocker / "out.jsonl")]) == 2
     assert f"-o {blocker / 'out.jsonl'}: cannot write in {blocker} (" in one_line_error(capsys)
+
+
+def test_eval_out_failing_inside_the_atomic_writer_still_keeps_the_results(files, tmp_path, capsys, monkeypatch):
+    import tempfile
+
+    import gpu_tigrag.atomic as atomic
+
+    def full_disk(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(atomic.os, "replace", full_disk)  # results.json cannot land
+    assert main(["eval", str(files / "idx"), str(files / "gold.json"), "--systems", "TIGRAG",
+                 "--out", str(tmp_path / "run"), "-q"]) == 2
+    line = one_line_error(capsys)
+    assert "no space left on device" in line and " saved in " in line
+    saved = line.rsplit(" saved in ", 1)[1]
+    assert json.loads(open(saved).read())["results"]["systems"]["TIGRAG"]["metrics"]["recall@2"] >= 0

@@ -32,13 +32,13 @@ EntityLists = list[list[tuple[str, str]]] | list[list[tuple[str, int]]]
 
 @contextmanager
 def timed(timings: dict[str, float], stage: str) -> Iterator[None]:
-    """Add the block's wall time to `timings[stage]` (a stage may run once per partition) and log it."""
+    """Add the block's wall time to `timings[stage]` (a stage may run once per partition) and log it
+    (DEBUG: the CLI prints the totals when the build ends)."""
     start = time.perf_counter()
     yield
     elapsed = time.perf_counter() - start
-    repeated = stage in timings
     timings[stage] = timings.get(stage, 0.0) + elapsed
-    log.log(logging.DEBUG if repeated else logging.INFO, "%s: %.2f s", stage, elapsed)
+    log.debug("%s: %.2f s", stage, elapsed)
 
 
 def chunk_entities(texts: Sequence[str], config: IndexConfig, extractor: EntityExtractor | None = None,

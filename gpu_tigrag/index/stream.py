@@ -402,7 +402,7 @@ def _report_repeats(repeats: RepeatedPassages, dropped: bool) -> None:
     if not repeats.repeated:
         return
     if dropped:
-        log.info("dropped %s duplicate passage(s)", f"{repeats.repeated:,}")
+        log.warning("dropped %s duplicate passage(s)", f"{repeats.repeated:,}")
         return
     log.warning("%s of %s passages repeat an earlier passage's title and text (a corpus given twice?): each copy "
                 "is indexed and competes for the top k; --drop-duplicates keeps one", f"{repeats.repeated:,}",
