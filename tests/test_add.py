@@ -7,7 +7,7 @@ from gpu_tigrag.config import EncoderConfig, IndexConfig, RetrievalConfig
 from gpu_tigrag.corpus import Passage, load_corpus
 from gpu_tigrag.index.add import add_passages
 from gpu_tigrag.index.build import build_index
-from gpu_tigrag.index.embed import load_encoder
+from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.retrieve.retriever import Retriever
 
 

@@ -20,7 +20,7 @@ from gpu_tigrag.config import EncoderConfig, IndexConfig, RetrievalConfig
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.errors import OutputError, TigragError
 from gpu_tigrag.index.build import build_index
-from gpu_tigrag.index.embed import load_encoder
+from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.index.store import save_index
 from gpu_tigrag.retrieve.retriever import Retriever
 

@@ -16,7 +16,7 @@ from gpu_tigrag.evaluate.qa import QAConfig
 from gpu_tigrag.evaluate.report import compare, write_run
 from gpu_tigrag.errors import TigragError
 from gpu_tigrag.index.build import build_index
-from gpu_tigrag.index.embed import load_encoder
+from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.index.store import save_index
 
 @pytest.fixture(scope="module")

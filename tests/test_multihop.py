@@ -6,7 +6,7 @@ import pytest
 from gpu_tigrag.config import EncoderConfig, IndexConfig, RetrievalConfig
 from gpu_tigrag.corpus import Passage
 from gpu_tigrag.index.build import build_index
-from gpu_tigrag.index.embed import load_encoder
+from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.retrieve.retriever import Retriever
 
 PASSAGES = [

@@ -25,7 +25,7 @@ from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.errors import OutputError
 from gpu_tigrag.index.build import build_index
-from gpu_tigrag.index.embed import load_encoder
+from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.index.store import load_index, manifest_sha256, save_index
 from gpu_tigrag.index.stream import build_index_streaming
 

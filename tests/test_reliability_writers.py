@@ -21,7 +21,7 @@ from gpu_tigrag.corpus import Passage, load_corpus
 from gpu_tigrag.errors import IndexFormatError, ResumeMismatchError, TigragError, WriterLockError
 from gpu_tigrag.index.add import add_passages, add_to_index_dir
 from gpu_tigrag.index.build import build_index
-from gpu_tigrag.index.embed import load_encoder
+from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.index.store import load_index, save_index
 from gpu_tigrag.index.stream import build_index_streaming
 from gpu_tigrag.locking import lock_path, writer_lock

@@ -7,7 +7,7 @@ from gpu_tigrag.config import EncoderConfig, IndexConfig
 from gpu_tigrag.corpus import Passage
 from gpu_tigrag.errors import IndexFormatError, TigragError
 from gpu_tigrag.index.build import build_index
-from gpu_tigrag.index.embed import load_encoder
+from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.index.store import load_index, save_index
 
 PASSAGES = [
@@ -90,7 +90,7 @@ def test_an_edited_config_in_the_manifest_is_caught(index, tmp_path):
 
 def test_precomputed_encoder_roundtrip_without_pickle(tmp_path):
     from gpu_tigrag.errors import ModelError
-    from gpu_tigrag.index.embed import HashingEncoder, PrecomputedEncoder
+    from gpu_tigrag.encoders import HashingEncoder, PrecomputedEncoder
 
     inner = HashingEncoder(16)
     recorded = PrecomputedEncoder.record(inner, ["alpha beta", "gamma", "alpha beta"])
@@ -98,5 +98,5 @@ def test_precomputed_encoder_roundtrip_without_pickle(tmp_path):
     loaded = PrecomputedEncoder.load(tmp_path / "vectors.npz")
     assert (loaded.name, loaded.fingerprint, loaded.dim) == (inner.name, inner.fingerprint, 16)
     np.testing.assert_array_equal(loaded.encode(["gamma", "alpha beta"]), inner.encode(["gamma", "alpha beta"]))
-    with pytest.raises(ModelError, match="no vector"):
+    with pytest.raises(ModelError, match="no passage vector"):
         loaded.encode(["delta"])

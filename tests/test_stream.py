@@ -14,7 +14,7 @@ from gpu_tigrag.config import EncoderConfig, IndexConfig
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.errors import TigragError
 from gpu_tigrag.index.build import build_index
-from gpu_tigrag.index.embed import load_encoder
+from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.index.stream import build_index_streaming
 
 CONFIG = IndexConfig(encoder=EncoderConfig(model="hashing:64"))

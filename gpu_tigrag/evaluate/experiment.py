@@ -21,7 +21,7 @@ import numpy as np
 
 from ..config import SYMBOLS, IndexConfig, RetrievalConfig, config_to_dict, replace_path, setting_path
 from ..errors import TigragError
-from ..index.embed import CachingEncoder, Encoder, load_encoder
+from ..encoders import CachingEncoder, Encoder, index_encoder_config, load_encoder
 from ..index.index import Index
 from ..presets import preset_with
 from ..retrieve.baselines import bm25_search, naive_rag
@@ -189,7 +189,7 @@ class Experiment:
                    dataset.match)
         self.index, self.dataset, self.backend, self.base = index, dataset, backend, base
         self.encoder = encoder if isinstance(encoder, CachingEncoder) else CachingEncoder(
-            encoder or load_encoder(index.config.encoder))
+            encoder or load_encoder(index_encoder_config(index)))
         self.show_progress = show_progress
         self.texts = [q.text for q in dataset.queries]
 

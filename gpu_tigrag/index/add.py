@@ -26,7 +26,7 @@ from ..text.pipeline import chunk_and_tokenise, split_passages
 from ..text.tokens import Vocabulary, token_csr
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .bm25 import bm25_matrix
-from .embed import Encoder, load_encoder
+from ..encoders import Encoder, check_compatible, index_encoder_config, load_encoder
 from .graph import cooccurrence_graph
 from .index import Index
 from .store import INDEX_WRITE, derive_origin, load_index, save_index
@@ -69,7 +69,8 @@ def add_passages(
         bm25 = be.to_host(bm25_matrix(be, token_indptr, token_ids, n_vocab, cfg.bm25))
 
     with timed(timings, "add_embed"):
-        encoder = encoder or load_encoder(cfg.encoder)
+        encoder = encoder or load_encoder(index_encoder_config(index))
+        check_compatible(index.encoder_identity, encoder)  # the new passages' vectors must match the old ones
         embeddings = np.concatenate([index.embeddings, encoder.encode(texts, show_progress=show_progress)])
     with timed(timings, "add_ner"):
         names = chunk_entities(texts, cfg, entity_extractor, show_progress)
@@ -83,7 +84,7 @@ def add_passages(
         chunk_passage=np.concatenate([index.chunk_passage, np.asarray(owner, dtype=np.int32) + first_passage]),
         vocab=vocab, token_indptr=token_indptr, token_ids=token_ids, graph=graph, bm25=bm25,
         embeddings=embeddings, entity_lists=_old_entity_lists(index) + names,
-        encoder_name=index.encoder_name, encoder_fingerprint=index.encoder_fingerprint,
+        encoder=index.encoder_identity,
         timings={**index.timings, **timings},
     )
     return derive_origin(index, grown)

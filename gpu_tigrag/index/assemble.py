@@ -17,6 +17,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from ..config import IndexConfig
+from ..encoders import Encoder
 from ..text.tokens import Vocabulary
 from .entities import entities_from_lists, extract_entities
 from .index import Index
@@ -52,15 +53,18 @@ def chunk_entities(texts: Sequence[str], config: IndexConfig, extractor: EntityE
 def assemble_index(
     *, config: IndexConfig, passage_titles: list[str], passage_ids: list[str], chunk_texts: list[str],
     chunk_passage: np.ndarray, vocab: Vocabulary, token_indptr: np.ndarray, token_ids: np.ndarray,
-    graph, bm25, embeddings: np.ndarray, entity_lists: EntityLists, encoder_name: str, encoder_fingerprint: str,
+    graph, bm25, embeddings: np.ndarray, entity_lists: EntityLists, encoder: Encoder | tuple[str, str, str],
     timings: dict[str, float],
 ) -> Index:
     """The Index of host arrays: the entity table (in chunk order) and the graph statistics are computed
-    here, the same way for every build path."""
+    here, the same way for every build path. `encoder` (or its recorded identity: name, fingerprint,
+    backend) is what computed `embeddings`."""
     entities = entities_from_lists(entity_lists, vocab, config.tokens)
+    name, fingerprint, backend = (encoder if isinstance(encoder, tuple)
+                                  else (encoder.name, encoder.fingerprint, encoder.backend))
     return Index(
         config=config, passage_titles=passage_titles, passage_ids=passage_ids, chunk_texts=chunk_texts,
         chunk_passage=chunk_passage, vocab=vocab, token_indptr=token_indptr, token_ids=token_ids, graph=graph,
-        bm25=bm25, embeddings=embeddings, entities=entities, encoder_name=encoder_name,
-        encoder_fingerprint=encoder_fingerprint, stats=graph_statistics(graph, bm25), timings=timings,
+        bm25=bm25, embeddings=embeddings, entities=entities, encoder_name=name, encoder_fingerprint=fingerprint,
+        encoder_backend=backend, stats=graph_statistics(graph, bm25), timings=timings,
     )

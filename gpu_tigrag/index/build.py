@@ -11,7 +11,7 @@ from ..corpus import Passage, duplicate_passages
 from ..text.pipeline import assemble_chunks, chunk_and_tokenise, split_passages
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .bm25 import bm25_matrix
-from .embed import Encoder, load_encoder
+from ..encoders import Encoder, load_encoder
 from .graph import cooccurrence_graph
 from .index import Index
 
@@ -62,6 +62,5 @@ def build_index(
         config=config, passage_titles=[p.title for p in passages], passage_ids=[p.doc_id for p in passages],
         chunk_texts=chunks.texts, chunk_passage=chunks.passage_of_chunk, vocab=chunks.vocab,
         token_indptr=chunks.token_indptr, token_ids=chunks.token_ids, graph=graph, bm25=bm25,
-        embeddings=embeddings, entity_lists=names, encoder_name=encoder.name,
-        encoder_fingerprint=encoder.fingerprint, timings=timings,
+        embeddings=embeddings, entity_lists=names, encoder=encoder, timings=timings,
     )

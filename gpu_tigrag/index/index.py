@@ -29,6 +29,7 @@ class Index:
     entities: ChunkEntities
     encoder_name: str
     encoder_fingerprint: str
+    encoder_backend: str = "torch"  # the runtime that computed `embeddings` (indexes before it was recorded: torch)
     stats: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -39,6 +40,11 @@ class Index:
     @property
     def n_vocab(self) -> int:
         return len(self.vocab)
+
+    @property
+    def encoder_identity(self) -> tuple[str, str, str]:
+        """(model name, weights fingerprint, backend) of the passage vectors."""
+        return self.encoder_name, self.encoder_fingerprint, self.encoder_backend
 
     def chunk_title(self, chunk: int) -> str:
         return self.passage_titles[int(self.chunk_passage[chunk])]

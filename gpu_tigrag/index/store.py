@@ -130,7 +130,7 @@ def index_fingerprint(index: Index) -> str:
     if found is not None and not found.modified:
         return f"manifest:{found.manifest_sha256}"
     digest = hashlib.sha256(json.dumps([config_to_dict(index.config), index.encoder_name, index.encoder_fingerprint,
-                                        index.passage_ids, index.passage_titles], sort_keys=True).encode())
+                                        index.encoder_backend, index.passage_ids, index.passage_titles], sort_keys=True).encode())
     for name, array in _index_arrays(index).items():
         digest.update(name.encode())
         digest.update(np.ascontiguousarray(array).tobytes())
@@ -183,7 +183,7 @@ def _write_directory(index: Index, target: Path) -> None:
             "config": config_to_dict(index.config),
             "config_sha256": sha256_json(config_to_dict(index.config)),
             "encoder": {"name": index.encoder_name, "fingerprint": index.encoder_fingerprint,
-                        "dim": int(index.embeddings.shape[1])},
+                        "backend": index.encoder_backend, "dim": int(index.embeddings.shape[1])},
             "entity_labels": list(ENTITY_LABELS),
             "counts": {"passages": len(index.passage_titles), "chunks": index.n_chunks,
                        "vocab": index.n_vocab, "entities": len(index.entities.texts)},
@@ -291,6 +291,7 @@ def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
             ),
             encoder_name=manifest["encoder"]["name"],
             encoder_fingerprint=manifest["encoder"]["fingerprint"],
+            encoder_backend=manifest["encoder"].get("backend", "torch"),
             stats=manifest.get("graph_statistics", {}),
             timings=manifest.get("build_seconds", {}),
         )

@@ -59,7 +59,7 @@ from ..text.tokens import Vocabulary, token_csr
 from .bm25 import CorpusStatistics, bm25_matrix, corpus_statistics
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .checkpoints import BUILD, LEDGER, Ledger
-from .embed import Encoder, load_encoder
+from ..encoders import Encoder, load_encoder
 from .graph import count_pairs, symmetric_graph, window_pair_keys
 from .index import Index
 from .store import INDEX_WRITE
@@ -491,6 +491,5 @@ def _assemble(build: StreamBuild, n_parts: int, vocab: Vocabulary, graph: Any, s
     return assemble_index(
         config=build.config, passage_titles=titles, passage_ids=doc_ids, chunk_texts=texts,
         chunk_passage=chunk_passage, vocab=vocab, token_indptr=token_indptr, token_ids=token_ids, graph=graph,
-        bm25=bm25, embeddings=embeddings, entity_lists=names, encoder_name=encoder.name,
-        encoder_fingerprint=encoder.fingerprint, timings={},
+        bm25=bm25, embeddings=embeddings, entity_lists=names, encoder=encoder, timings={},
     )

