@@ -360,7 +360,7 @@ def main() -> int:
         return loaded[key]
 
     def load() -> dict[str, Any]:
-        from gpu_tigrag.index.embed import PrecomputedEncoder
+        from gpu_tigrag.encoders import PrecomputedEncoder
         from gpu_tigrag.index.store import load_index
 
         if args.smoke and args.index is None:

@@ -117,7 +117,7 @@ def main() -> None:
 
     # the transformer's own rate, on its own
     sys.path.insert(0, str(ROOT))
-    from gpu_tigrag.index.embed import load_encoder
+    from gpu_tigrag.encoders import load_encoder
 
     texts = [json.loads(line)["text"] for line in open(synth(args.sizes[0]))][: args.transformer_passages]
     encoder = load_encoder()
