@@ -114,6 +114,26 @@ def _add_retrieval_options(parser: argparse.ArgumentParser) -> None:
                              "h=1 --set entity_labels=PERSON,ORG --set rerank=false (booleans: true/false, 1/0, "
                              "yes/no); the paper's symbols th, beta, iota, h, gamma, damping name their settings")
     parser.add_argument("--no-verify", action="store_true", help="skip checksum verification when loading")
+    parser.add_argument("--vector-cache", nargs="?", const="", default=None, metavar="DIR",
+                        help="keep query and expansion vectors in an on-disk cache shared by runs (default folder: "
+                             "$TIGRAG_CACHE_DIR, else ~/.cache/gpu_tigrag); bounded by --vector-cache-mib")
+    parser.add_argument("--vector-cache-mib", type=int, default=2048, metavar="MIB",
+                        help="size bound of the vector cache; least recently used vectors go first (default 2048)")
+    parser.add_argument("--allow-mixed-encoder", action="store_true",
+                        help="accept query vectors from another runtime than the index's passage vectors "
+                             "(e.g. onnx-int8 queries on a torch-built index)")
+
+
+def _encoder_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Retriever keyword arguments of --vector-cache and --allow-mixed-encoder."""
+    cache = None
+    if args.vector_cache is not None:
+        from .encoders import VectorCache
+
+        if args.vector_cache_mib < 1:
+            raise TigragError(f"--vector-cache-mib must be >= 1, got {args.vector_cache_mib}")
+        cache = VectorCache(args.vector_cache or None, max_bytes=args.vector_cache_mib << 20)
+    return {"vector_cache": cache, "allow_mixed_encoder": args.allow_mixed_encoder}
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -211,7 +231,7 @@ def _retriever(args: argparse.Namespace):
     from .retrieve.retriever import Retriever
 
     index = load_index(args.index, verify_checksums=not args.no_verify)
-    return Retriever(index, _retrieval_config(args), backend=args.backend)
+    return Retriever(index, _retrieval_config(args), backend=args.backend, **_encoder_options(args))
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -266,8 +286,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     config = _retrieval_config(args)
     index = load_index(args.index, verify_checksums=not args.no_verify)
     results = run_experiment(index, dataset, ["TIGRAG"], backend=args.backend, base=config,
-                             show_progress=not args.quiet)
+                             show_progress=not args.quiet, **_encoder_options(args))
     report = {"queries": len(dataset.queries), **results["systems"]["TIGRAG"]}
+    if "vector_cache" in results:
+        report["vector_cache"] = results["vector_cache"]
     report.pop("config")  # the same as retrieval_config below
     report.update(index=str(args.index), queries_file=str(args.queries), preset=args.preset,
                   retrieval_config=_config_dict(config))
@@ -311,7 +333,7 @@ def _eval_experiment(args: argparse.Namespace, dataset) -> int:
         print("question answering skipped: no --qa-endpoint given", file=sys.stderr)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     results = run_experiment(index, dataset, systems, sweeps, backend=args.backend, base=base, qa=qa,
-                             show_progress=not args.quiet)
+                             show_progress=not args.quiet, **_encoder_options(args))
     payload = {
         "run": {"dataset": dataset.name, "queries": len(dataset.queries), "chunks": index.n_chunks,
                 "match": dataset.match, "dataset_sha256": dataset.checksums, "index": str(args.index),
@@ -396,12 +418,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_writable(Path(args.output).resolve().parent, f"-o {args.output}")
     if args.workers or args.scheduler:
         from .dask_run import run_distributed
+        from .encoders import default_cache_dir
         from .index.store import read_manifest
 
         read_manifest(args.index)  # fail here, not on every worker
         stats = run_distributed(args.index, _retrieval_config(args), args.queries, args.output,
                                 k=args.k, workers=args.workers or 0, scheduler=args.scheduler, backend=args.backend,
-                                shard_size=args.shard_size or None, resume=args.resume, show_progress=not args.quiet)
+                                shard_size=args.shard_size or None, resume=args.resume, show_progress=not args.quiet,
+                                vector_cache=(args.vector_cache or str(default_cache_dir()))
+                                if args.vector_cache is not None else None,
+                                vector_cache_mib=args.vector_cache_mib, allow_mixed_encoder=args.allow_mixed_encoder)
     else:
         from .batch_run import run_queries
 

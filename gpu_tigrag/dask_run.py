@@ -30,29 +30,38 @@ log = logging.getLogger(__name__)
 _WORKER_CACHE: dict[tuple[str, str], Any] = {}
 
 
-def _worker_retriever(index_path: str, config: dict[str, Any], backend: str):
-    """The retriever of this worker process, built on first use."""
-    key = (index_path, json.dumps(config, sort_keys=True) + backend)
+def _worker_retriever(index_path: str, config: dict[str, Any], backend: str, encoder_options: dict[str, Any]):
+    """The retriever of this worker process, built on first use. `encoder_options`: the vector cache
+    folder (or None) and its bound in MiB, and whether mixed encoder runtimes are allowed."""
+    key = (index_path, json.dumps([config, backend, encoder_options], sort_keys=True))
     if key not in _WORKER_CACHE:
+        from .encoders import VectorCache
         from .index.store import load_index
         from .retrieve.retriever import Retriever
 
-        _WORKER_CACHE[key] = Retriever(load_index(index_path), config_from_dict(RetrievalConfig, config), backend=backend)
+        folder = encoder_options.get("vector_cache")
+        cache = VectorCache(folder, encoder_options["vector_cache_mib"] << 20) if folder is not None else None
+        _WORKER_CACHE[key] = Retriever(load_index(index_path), config_from_dict(RetrievalConfig, config), backend=backend,
+                                       vector_cache=cache,
+                                       allow_mixed_encoder=bool(encoder_options.get("allow_mixed_encoder")))
     return _WORKER_CACHE[key]
 
 
-def retrieve_shard(index_path: str, config: dict[str, Any], backend: str, shard: list[tuple[int, str, str]],
-                   k: int) -> list[dict]:
+def retrieve_shard(index_path: str, config: dict[str, Any], backend: str, encoder_options: dict[str, Any],
+                   shard: list[tuple[int, str, str]], k: int) -> list[dict]:
     """Task run on a worker: output rows of one shard, in shard order."""
-    retriever = _worker_retriever(index_path, config, backend)
+    retriever = _worker_retriever(index_path, config, backend, encoder_options)
     results = retriever.retrieve([text for _, _, text in shard], k=k)
     return [result_record(QueryRecord(*item), result) for item, result in zip(shard, results)]
 
 
 def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_path: str | Path, output: str | Path,
                     k: int = 5, workers: int = 2, scheduler: str | None = None, backend: str = "auto",
-                    shard_size: int | None = None, resume: bool = False, show_progress: bool = False) -> dict[str, Any]:
+                    shard_size: int | None = None, resume: bool = False, show_progress: bool = False,
+                    vector_cache: str | None = None, vector_cache_mib: int = 2048,
+                    allow_mixed_encoder: bool = False) -> dict[str, Any]:
     """Spread the queries over Dask workers; results stream into `output` in input order.
+    `vector_cache` is a folder the workers share for their query vectors (see encoders.VectorCache).
 
     Shards default to the configured batch size, so every shard is computed exactly as the
     single-process run computes that batch and the two outputs are identical byte for byte
@@ -65,8 +74,10 @@ def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_pat
     fingerprint = f"manifest:{manifest_sha256(index_path)}"
     with open_run(queries_path, output, resume, fingerprint, config_to_dict(config), k) as (sink, done, records), \
             dask_client(scheduler, workers) as client:
-        return _run_on(client, sink, done, records, (str(Path(index_path).resolve()), config_to_dict(config), backend),
-                       shard_size, k, show_progress)
+        encoder_options = {"vector_cache": vector_cache, "vector_cache_mib": vector_cache_mib,
+                           "allow_mixed_encoder": allow_mixed_encoder}
+        settings = (str(Path(index_path).resolve()), config_to_dict(config), backend, encoder_options)
+        return _run_on(client, sink, done, records, settings, shard_size, k, show_progress)
 
 
 def _run_on(client: Any, sink: Any, done: int, records: Iterator[QueryRecord], settings: tuple, shard_size: int,

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..config import SYMBOLS, IndexConfig, RetrievalConfig, config_to_dict, replace_path, setting_path
 from ..errors import TigragError
-from ..encoders import CachingEncoder, Encoder, index_encoder_config, load_encoder
+from ..encoders import CachingEncoder, Encoder, VectorCache, index_encoder_config, load_encoder
 from ..index.index import Index
 from ..presets import preset_with
 from ..retrieve.baselines import bm25_search, naive_rag
@@ -179,22 +179,26 @@ def hop_gains(index: Index, dataset: Dataset, one_hop: SystemRun, two_hop: Syste
 class Experiment:
     """Runs systems over one index and dataset, sharing the encoder (cached) and the backend.
     Gold passages missing from the index are a warning, none present an error (check_gold).
-    `encoder` lets several experiments over one index share a cache (the benchmark scripts)."""
+    `encoder` lets several experiments over one index share a cache (the benchmark scripts);
+    `vector_cache` keeps the vectors on disk across runs."""
 
     def __init__(self, index: Index, dataset: Dataset, backend: str = "auto", base: RetrievalConfig = RetrievalConfig(),
-                 show_progress: bool = False, encoder: CachingEncoder | Encoder | None = None):
+                 show_progress: bool = False, encoder: CachingEncoder | Encoder | None = None,
+                 vector_cache: VectorCache | None = None, allow_mixed_encoder: bool = False):
         if dataset.match == "doc_id" and not any(index.passage_ids):
             raise TigragError("this dataset matches gold by passage id, but the index has no passage ids")
         check_gold(index.passage_titles if dataset.match == "title" else index.passage_ids, dataset.queries,
                    dataset.match)
         self.index, self.dataset, self.backend, self.base = index, dataset, backend, base
         self.encoder = encoder if isinstance(encoder, CachingEncoder) else CachingEncoder(
-            encoder or load_encoder(index_encoder_config(index)))
+            encoder or load_encoder(index_encoder_config(index)), vector_cache)
+        self.allow_mixed_encoder = allow_mixed_encoder
         self.show_progress = show_progress
         self.texts = [q.text for q in dataset.queries]
 
     def retriever(self, config: RetrievalConfig, index: Index | None = None) -> Retriever:
-        return Retriever(index or self.index, config, encoder=self.encoder, backend=self.backend)
+        return Retriever(index or self.index, config, encoder=self.encoder, backend=self.backend,
+                         allow_mixed_encoder=self.allow_mixed_encoder)
 
     def run_system(self, name: str) -> SystemRun:
         """A named system of ALL_SYSTEMS: a baseline, a Table-10 variant of `base`, or a preset system."""
@@ -257,10 +261,12 @@ def query_dataset(name: str, queries: Sequence[Query], match: str = "title") -> 
 def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] = ALL_SYSTEMS,
                    sweeps: dict[str, list[str]] | None = None, backend: str = "auto",
                    base: RetrievalConfig = RetrievalConfig(), qa: Any = None,
-                   show_progress: bool = False) -> dict[str, Any]:
+                   show_progress: bool = False, vector_cache: VectorCache | None = None,
+                   allow_mixed_encoder: bool = False) -> dict[str, Any]:
     """All systems, sweeps and (optionally) QA in one run; returns the `results.json` payload.
     Progress goes to this module's logger (the CLI configures logging)."""
-    experiment = Experiment(index, dataset, backend, base, show_progress)
+    experiment = Experiment(index, dataset, backend, base, show_progress, vector_cache=vector_cache,
+                            allow_mixed_encoder=allow_mixed_encoder)
     runs: dict[str, SystemRun] = {}
     out: dict[str, Any] = {"systems": {}, "sweeps": {}, "hop_gains": None, "qa": None}
     for name in systems:
@@ -279,4 +285,10 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] = ALL_
         log.info("question answering")
         out["qa"] = run_qa(qa, index, dataset, {n: runs[n] for n in ("NaiveRAG", "TIGRAG") if n in runs}, base.beta)
     out["encoder_seconds"] = experiment.encoder.seconds
+    out["encoder_texts"] = experiment.encoder.encoded
+    if vector_cache is not None:
+        out["vector_cache"] = {"folder": str(vector_cache.folder), "hits": vector_cache.hits,
+                               "misses": vector_cache.misses}
+        log.info("vector cache %s: %d hits, %d texts encoded", vector_cache.path, vector_cache.hits,
+                 experiment.encoder.encoded)
     return out
