@@ -9,6 +9,11 @@ Sections (each recorded, an error in one does not hide the others; exit status 1
   load_index  the cached 2Wiki index, its query texts and recorded query vectors
   ppr         batched PPR queries/s on the 2Wiki graph at B = 256, 1024, 4096, and bytes/s
   engine      end-to-end 2-hop retrieval queries/s on the 2Wiki index, encoder excluded; top-5 against the CPU
+  encoder     the torch encoder runtime: passages/s of the 2Wiki chunks and queries/s of its questions on CUDA
+              (fp16, batch from free memory) against the CPU, fp16-vs-fp32 cosine, and end-to-end queries/s of
+              the engine with the live encoder. all-MiniLM-L6-v2's weights are used where installed; where
+              they are not (the carry limit keeps them off the GPU machine), its architecture with random
+              weights, which is the same work per text: the report says which
   workers     bench/gpu_workers.py: one GPU Dask worker against CPU workers on `tigrag run`
 
 `--smoke` is the CPU dry run that CI runs (tests/test_gpu_check_smoke.py): numpy in the device's
@@ -266,6 +271,95 @@ def bench_engine(index: Any, queries: list[str], encoder: Any, batches: list[int
     return {"ok": worst >= 0.995, "same_top5_as_cpu": worst, "rows": rows}
 
 
+def encoder_folder(inputs: Path, scratch: Path) -> tuple[str, str]:
+    """(model for EncoderConfig, "real" or "random") : the installed all-MiniLM-L6-v2, else its
+    architecture (inputs/encoder_architecture: config and tokenizer files, no weights) saved with
+    random weights into `scratch`."""
+    from gpu_tigrag.encoders import DEFAULT_MODEL, resolve_model
+    from gpu_tigrag.errors import ModelError
+
+    try:
+        resolve_model(DEFAULT_MODEL)
+        return DEFAULT_MODEL, "real"
+    except ModelError:
+        pass
+    import shutil
+
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    source = inputs / "encoder_architecture"
+    if not (source / "config.json").is_file():
+        raise RuntimeError(f"{source}: no encoder architecture (run bench/prepare_gpu_check.py)")
+    target = scratch / "encoder_random_weights"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target)
+    torch.manual_seed(0)
+    AutoModel.from_config(AutoConfig.from_pretrained(source)).save_pretrained(target)
+    return str(target), "random"
+
+
+PLURAL = {"passage": "passages", "query": "queries"}
+
+
+def bench_encoder(index: Any, queries: list[str], model: str, weights: str, cpu_passages: int,
+                  engine_batch: int, gpu: bool) -> dict[str, Any]:
+    """Passages/s and queries/s of the torch runtime (fp16 on CUDA) against the CPU (fp32, a prefix of
+    `cpu_passages` chunks), the cosine of fp16 to fp32 vectors on the device, and the engine's end-to-end
+    queries/s with this encoder live (best preset, batch `engine_batch`)."""
+    import dataclasses
+
+    import torch
+
+    from gpu_tigrag.config import EncoderConfig
+    from gpu_tigrag.encoders.sentence import SentenceTransformerEncoder
+    from gpu_tigrag.presets import preset
+    from gpu_tigrag.retrieve.retriever import Retriever
+
+    texts = index.chunk_texts
+    out: dict[str, Any] = {"model": model, "weights": weights, "passages": len(texts), "queries": len(queries)}
+    devices = ["cuda", "cpu"] if gpu else ["cpu"]
+    vectors = {}
+    for device in devices:
+        encoder = SentenceTransformerEncoder(EncoderConfig(model=model, device=device))
+        sample = texts if device == "cuda" else texts[:cpu_passages]
+        encoder.encode(sample[:64])  # warm-up
+        for kind, items in (("passage", sample), ("query", queries)):
+            start = time.perf_counter()
+            result = encoder.encode(items, kind=kind)
+            if device == "cuda":
+                torch.cuda.synchronize()
+            seconds = time.perf_counter() - start
+            out[f"{device}_{PLURAL[kind]}_per_second"] = len(items) / seconds
+            print(f"encoder {device} {kind}s: {len(items) / seconds:,.0f}/s (batch {encoder.batch_size})",
+                  file=sys.stderr, flush=True)
+            if kind == "passage":
+                vectors[device] = result[:cpu_passages]
+        out[f"{device}_batch"] = encoder.batch_size
+    if gpu:
+        fp32 = SentenceTransformerEncoder(EncoderConfig(model=model, device="cuda"))
+        fp32.model.float()
+        reference = fp32.encode(texts[:cpu_passages])
+        cosines = np.sum(reference * vectors["cuda"], axis=1)
+        out.update(fp16_vs_fp32_mean_cosine=float(cosines.mean()), fp16_vs_fp32_min_cosine=float(cosines.min()),
+                   passage_speedup_vs_cpu=out["cuda_passages_per_second"] / out["cpu_passages_per_second"])
+        live = SentenceTransformerEncoder(EncoderConfig(model=model, device="cuda"))
+        config = dataclasses.replace(preset("best"), batch_size=engine_batch, memory_budget_mb=64_000)
+        retriever = Retriever(index, config, encoder=live, backend=BACKENDS[0], allow_mixed_encoder=weights != "real")
+        retriever.retrieve(queries[:engine_batch])  # warm-up
+        start = time.perf_counter()
+        retriever.retrieve(queries)
+        synchronize(retriever.be)
+        seconds = time.perf_counter() - start
+        out["engine_queries_per_second_with_encoder"] = len(queries) / seconds
+        out["engine_encoder_seconds"] = retriever.timer.seconds.get("encode", 0.0)
+        print(f"engine best with live encoder: {len(queries) / seconds:,.0f} q/s", file=sys.stderr, flush=True)
+    out["ok"] = all(np.isfinite(v) for k, v in out.items() if k.endswith("per_second"))
+    if gpu:
+        out["ok"] = out["ok"] and out["fp16_vs_fp32_min_cosine"] > 0.99
+    return out
+
+
 REPORT_FILE = "gpu_check.json"
 
 
@@ -384,6 +478,14 @@ def main() -> int:
     section(report, "ppr", ppr, args.out)
     section(report, "engine", lambda: bench_engine(need("index"), need("queries"), need("encoder"),
                                                    args.batches, args.cpu_max_batch), args.out)
+
+    def encoder() -> dict[str, Any]:
+        inputs = args.inputs or ROOT / ".cache" / "bench" / "gpu_inputs"
+        model, weights = encoder_folder(inputs, args.out)
+        return bench_encoder(need("index"), need("queries"), model, weights, 16 if args.smoke else 1000,
+                             args.batches[0], gpu=not args.smoke)
+
+    section(report, "encoder", encoder, args.out)
     if not args.no_workers:
         section(report, "workers", lambda: run_workers(args.out, args.smoke, deadline.left(600)), args.out)
     report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")

@@ -90,12 +90,25 @@ def write_query_inputs(index: Index, queries: list[str], folder: Path) -> None:
                                                                                dtype=np.float16)
 
 
+def copy_encoder_architecture(folder: Path) -> None:
+    """all-MiniLM-L6-v2's folder without its weights (config, tokenizer, pooling: about 1 MiB) into
+    `folder`: the GPU check's encoder section runs it with random weights, since the 87 MiB of real
+    weights do not fit the carry limit (the work per text is the same)."""
+    from gpu_tigrag.encoders import DEFAULT_MODEL, resolve_model
+    from gpu_tigrag.encoders.models import WEIGHT_FILES
+
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(resolve_model(DEFAULT_MODEL).folder, folder,
+                    ignore=shutil.ignore_patterns(*WEIGHT_FILES, "*.onnx", "README.md", ".gitattributes"))
+
+
 def main() -> int:
     INPUTS.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(CACHE / "gpu_workers_wheels", ignore_errors=True)  # older layout: now in gpu_inputs/wheels
     download_wheels(INPUTS / "wheels", WHEELS)
     index = dataset_index("2wikimultihopqa")  # builds and caches INDEX if absent
     write_query_inputs(index, [q.text for q in dataset_queries("2wikimultihopqa")], INPUTS)
+    copy_encoder_architecture(INPUTS / "encoder_architecture")
     archive_index(INDEX, INPUTS / f"{INDEX.name}.tar.gz")
     for path in sorted(INPUTS.iterdir()):
         print(f"  {folder_mib(path) if path.is_dir() else path.stat().st_size / 2**20:6.1f} MiB  {carried(path)}")

@@ -20,7 +20,7 @@ _spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "bench" / "gp
 gpu_check = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gpu_check)
 
-SECTIONS = ("parity", "indexing", "pair_count", "load_index", "ppr", "engine", "workers")
+SECTIONS = ("parity", "indexing", "pair_count", "load_index", "ppr", "engine", "encoder", "workers")
 
 
 def positive(value: Any) -> bool:
@@ -87,6 +87,30 @@ def test_engine_figures_and_same_rankings(smoke):
     for row in engine["rows"]:
         assert positive(row["queries_per_second_without_encoder"]) and row["same_top5_as_cpu"] == 1.0
         assert row["queries"] >= 15 and {"ppr", "score", "pool"} <= set(row["stage_seconds"])
+
+
+def test_encoder_section_measures_the_torch_runtime(smoke):
+    encoder = smoke[0]["encoder"]
+    assert encoder["weights"] == "real" and encoder["model"] == "all-MiniLM-L6-v2"  # installed here
+    assert positive(encoder["cpu_passages_per_second"]) and positive(encoder["cpu_queries_per_second"])
+    assert encoder["ok"] is True
+
+
+def test_the_encoder_architecture_runs_with_random_weights_where_the_model_is_absent(tmp_path, monkeypatch):
+    import gpu_tigrag.encoders as encoders
+    from gpu_tigrag.errors import ModelError
+    sys.path.insert(0, str(ROOT / "bench"))
+    from prepare_gpu_check import copy_encoder_architecture
+
+    copy_encoder_architecture(tmp_path / "inputs" / "encoder_architecture")
+    assert not list((tmp_path / "inputs" / "encoder_architecture").glob("*.safetensors"))
+
+    def absent(name):
+        raise ModelError("not installed")
+
+    monkeypatch.setattr(encoders, "resolve_model", absent)
+    model, weights = gpu_check.encoder_folder(tmp_path / "inputs", tmp_path)
+    assert weights == "random" and (Path(model) / "model.safetensors").is_file()
 
 
 def test_workers_runs_and_same_rankings(smoke):
