@@ -1,0 +1,444 @@
+"""sentence-transformers models on ONNX Runtime with int8 weights (backend `onnx-int8`), for CPUs.
+
+At first use the model's transformer is exported from its local folder to ONNX (torch.onnx.export,
+nothing downloaded), then its weights are quantised to int8 by ONNX Runtime's dynamic quantisation
+(signed int8, one scale per output channel; activations are quantised per batch at run time). The
+result is cached under `default_cache_dir()/onnx/<weights sha256>-int8/` with a manifest (source
+fingerprint, ONNX Runtime version, quantisation settings, sha256 of the .onnx file), checked at
+every load: a damaged or outdated copy is rebuilt, with a log line. The folder is written
+atomically; when two processes build it at once, the later one finds the first one's copy and
+drops its own.
+
+Encoding follows the folder's sentence-transformers modules (Transformer, Pooling, Normalize):
+the folder's fast tokenizer, the model's prompt for the text kind, truncation to max_seq_length,
+pooling with the attention mask in NumPy, then L2 normalisation. Texts are sorted by token length
+and batched, so a batch pads little, and the vectors come back in input order.
+
+Measured against the torch runtime on this project's data: bench/results/encoder_speed.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..atomic import OLD_MARK, TMP_MARK, atomic_directory
+from ..config import EncoderConfig
+from ..errors import ModelError
+from .base import PASSAGE, check_kind, empty
+from .caching import default_cache_dir
+from .models import ResolvedModel, resolve_model
+
+log = logging.getLogger(__name__)
+
+MODEL_FILE, MANIFEST_FILE = "model.onnx", "manifest.json"
+#: bump when the export or quantisation recipe changes: cached copies of another format are rebuilt
+FORMAT = 1
+OPSET = 17
+#: quantisation settings (chosen by measurement, bench/results/encoder_speed.md): signed int8 weights
+#: use the VNNI int8 dot products; one scale per output channel keeps the cosine to fp32 at ~0.994
+#: (one scale per tensor: ~0.95)
+QUANTIZATION = {"weight_type": "QInt8", "per_channel": True, "reduce_range": False}
+#: stale temporaries of killed builds older than this are removed
+STALE_SECONDS = 3600
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+POOLING_MODES = ("cls", "mean", "max", "mean_sqrt_len_tokens")
+_LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
+                   "pooling_mode_max_tokens": "max", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                   "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+
+
+# ---------------------------------------------------------------------------------------------------
+# the folder's modules
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """What a sentence-transformers folder computes: its transformer folder, the longest input in
+    tokens, whether texts are lower-cased first, the pooling modes and whether prompt tokens pool."""
+
+    transformer: Path
+    max_seq_length: int
+    lower_case: bool
+    pooling: tuple[str, ...]
+    include_prompt: bool
+    dim: int
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{path}: cannot read the model's configuration ({exc})") from None
+    if not isinstance(value, dict):
+        raise ModelError(f"{path}: expected a JSON object")
+    return value
+
+
+def _pooling(config: dict, where: Path) -> tuple[tuple[str, ...], bool, int]:
+    modes = config.get("pooling_mode")
+    if modes is None:
+        modes = [mode for key, mode in _LEGACY_POOLING.items() if config.get(key)]
+    modes = (modes,) if isinstance(modes, str) else tuple(modes)
+    unsupported = [m for m in modes if m not in POOLING_MODES]
+    if not modes or unsupported:
+        raise ModelError(f"{where}: pooling {list(modes) or 'none'} is not supported by the onnx-int8 backend "
+                         f"(supported: {', '.join(POOLING_MODES)}); use backend torch")
+    dim = config.get("embedding_dimension", config.get("word_embedding_dimension"))
+    return modes, bool(config.get("include_prompt", True)), int(dim) if dim else 0
+
+
+def read_pipeline(folder: Path) -> Pipeline:
+    """The modules of the sentence-transformers folder `folder`: a transformer, then pooling, then
+    optionally Normalize. Any other module (Dense, ...) is an error, not skipped."""
+    modules_file = folder / "modules.json"
+    if modules_file.is_file():
+        modules = json.loads(modules_file.read_text())
+    else:  # a bare transformers folder: sentence-transformers' defaults (mean pooling)
+        modules = [{"type": "sentence_transformers.models.Transformer", "path": ""}]
+    transformer, pooling = None, None
+    for module in modules:
+        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+        path = folder / module.get("path", "")
+        if kind == "Transformer" and transformer is None:
+            transformer = path
+        elif kind == "Pooling" and transformer is not None and pooling is None:
+            pooling = _pooling(_read_json(path / "config.json"), path / "config.json")
+        elif kind != "Normalize":
+            raise ModelError(f"{modules_file}: module {module.get('type')!r} is not supported by the onnx-int8 "
+                             "backend (it runs Transformer, Pooling and Normalize); use backend torch")
+    if transformer is None:
+        raise ModelError(f"{folder}: no Transformer module")
+    settings = {}
+    for name in ("sentence_bert_config.json", "sentence_xlnet_config.json"):
+        if (transformer / name).is_file():
+            settings = _read_json(transformer / name)
+            break
+    hf = _read_json(transformer / "config.json")
+    positions = int(hf.get("max_position_embeddings", 512))
+    max_len = int(settings.get("max_seq_length") or positions)
+    modes, include_prompt, dim = pooling or (("mean",), True, 0)
+    dim = int(hf.get("hidden_size", dim)) * len(modes)
+    return Pipeline(transformer, min(max_len, positions), bool(settings.get("do_lower_case", False)),
+                    modes, include_prompt, dim)
+
+
+# ---------------------------------------------------------------------------------------------------
+# export, quantisation and the cache
+
+
+def cache_folder(resolved: ResolvedModel, root: Path | None = None) -> Path:
+    digest = resolved.fingerprint.split(":", 1)[-1]
+    return (root if root is not None else default_cache_dir() / "onnx") / f"{digest}-int8"
+
+
+def _sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _ort_version() -> str:
+    import onnxruntime
+
+    return onnxruntime.__version__
+
+
+def _expected_manifest(resolved: ResolvedModel, pipeline: Pipeline) -> dict:
+    return {"format": FORMAT, "source_fingerprint": resolved.fingerprint, "onnxruntime": _ort_version(),
+            "quantization": QUANTIZATION, "opset": OPSET, "max_seq_length": pipeline.max_seq_length}
+
+
+def load_cached(folder: Path, expected: dict, report: bool = True) -> tuple[bytes, list[str]] | None:
+    """The model bytes and input names of the cached copy in `folder`, or None when there is none or
+    it is damaged or outdated (logged if `report`). Bytes are checked against the manifest's sha256
+    as read, so a copy replaced while being read is never used half old, half new."""
+    warn = log.warning if report else log.debug
+    manifest_file = folder / MANIFEST_FILE
+    if not manifest_file.is_file():
+        return None
+    try:
+        manifest = json.loads(manifest_file.read_text())
+        data = (folder / MODEL_FILE).read_bytes()
+    except (OSError, ValueError) as exc:
+        warn("%s: cached ONNX model is unreadable (%s); rebuilding it", folder, exc)
+        return None
+    if not isinstance(manifest, dict):
+        warn("%s: cached ONNX manifest is not a JSON object; rebuilding it", folder)
+        return None
+    stale = [key for key, value in expected.items() if manifest.get(key) != value]
+    if stale:
+        warn("%s: cached ONNX model was built with other settings (%s); rebuilding it", folder, ", ".join(stale))
+        return None
+    if manifest.get("sha256") != _sha256_bytes(data):
+        warn("%s: cached ONNX model is damaged (sha256 mismatch); rebuilding it", folder)
+        return None
+    inputs = manifest.get("inputs")
+    if not isinstance(inputs, list) or not inputs or not set(inputs) <= set(INPUTS):
+        warn("%s: cached ONNX manifest lists no valid inputs; rebuilding it", folder)
+        return None
+    return data, inputs
+
+
+def _export_fp32(pipeline: Pipeline, target: Path) -> list[str]:
+    """torch.onnx.export of the folder's transformer (last hidden state), with dynamic batch and length."""
+    from .sentence import _quiet_offline_hub
+
+    _quiet_offline_hub()
+    import inspect
+    import warnings
+
+    import torch
+    from transformers import AutoModel
+
+    try:
+        model = AutoModel.from_pretrained(str(pipeline.transformer), attn_implementation="eager")
+    except Exception as exc:
+        raise ModelError(f"{pipeline.transformer}: cannot load the transformer to export it to ONNX: {exc}") from None
+    model.eval()
+    accepted = inspect.signature(model.forward).parameters
+    inputs = [name for name in INPUTS if name in accepted]
+    if inputs[:2] != ["input_ids", "attention_mask"]:
+        raise ModelError(f"{pipeline.transformer}: the transformer does not take input_ids and attention_mask")
+
+    class LastHiddenState(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args):
+            return self.inner(**dict(zip(inputs, args)), return_dict=True).last_hidden_state
+
+    example = torch.ones((2, 8), dtype=torch.long)
+    args = tuple(example if name != "token_type_ids" else torch.zeros_like(example) for name in inputs)
+    axes = {name: {0: "batch", 1: "sequence"} for name in [*inputs, "last_hidden_state"]}
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(LastHiddenState(model), args, str(target), dynamo=False, input_names=inputs,
+                              output_names=["last_hidden_state"], dynamic_axes=axes, opset_version=OPSET,
+                              do_constant_folding=True)
+    except Exception as exc:
+        raise ModelError(f"{pipeline.transformer}: ONNX export failed: {exc}") from None
+    return inputs
+
+
+def _quantize(source: Path, target: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(max(level, logging.ERROR))  # the quantiser's advice to pre-process goes to the root logger
+    try:
+        quantize_dynamic(str(source), str(target), weight_type=getattr(QuantType, QUANTIZATION["weight_type"]),
+                         per_channel=QUANTIZATION["per_channel"], reduce_range=QUANTIZATION["reduce_range"])
+    except Exception as exc:
+        raise ModelError(f"{source}: int8 quantisation failed: {exc}") from None
+    finally:
+        root.setLevel(level)
+
+
+class _Redundant(Exception):
+    """Another process finished the same cache folder first."""
+
+
+def _remove_stale(folder: Path) -> None:
+    """Temporaries of builds killed long ago (a recent one may be a build still under way)."""
+    if not folder.parent.is_dir():
+        return
+    now = time.time()
+    for path in folder.parent.iterdir():
+        if path.name.startswith((f".{folder.name}{TMP_MARK}", f".{folder.name}{OLD_MARK}")):
+            try:
+                if now - path.stat().st_mtime > STALE_SECONDS:
+                    shutil.rmtree(path, ignore_errors=True)
+            except OSError:
+                pass
+
+
+def build_cached(resolved: ResolvedModel, pipeline: Pipeline, folder: Path) -> tuple[bytes, list[str]]:
+    """Export, quantise and cache the model in `folder` (atomically); returns what `load_cached` does."""
+    expected = _expected_manifest(resolved, pipeline)
+    _remove_stale(folder)
+    start = time.perf_counter()
+    log.info("onnx-int8: exporting and quantising %s (once; cached in %s)", resolved.name, folder)
+    try:
+        with atomic_directory(folder) as tmp:
+            fp32 = tmp / "model.fp32.onnx"
+            inputs = _export_fp32(pipeline, fp32)
+            _quantize(fp32, tmp / MODEL_FILE)
+            fp32.unlink()
+            data = (tmp / MODEL_FILE).read_bytes()
+            manifest = {**expected, "inputs": inputs, "sha256": _sha256_bytes(data), "created": time.time()}
+            (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n")
+            for path in (tmp / MODEL_FILE, tmp / MANIFEST_FILE):
+                with open(path, "rb") as handle:
+                    os.fsync(handle.fileno())
+            if load_cached(folder, expected, report=False) is not None:
+                raise _Redundant
+    except _Redundant:
+        log.info("onnx-int8: another process cached %s first; using its copy", resolved.name)
+        found = load_cached(folder, expected)
+        if found is not None:
+            return found
+        return build_cached(resolved, pipeline, folder)
+    log.info("onnx-int8: %s ready in %.1f s", resolved.name, time.perf_counter() - start)
+    return data, inputs
+
+
+def prepare(resolved: ResolvedModel, pipeline: Pipeline, root: Path | None = None) -> tuple[bytes, list[str]]:
+    """The int8 ONNX model of `resolved` (bytes, input names): from the cache, else built into it."""
+    folder = cache_folder(resolved, root)
+    found = load_cached(folder, _expected_manifest(resolved, pipeline))
+    return found if found is not None else build_cached(resolved, pipeline, folder)
+
+
+# ---------------------------------------------------------------------------------------------------
+# runtime
+
+
+def physical_cores() -> int:
+    """Physical cores this process may run on (hyper-threads share one core's int8 units)."""
+    try:
+        allowed = len(os.sched_getaffinity(0))
+    except AttributeError:
+        allowed = os.cpu_count() or 1
+    cores: set[tuple[str, str]] = set()
+    try:
+        physical = core = ""
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            key = key.strip()
+            if key == "physical id":
+                physical = value.strip()
+            elif key == "core id":
+                core = value.strip()
+                cores.add((physical, core))
+    except OSError:
+        pass
+    return max(1, min(allowed, len(cores) or allowed))
+
+
+def _tokenizer(folder: Path, max_length: int):
+    """The folder's fast tokenizer (tokenizers.Tokenizer), truncating to `max_length`, unpadded."""
+    if (folder / "tokenizer.json").is_file():
+        from tokenizers import Tokenizer
+
+        try:
+            tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        except Exception as exc:
+            raise ModelError(f"{folder / 'tokenizer.json'}: cannot load the tokenizer: {exc}") from None
+    else:
+        from .sentence import _quiet_offline_hub
+
+        _quiet_offline_hub()
+        from transformers import AutoTokenizer
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(folder), use_fast=True).backend_tokenizer
+        except Exception as exc:
+            raise ModelError(f"{folder}: no fast tokenizer (tokenizer.json) and none can be made: {exc}") from None
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length)
+    return tokenizer
+
+
+class OnnxInt8Encoder:
+    """A sentence-transformers model on ONNX Runtime with int8 weights (see the module doc). The
+    fingerprint is the source weights' (the same model); `backend` tells the runtime apart."""
+
+    backend = "onnx-int8"
+
+    def __init__(self, config: EncoderConfig = EncoderConfig(), cache_root: str | Path | None = None,
+                 threads: int | None = None):
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise ModelError("encoder backend onnx-int8 needs the package onnxruntime (pip install onnxruntime onnx)") from None
+        if config.device.startswith("cuda"):
+            raise ModelError("encoder backend onnx-int8 runs on CPU; use backend torch for device cuda")
+        resolved = resolve_model(config.model)
+        self.name, self.fingerprint, self.resolved = config.model, resolved.fingerprint, resolved
+        self.pipeline = read_pipeline(resolved.folder)
+        self.dim = self.pipeline.dim
+        self.batch_size = config.batch_size
+        self.tokenizer = _tokenizer(self.pipeline.transformer, self.pipeline.max_seq_length)
+        self.cache_folder = cache_folder(resolved, Path(cache_root) if cache_root is not None else None)
+        data, self.inputs = prepare(resolved, self.pipeline, self.cache_folder.parent)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or physical_cores()
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        try:
+            self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:
+            raise ModelError(f"{self.cache_folder}: ONNX Runtime cannot load the int8 model: {exc}") from None
+        self._prompt_lengths: dict[str, int] = {}
+
+    def _prompt_length(self, prompt: str) -> int:
+        """Tokens of `prompt` at the start of an encoded text (leading special tokens included, the
+        trailing one not), as sentence-transformers counts them for include_prompt=false."""
+        if prompt not in self._prompt_lengths:
+            encoding = self.tokenizer.encode(prompt)
+            n = len(encoding.ids)
+            if n and encoding.special_tokens_mask[-1]:
+                n -= 1
+            self._prompt_lengths[prompt] = n
+        return self._prompt_lengths[prompt]
+
+    def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        parts = []
+        weights = mask[..., None].astype(np.float32)
+        for mode in self.pipeline.pooling:
+            if mode == "cls":
+                parts.append(hidden[:, 0])
+            elif mode == "max":
+                parts.append(np.where(weights > 0, hidden, np.float32(-1e9)).max(axis=1))
+            else:
+                sums = np.einsum("bsh,bs->bh", hidden, mask.astype(np.float32))
+                counts = np.maximum(weights.sum(axis=1), 1e-9)
+                parts.append(sums / (counts if mode == "mean" else np.sqrt(counts)))
+        vectors = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+
+    def encode(self, texts: Sequence[str], show_progress: bool = False, kind: str = PASSAGE) -> np.ndarray:
+        check_kind(kind)
+        if len(texts) == 0:
+            return empty(self.dim)
+        prompt = self.resolved.prompt(kind)
+        batch = [prompt + text for text in texts]
+        if self.pipeline.lower_case:
+            batch = [text.lower() for text in batch]
+        skip = 0 if self.pipeline.include_prompt or not prompt else self._prompt_length(prompt)
+        encodings = self.tokenizer.encode_batch(batch)
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        order = np.argsort(-lengths, kind="stable")  # longest first: a batch pads to a similar length
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        starts = range(0, len(texts), self.batch_size)
+        from ..progress import progress
+
+        for start in progress(starts, "encoding", show_progress, unit="batch"):
+            rows = order[start : start + self.batch_size]
+            width = int(lengths[rows].max())
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for r, i in enumerate(rows):
+                n = int(lengths[i])
+                ids[r, :n] = encodings[i].ids
+                mask[r, :n] = 1
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            hidden = self.session.run(None, {name: feeds[name] for name in self.inputs})[0]
+            if skip:
+                mask = mask.copy()
+                mask[:, :skip] = 0
+            out[rows] = self._pool(hidden, mask)
+        return out
