@@ -51,7 +51,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..atomic import atomic_directory, remove_stale_temporaries
+from ..atomic import atomic_directory, describe_os_error, remove_stale_temporaries
 from ..checksums import sha256_file
 from ..errors import ModelError
 from .models import ResolvedModel
@@ -469,8 +469,13 @@ def check_folder(folder: Path, digest: str) -> str | None:
 @contextmanager
 def _conversion_lock(folder: Path) -> Iterator[None]:
     """Block until no other process converts into `folder` (flock on the sibling `NAME.lock`)."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder.with_name(folder.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    path = folder.with_name(folder.name + ".lock")
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot create the lock of the {MODEL_NAME} conversion "
+                         f"({describe_os_error(exc)}); set TIGRAG_CACHE_DIR to a writable folder") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
