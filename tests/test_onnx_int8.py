@@ -1,0 +1,217 @@
+"""The onnx-int8 encoder runtime (issue 12): export + int8 quantisation of the real all-MiniLM-L6-v2
+folder into a cache with a checked manifest, vectors against the torch runtime, order after length
+bucketing, prompts by kind, a damaged or concurrently built cache, the encoder's identity and the
+"auto" backend.
+
+One export (~6-10 s on two cores) serves the module; the damage test exports once more."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import shutil
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install onnxruntime onnx)")
+
+from gpu_tigrag.config import EncoderConfig  # noqa: E402
+from gpu_tigrag.encoders import load_encoder, resolve_backend, resolve_model  # noqa: E402
+from gpu_tigrag.encoders import onnx_int8  # noqa: E402
+from gpu_tigrag.encoders.onnx_int8 import MANIFEST_FILE, MODEL_FILE, OnnxInt8Encoder, read_pipeline  # noqa: E402
+from gpu_tigrag.errors import ModelError  # noqa: E402
+
+CONFIG = EncoderConfig(backend="onnx-int8", device="cpu")
+TEXTS = ["The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named after "
+         "the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889.",
+         "who directed the film Titanic?",
+         "Gaby: A True Story is a 1987 American biographical drama film directed by Luis Mandoki.",
+         "cats",
+         "Mount Varn is the highest peak of the northern range; its summit was first reached in 1921 by a party led "
+         "by Piet Anholt, who later wrote about the climb in the Northern Ledger. The route they took is still used.",
+         "Paris"]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("tigrag_cache")
+
+
+@pytest.fixture(scope="module")
+def encoder(cache):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TIGRAG_CACHE_DIR", str(cache))
+        return OnnxInt8Encoder(CONFIG)
+
+
+def test_identity_and_cache_manifest(encoder, cache):
+    resolved = resolve_model(CONFIG.model)
+    assert (encoder.name, encoder.backend, encoder.dim) == ("all-MiniLM-L6-v2", "onnx-int8", 384)
+    assert encoder.fingerprint == resolved.fingerprint  # the same weights, another runtime
+    folder = cache / "onnx" / f"{resolved.fingerprint.split(':', 1)[1]}-int8"
+    assert encoder.cache_folder == folder
+    manifest = json.loads((folder / MANIFEST_FILE).read_text())
+    import onnxruntime
+
+    assert manifest["source_fingerprint"] == resolved.fingerprint
+    assert manifest["onnxruntime"] == onnxruntime.__version__
+    assert manifest["quantization"]["weight_type"] == "QInt8" and manifest["quantization"]["per_channel"]
+    assert manifest["sha256"] == onnx_int8._sha256_bytes((folder / MODEL_FILE).read_bytes())
+    assert sorted(p.name for p in folder.iterdir()) == [MANIFEST_FILE, MODEL_FILE]  # no fp32 copy left
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temporaries
+
+
+def test_cached_copy_is_loaded_without_export(encoder, cache, monkeypatch):
+    monkeypatch.setenv("TIGRAG_CACHE_DIR", str(cache))
+
+    def no_export(*args):
+        raise AssertionError("exported again although the cache is valid")
+
+    monkeypatch.setattr(onnx_int8, "_export_fp32", no_export)
+    again = OnnxInt8Encoder(CONFIG)
+    np.testing.assert_array_equal(again.encode(TEXTS), encoder.encode(TEXTS))
+
+
+def test_load_encoder_dispatch(encoder, cache, monkeypatch):
+    monkeypatch.setenv("TIGRAG_CACHE_DIR", str(cache))
+    loaded = load_encoder(CONFIG)
+    assert isinstance(loaded, OnnxInt8Encoder) and loaded.backend == "onnx-int8"
+
+
+def test_vectors_close_to_torch(encoder):
+    from gpu_tigrag.encoders.sentence import SentenceTransformerEncoder
+
+    torch_encoder = SentenceTransformerEncoder(EncoderConfig(device="cpu"))
+    for kind in ("passage", "query"):
+        ours, theirs = encoder.encode(TEXTS, kind=kind), torch_encoder.encode(TEXTS, kind=kind)
+        assert ours.dtype == np.float32 and ours.shape == (len(TEXTS), 384)
+        np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+        cosine = (ours * theirs).sum(axis=1)
+        assert cosine.min() >= 0.98, cosine
+
+
+def test_order_restored_after_length_bucketing(encoder, monkeypatch):
+    """Batches of 2 sorted by length: each vector comes back at its text's input position. The texts
+    differ in length, so any input order gives the same batches, hence the same vectors permuted.
+    (Activation scales are per batch, so a text's vector moves a little with its batch-mates:
+    against one text per batch the cosine is still ~0.99.)"""
+    single = np.stack([encoder.encode([t])[0] for t in TEXTS])
+    monkeypatch.setattr(encoder, "batch_size", 2)
+    permutation = [3, 0, 5, 2, 4, 1]
+    in_order = encoder.encode(TEXTS)
+    batched = encoder.encode([TEXTS[i] for i in permutation])
+    np.testing.assert_allclose(batched, in_order[permutation], atol=1e-6)
+    similarity = batched @ single.T
+    assert list(similarity.argmax(axis=1)) == permutation
+    assert np.diag(similarity[:, permutation]).min() >= 0.98
+    assert encoder.encode([]).shape == (0, 384)
+
+
+def test_prompts_applied_by_kind(encoder, monkeypatch):
+    resolved = dataclasses.replace(encoder.resolved, prompts={"query": "query: ", "passage": "passage: "})
+    monkeypatch.setattr(encoder, "resolved", resolved)
+    as_query = encoder.encode(["who directed Titanic?"], kind="query")
+    as_passage = encoder.encode(["who directed Titanic?"], kind="passage")
+    monkeypatch.setattr(encoder, "resolved", dataclasses.replace(resolved, prompts={}))
+    np.testing.assert_allclose(as_query, encoder.encode(["query: who directed Titanic?"]), atol=1e-6)
+    np.testing.assert_allclose(as_passage, encoder.encode(["passage: who directed Titanic?"]), atol=1e-6)
+    assert float((as_query @ as_passage.T)[0, 0]) < 0.9999
+    with pytest.raises(ModelError):
+        encoder.encode(["x"], kind="document")
+
+
+def test_prompt_excluded_from_pooling_when_the_folder_says_so(encoder, monkeypatch):
+    """include_prompt=false (sentence-transformers' Pooling): the prompt's tokens, [CLS] included, do
+    not pool; the text's own tokens still see the prompt through attention."""
+    monkeypatch.setattr(encoder, "resolved", dataclasses.replace(encoder.resolved, prompts={"query": "query: "}))
+    assert encoder._prompt_length("query: ") == 3  # [CLS] query :
+    with_prompt = encoder.encode(["cats"], kind="query")
+    monkeypatch.setattr(encoder, "pipeline", dataclasses.replace(encoder.pipeline, include_prompt=False))
+    without = encoder.encode(["cats"], kind="query")
+    assert float((with_prompt @ without.T)[0, 0]) < 0.999
+
+
+def test_damaged_cache_is_rebuilt(encoder, tmp_path, monkeypatch, caplog):
+    source = encoder.cache_folder
+    root = tmp_path / "cache"
+    shutil.copytree(source, root / "onnx" / source.name)
+    model = root / "onnx" / source.name / MODEL_FILE
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model.write_bytes(bytes(data))
+    monkeypatch.setenv("TIGRAG_CACHE_DIR", str(root))
+    with caplog.at_level(logging.INFO, logger="gpu_tigrag.encoders.onnx_int8"):
+        rebuilt = OnnxInt8Encoder(CONFIG)
+    assert "damaged" in caplog.text and "exporting" in caplog.text
+    manifest = json.loads((root / "onnx" / source.name / MANIFEST_FILE).read_text())
+    assert manifest["sha256"] == onnx_int8._sha256_bytes(model.read_bytes())
+    np.testing.assert_allclose(rebuilt.encode(TEXTS), encoder.encode(TEXTS), atol=1e-5)
+    # an outdated manifest (another ONNX Runtime) is rebuilt too, without exporting when valid again
+    manifest["onnxruntime"] = "0.0.1"
+    (root / "onnx" / source.name / MANIFEST_FILE).write_text(json.dumps(manifest))
+    expected = onnx_int8._expected_manifest(encoder.resolved, encoder.pipeline)
+    assert onnx_int8.load_cached(root / "onnx" / source.name, expected) is None
+    assert "other settings (onnxruntime)" in caplog.text
+
+
+def test_concurrent_build_keeps_the_first_copy(encoder, tmp_path, monkeypatch):
+    """Another process finishes the same folder while this one exports: this one drops its copy and
+    uses the finished one (its files unchanged)."""
+    target = tmp_path / "onnx" / encoder.cache_folder.name
+    real_quantize = onnx_int8._quantize
+
+    def quantize_while_another_finishes(source, out):
+        real_quantize(source, out)
+        shutil.copytree(encoder.cache_folder, target)
+
+    monkeypatch.setattr(onnx_int8, "_quantize", quantize_while_another_finishes)
+    before = None
+    data, inputs = onnx_int8.prepare(encoder.resolved, encoder.pipeline, tmp_path / "onnx")
+    before = (encoder.cache_folder / MODEL_FILE).read_bytes()
+    assert data == before and inputs == encoder.inputs
+    assert (target / MODEL_FILE).read_bytes() == before
+    assert not [p for p in target.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_unsupported_modules_are_errors(tmp_path):
+    folder = resolve_model(CONFIG.model).folder
+    copy = tmp_path / "model"
+    shutil.copytree(folder, copy, ignore=shutil.ignore_patterns("*.safetensors"))
+    pipeline = read_pipeline(copy)
+    assert (pipeline.pooling, pipeline.max_seq_length, pipeline.dim) == (("mean",), 256, 384)
+    modules = json.loads((copy / "modules.json").read_text())
+    (copy / "modules.json").write_text(json.dumps([*modules, {"idx": 3, "name": "3", "path": "3_Dense",
+                                                              "type": "sentence_transformers.models.Dense"}]))
+    with pytest.raises(ModelError, match="Dense"):
+        read_pipeline(copy)
+    (copy / "modules.json").write_text(json.dumps(modules))
+    (copy / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 384,
+                                                                "pooling_mode_lasttoken": True}))
+    with pytest.raises(ModelError, match="lasttoken"):
+        read_pipeline(copy)
+
+
+def test_failed_export_is_an_error(tmp_path, monkeypatch):
+    folder = resolve_model(CONFIG.model).folder
+    copy = tmp_path / "model"
+    shutil.copytree(folder, copy)
+    (copy / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 384, "vocab_size": -5}))
+    monkeypatch.setenv("TIGRAG_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(ModelError, match="export"):
+        OnnxInt8Encoder(EncoderConfig(model=str(copy), backend="onnx-int8", device="cpu"))
+    assert not (tmp_path / "cache" / "onnx").exists() or not any((tmp_path / "cache" / "onnx").iterdir())
+
+
+def test_auto_backend_on_cpu(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_backend(EncoderConfig(backend="auto")) == "onnx-int8"
+    assert resolve_backend(EncoderConfig(backend="auto", device="cpu")) == "onnx-int8"
+    assert resolve_backend(EncoderConfig(backend="torch")) == "torch"
+    assert resolve_backend(EncoderConfig(model="hashing:64", backend="auto")) == "hashing"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_backend(EncoderConfig(backend="auto")) == "torch"
+    assert resolve_backend(EncoderConfig(backend="auto", device="cpu")) == "onnx-int8"
