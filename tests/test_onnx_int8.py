@@ -60,6 +60,12 @@ def test_identity_and_cache_manifest(encoder, cache):
     assert manifest["quantization"]["weight_type"] == "QInt8" and manifest["quantization"]["per_channel"]
     assert manifest["sha256"] == onnx_int8._sha256_bytes((folder / MODEL_FILE).read_bytes())
     assert sorted(p.name for p in folder.iterdir()) == [MANIFEST_FILE, MODEL_FILE]  # no fp32 copy left
+    import onnx
+
+    ops = {n.name: n.op_type for n in onnx.load(str(folder / MODEL_FILE)).graph.node}
+    # the feed-forward output projection of the first half of the layers stays float, the rest is int8
+    assert [ops.get(f"/inner/encoder/layer.{i}/output/dense/MatMul") for i in range(6)] == ["MatMul"] * 3 + [None] * 3
+    assert sum(op == "MatMulInteger" for op in ops.values()) == 6 * 6 - 3
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temporaries
 
 
