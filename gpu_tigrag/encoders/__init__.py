@@ -24,12 +24,23 @@ _ENCODERS: dict[EncoderConfig, Encoder] = {}
 
 
 def resolve_backend(config: EncoderConfig) -> str:
-    """The concrete runtime of `config.backend` ("auto": torch; see the README's encoder section)."""
+    """The concrete runtime of `config.backend`. "auto": torch on a CUDA device (`device` cuda, or
+    auto with CUDA available); on CPU onnx-int8 where onnxruntime imports (measured 2-3x torch's
+    throughput at cosine ~0.994, bench/results/encoder_speed.md), else torch."""
     if config.model.startswith("hashing:"):
         return "hashing"
     if config.backend != "auto":
         return config.backend
-    return "torch"
+    if config.device.startswith("cuda"):
+        return "torch"
+    if config.device == "auto":
+        from .sentence import resolve_device
+
+        if resolve_device("auto") != "cpu":
+            return "torch"
+    import importlib.util
+
+    return "onnx-int8" if importlib.util.find_spec("onnxruntime") is not None else "torch"
 
 
 def index_encoder_config(index) -> EncoderConfig:
