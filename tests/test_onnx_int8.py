@@ -49,10 +49,11 @@ def encoder(cache):
 def test_identity_and_cache_manifest(encoder, cache):
     resolved = resolve_model(CONFIG.model)
     assert (encoder.name, encoder.backend, encoder.dim) == ("all-MiniLM-L6-v2", "onnx-int8", 384)
-    assert encoder.fingerprint == resolved.fingerprint  # the same weights, another runtime
     folder = cache / "onnx" / f"{resolved.fingerprint.split(':', 1)[1]}-int8"
     assert encoder.cache_folder == folder
     manifest = json.loads((folder / MANIFEST_FILE).read_text())
+    # the same weights, and the quantised model that computed the vectors
+    assert encoder.fingerprint == f"{resolved.fingerprint}+int8:{manifest['sha256'][:16]}"
     import onnxruntime
 
     assert manifest["source_fingerprint"] == resolved.fingerprint

@@ -47,10 +47,16 @@ def check_compatible(index_identity: tuple[str, str, str], encoder: Encoder, all
     name, fingerprint, backend = index_identity
     if allow_mixed:
         return
-    if encoder.fingerprint != fingerprint:
+    if weights_of(encoder.fingerprint) != weights_of(fingerprint):
         raise ModelError(f"the index's passage vectors come from {name} ({fingerprint}), the query encoder is "
                          f"{encoder.name} ({encoder.fingerprint}): vectors of different models cannot be compared")
-    if encoder.backend != backend:
-        raise ModelError(f"the index's passage vectors were computed with backend {backend!r}, the query encoder "
-                         f"uses {encoder.backend!r}; use the same backend, or allow mixing explicitly "
-                         "(--allow-mixed-encoder, Retriever(allow_mixed_encoder=True))")
+    if (encoder.backend, encoder.fingerprint) != (backend, fingerprint):
+        raise ModelError(f"the index's passage vectors were computed with backend {backend!r} ({fingerprint}), "
+                         f"the query encoder uses {encoder.backend!r} ({encoder.fingerprint}); use the same runtime, "
+                         "or allow mixing explicitly (--allow-mixed-encoder, Retriever(allow_mixed_encoder=True))")
+
+
+def weights_of(fingerprint: str) -> str:
+    """The model-weights part of a fingerprint (a runtime may append `+what-it-derived`, e.g. the
+    sha256 of a quantised model)."""
+    return fingerprint.split("+", 1)[0]

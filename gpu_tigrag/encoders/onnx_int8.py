@@ -373,7 +373,9 @@ def _tokenizer(folder: Path, max_length: int):
 
 class OnnxInt8Encoder:
     """A sentence-transformers model on ONNX Runtime with int8 weights (see the module doc). The
-    fingerprint is the source weights' (the same model); `backend` tells the runtime apart."""
+    fingerprint is the source weights' plus the sha256 of the quantised model, so passage vectors of
+    one quantisation are never queried with another's (a new recipe or ONNX Runtime version);
+    `backend` tells the runtime apart."""
 
     backend = "onnx-int8"
     #: sort texts by token length before batching (off only to measure what it gains)
@@ -395,6 +397,7 @@ class OnnxInt8Encoder:
         self.tokenizer = _tokenizer(self.pipeline.transformer, self.pipeline.max_seq_length)
         self.cache_folder = cache_folder(resolved, Path(cache_root) if cache_root is not None else None)
         data, self.inputs = prepare(resolved, self.pipeline, self.cache_folder.parent)
+        self.fingerprint = f"{resolved.fingerprint}+int8:{_sha256_bytes(data)[:16]}"
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or physical_cores()
         options.inter_op_num_threads = 1
