@@ -25,8 +25,9 @@ _ENCODERS: dict[EncoderConfig, Encoder] = {}
 
 def resolve_backend(config: EncoderConfig) -> str:
     """The concrete runtime of `config.backend`. "auto": torch on a CUDA device (`device` cuda, or
-    auto with CUDA available); on CPU onnx-int8 where onnxruntime imports (measured 2-3x torch's
-    throughput at cosine ~0.994, bench/results/encoder_speed.md), else torch."""
+    auto with CUDA available); on CPU onnx-int8 where onnxruntime imports (measured 2.2-2.6x torch's
+    throughput at mean cosine 0.996 to torch, recall within 0.5 points: bench/results/encoder_speed.md),
+    else torch."""
     if config.model.startswith("hashing:"):
         return "hashing"
     if config.backend != "auto":
