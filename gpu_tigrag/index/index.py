@@ -10,6 +10,7 @@ import scipy.sparse
 
 from ..config import IndexConfig
 from ..text.tokens import Vocabulary
+from .chunk_graph import ChunkGraph
 from .entities import ChunkEntities
 
 
@@ -32,6 +33,7 @@ class Index:
     encoder_backend: str = "torch"  # the runtime that computed `embeddings` (indexes before it was recorded: torch)
     stats: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    spectrag: ChunkGraph | None = None  # SpectRAG's stage, when built (`tigrag index --methods spectrag`)
 
     @property
     def n_chunks(self) -> int:

@@ -27,6 +27,7 @@ class QueryResult:
     passage_ids: list[int]
     dense_fallback: bool  # the query had no valid token in the graph: dense retrieval answered it
     hops: list[HopTrace] = field(default_factory=list)
+    context: int | None = None  # an adaptive context (SpectRAG): its chunks are the first `context` of chunk_ids
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
