@@ -1,0 +1,397 @@
+"""The SpectRAG retriever (papers/spectrag.txt, Table 2; public code `query/*`): hybrid seeds, graph
+expansion over the chunk graph, proximity re-scoring and token-budgeted context selection.
+
+Per block of B queries, every numeric stage is one array operation over the block (chunks × B
+on the backend); only the selection loop runs on the host, as a numba loop over the B × |M|
+candidates:
+
+1. **Seeds.** c = E·qᵀ; dense top-s and BM25 top-s (scores > 0) fused by RRF,
+   1 / (rrf_k + rank + 1) with ranks from 0; S0 = the top s by fused score, equal scores in
+   first-seen order (the dense list, then the BM25 list), as the code's stable sort does.
+2. **Relevance** of every chunk: rel = share·c/max c + (1 − share)·bm25⁺/max bm25⁺, where c/max c
+   is c itself when max c ≤ 0 (the code), and rel = c (raw) when BM25 matches nothing.
+3. **Expansion.** Breadth-first over W's sparsity, `hops` hops from S0: F' = (A @ F > 0) ∧ ¬visited,
+   capped at `max_candidates` chunks per query; a hop that overflows keeps its most relevant new
+   chunks (equal relevance: lower chunk id), so the candidate set M is deterministic.
+4. **PPR** on each query's induced subgraph (graph/subgraph_ppr.py), restarting uniformly at S0,
+   dangling mass to the seeds; ppr = π / max π over the candidates.
+5. **Spectral proximity** spec(x) = max_{s ∈ S0} ẑ_x·ẑ_s, ẑ the row-normalised coordinates (zero
+   rows stay 0): one batched matmul over the padded candidates × seeds.
+6. **Score** = (1 − α)·rel + α·(share·spec + (1 − share)·ppr) on the candidates. PPR is missing for a
+   query whose induced subgraph has no edge, spec when the index has no coordinates; a missing term
+   is replaced by the other, and with both missing the score is rel (the code's fallback).
+7. **Selection** under a token budget (retrieve/token_budget.py); budget = `token_budget`, or 10 × the
+   index's mean chunk (cl100k tokens) when it is 0.
+
+What a `QueryResult` holds: `chunk_ids` starts with the selected context in selection order
+(`context` = its length), then the other candidates by score, then the other chunks by
+relevance; `scores` are the candidates' scores, and for non-candidates the score with no
+proximity, (1 − α)·rel (rel in a query where both proximity terms are missing). `chunk_ids`
+holds max(k, context) chunks (at most all chunks): the context is always returned whole, even
+when it is longer than k, so R@k reads the first k and full-context recall reads `context`.
+k=None returns the context alone. `dense_fallback` is True when BM25 matched nothing for the
+query (its seeds are the dense list alone and its relevance is the raw cosine). `hops` has one
+trace per expansion hop: `seeds` = |S0|, `pool_size` = candidates after that hop.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..backend import Backend, get_backend
+from ..config import RetrievalConfig, SpectragConfig
+from ..encoders import QUERY, CachingEncoder, Encoder, VectorCache, check_compatible, index_encoder_config, load_encoder
+from ..errors import TigragError
+from ..graph.subgraph_ppr import CandidatePairs, subgraph_pagerank
+from ..index.index import Index
+from ..progress import counter
+from ..text.tokens import valid_tokens
+from ..topk import top_k_rows
+from .fusion import bm25_scores
+from .rerank import NEG_INF
+from .results import HopTrace, QueryResult
+from .retriever import PreparedBatch, StageTimer
+from .token_budget import select_contexts
+
+MISSING_STAGE = ("this index has no SpectRAG stage; build it with `tigrag extend INDEX --methods spectrag` "
+                 "(or `tigrag index ... --methods tigrag,spectrag`)")
+
+
+def ranked_top_k(be: Backend, scores: Any, k: int) -> tuple[Any, Any]:
+    """(ids, scores), k × B on the backend, best first; equal scores in chunk-id order."""
+    xp = be.xp
+    k = min(k, scores.shape[0])
+    part = top_k_rows(be, scores, k)  # ascending ids, so the stable sort below breaks ties by id
+    vals = xp.take_along_axis(scores, part, axis=0)
+    order = be.argsort_stable(-vals, axis=0)
+    return xp.take_along_axis(part, order, axis=0), xp.take_along_axis(vals, order, axis=0)
+
+
+def fused_seeds(be: Backend, dense: Any, bm25: Any, count: int, rrf_k: int) -> Any:
+    """S0 (count × B ids, best first): RRF of the dense top-`count` and the BM25 top-`count` with
+    a score > 0, 1 / (rrf_k + rank + 1) per list, ranks from 0. Equal fused scores keep first-seen
+    order: the dense list in rank order, then the BM25 list's chunks not in the dense list."""
+    xp = be.xp
+    count = min(count, dense.shape[0])
+    dense_ids, _ = ranked_top_k(be, dense, count)
+    bm25_ids, bm25_vals = ranked_top_k(be, bm25, count)
+    matched = bm25_vals > 0
+    rr = 1.0 / (rrf_k + xp.arange(count, dtype=xp.float64) + 1.0)
+    same = (dense_ids[:, None, :] == bm25_ids[None, :, :]) & matched[None, :, :]  # dense rank × BM25 rank × B
+    dense_fused = rr[:, None] + (same * rr[None, :, None]).sum(axis=1)
+    bm25_fused = xp.where(matched & ~same.any(axis=0), rr[:, None], -np.inf)
+    ids = xp.concatenate([dense_ids, bm25_ids])  # first-seen order along axis 0
+    fused = xp.concatenate([dense_fused, bm25_fused])
+    order = be.argsort_stable(-fused, axis=0)[:count]
+    return xp.take_along_axis(ids, order, axis=0)
+
+
+def relevance(be: Backend, dense: Any, bm25: Any, dense_share: float) -> tuple[Any, Any]:
+    """(rel chunks × B float32, matched (B,) bool): the code's hybrid relevance vector; raw cosine
+    in the queries BM25 matches nothing for."""
+    xp = be.xp
+    top = dense.max(axis=0, keepdims=True)
+    dense_n = xp.where(top > 0, dense / xp.where(top > 0, top, 1), dense)
+    lexical = xp.maximum(bm25, 0)
+    lex_top = lexical.max(axis=0, keepdims=True)
+    matched = lex_top > 0
+    rel = xp.where(matched, dense_share * dense_n + (1 - dense_share) * (lexical / xp.where(matched, lex_top, 1)),
+                   dense)
+    return rel.astype(xp.float32), matched[0]
+
+
+def expand(be: Backend, adjacency: Any, seeds: Any, rel: Any, hops: int, cap: int) -> tuple[Any, np.ndarray]:
+    """(candidate mask chunks × B bool, candidates after each hop (hops × B, host)): breadth-first
+    from the seeds over `adjacency`'s sparsity; a hop that would exceed `cap` chunks keeps its new
+    chunks of highest `rel` (equal: lower id). Seeds always stay, even beyond the cap."""
+    xp = be.xp
+    n, width = rel.shape
+    visited = xp.zeros((n, width), dtype=bool)
+    visited[seeds, xp.broadcast_to(xp.arange(width)[None, :], seeds.shape)] = True
+    frontier = visited
+    sizes = np.zeros((hops, width), dtype=np.int64)
+    size = be.to_host(visited.sum(axis=0)).astype(np.int64)
+    for hop in range(hops):
+        reach = adjacency @ frontier.astype(xp.float32)
+        new = (reach > 0) & ~visited
+        del reach
+        found = be.to_host(new.sum(axis=0)).astype(np.int64)
+        room = np.maximum(cap - size, 0)
+        over = np.nonzero(found > room)[0]
+        if over.size:
+            new = _cut_by_relevance(be, new, rel, over, room[over], found)
+            found = np.minimum(found, room)
+        visited |= new
+        size = size + found
+        sizes[hop] = size
+        frontier = new
+        if not found.any():
+            sizes[hop + 1:] = size
+            break
+    return visited, sizes
+
+
+def _cut_by_relevance(be: Backend, new: Any, rel: Any, cols: np.ndarray, room: np.ndarray, found: np.ndarray) -> Any:
+    """`new` with columns `cols` cut to their `room` most relevant chunks (equal relevance: lower id)."""
+    xp = be.xp
+    dev_cols = xp.asarray(cols)
+    keep = int(room.max())
+    cut = xp.zeros((new.shape[0], cols.size), dtype=bool)
+    if keep:
+        scores = xp.where(new[:, dev_cols], rel[:, dev_cols], NEG_INF)
+        ids, vals = ranked_top_k(be, xp.ascontiguousarray(scores), keep)
+        ranks = xp.arange(ids.shape[0])[:, None]
+        ok = (ranks < xp.asarray(room)[None, :]) & xp.isfinite(vals)
+        cut[ids[ok], xp.broadcast_to(xp.arange(cols.size)[None, :], ids.shape)[ok]] = True
+    new[:, dev_cols] = cut
+    return new
+
+
+def spectral_proximity(be: Backend, unit_coords: Any, pairs: CandidatePairs, seeds: Any) -> Any:
+    """spec per candidate pair (P,): the max over the query's seeds of ẑ_x·ẑ_s, as one batched
+    (B × width × d) @ (B × d × s) product."""
+    xp = be.xp
+    padded = pairs.padded(be, pairs.rows, 0)  # B × width chunk ids (pad: chunk 0, never read back)
+    cand = unit_coords[padded]  # B × width × d
+    seed_coords = unit_coords[seeds.T]  # B × s × d
+    best = xp.matmul(cand, seed_coords.transpose(0, 2, 1)).max(axis=2)  # B × width
+    return best[pairs.cols, pairs.positions]
+
+
+def _unit_rows(coords: np.ndarray) -> np.ndarray:
+    coords = np.asarray(coords, dtype=np.float32)
+    norms = np.linalg.norm(coords, axis=1, keepdims=True)
+    return (coords / np.where(norms > 0, norms, 1)).astype(np.float32)
+
+
+class SpectragRetriever:
+    """Batched SpectRAG retrieval over an `Index` with its SpectRAG stage (`index.spectrag`).
+
+    Same protocol as `Retriever`: `prepare(queries)` (tokens and query vectors, CPU) then
+    `run_prepared(batch, k)` (device), or `retrieve(queries, k)` for both; see the module
+    docstring for what the returned `QueryResult`s hold."""
+
+    #: bytes per (chunk, query) of the dense chunks × B blocks alive at once: cosine, BM25 (and its
+    #: sparse product), relevance and its temporaries, BFS frontier, reach and masks, subgraph
+    #: degrees, PPR iterate, next, restart and 1/degree (query-major), the non-candidate ranking
+    CHUNK_BYTES_PER_QUERY = 13 * 4 + 4
+
+    def __init__(self, index: Index, config: RetrievalConfig | None = None, encoder: Encoder | None = None,
+                 backend: str | Backend = "auto", vector_cache: VectorCache | None = None,
+                 allow_mixed_encoder: bool = False):
+        """`config.spectrag` holds the settings (default: `RetrievalConfig(method="spectrag")`).
+        `encoder` defaults to the model and runtime that embedded the index; another one is an
+        error unless `allow_mixed_encoder`. `vector_cache` keeps query vectors on disk across runs."""
+        graph = index.spectrag
+        if graph is None:
+            raise TigragError(MISSING_STAGE)
+        if graph.n_chunks != index.n_chunks or len(graph.chunk_tokens) != index.n_chunks:
+            raise TigragError(f"the index's SpectRAG stage covers {graph.n_chunks} chunks but the index has "
+                              f"{index.n_chunks}; rebuild it with `tigrag extend INDEX --methods spectrag`")
+        self.index = index
+        self.config = config or RetrievalConfig(method="spectrag")
+        self.settings: SpectragConfig = self.config.spectrag
+        self.be = backend if isinstance(backend, Backend) else get_backend(backend)
+        self.encoder = encoder or load_encoder(index_encoder_config(index))
+        check_compatible(index.encoder_identity, self.encoder, allow_mixed_encoder)
+        if vector_cache is not None:
+            self.encoder = CachingEncoder(self.encoder, vector_cache)
+        be = self.be
+        weights = graph.weights.tocsr().astype(np.float32)
+        weights.sum_duplicates()
+        pattern = weights.copy()
+        pattern.data = (pattern.data != 0).astype(np.float32)
+        self.weights = be.csr(weights)
+        self.adjacency = be.csr(pattern)
+        self.bm25 = be.csr(index.bm25)
+        self.embeddings = be.asarray(index.embeddings)
+        self.unit_coords = be.asarray(_unit_rows(graph.coords)) if graph.coords.ndim == 2 and graph.coords.shape[1] \
+            else None
+        self.chunk_tokens = np.asarray(graph.chunk_tokens, dtype=np.int64)
+        budget = self.settings.token_budget
+        if budget == 0:
+            budget = int(round(10 * float(self.chunk_tokens.mean()))) if self.chunk_tokens.size else 0
+        self.token_budget = max(int(budget), 1)
+        self.timer = StageTimer()
+
+    # -- host side ------------------------------------------------------------------------
+    def query_seeds(self, queries: Sequence[str]) -> list[np.ndarray]:
+        """Valid token ids of each query (the BM25 query terms), as `Retriever.query_seeds`."""
+        cfg = self.index.config
+        return [self.index.vocab.encode(valid_tokens(q, cfg.tokens, cfg.chunk.language)) for q in queries]
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        return self.be.asarray(self.encode_host(texts))
+
+    def encode_host(self, texts: Sequence[str]) -> np.ndarray:
+        t = time.perf_counter()
+        vectors = self.encoder.encode(texts, kind=QUERY)
+        self.timer.add("encode", t)
+        self.timer.encoded_texts += len(texts)
+        return vectors
+
+    def prepare(self, queries: Sequence[str]) -> PreparedBatch:
+        """Tokenise and embed a batch (CPU work; may run in another thread ahead of `run_prepared`)."""
+        queries = list(queries)
+        return PreparedBatch(queries, self.query_seeds(queries), self.encode_host(queries))
+
+    def run_prepared(self, prepared: PreparedBatch, k: int | None = None) -> list[QueryResult]:
+        """The device part of a batch prepared by `prepare`, split on out-of-memory errors."""
+        return self._retrieve_splitting(prepared, self._check_k(k))
+
+    def retrieve(self, queries: Sequence[str], k: int | None = None, show_progress: bool = False) -> list[QueryResult]:
+        """The context and the ranking to depth max(k, context) of every query (k=None: the context)."""
+        if isinstance(queries, str):
+            raise TigragError("retrieve() takes a sequence of queries; wrap a single query in a list")
+        k = self._check_k(k)
+        size = self.batch_size()
+        results: list[QueryResult] = []
+        bar = counter(len(queries), "retrieve", show_progress, unit="query")
+        try:
+            for start in range(0, len(queries), size):
+                batch = self.prepare(queries[start : start + size])
+                results.extend(self._retrieve_splitting(batch, k))
+                bar.update(len(batch))
+        finally:
+            bar.close()
+        return results
+
+    @staticmethod
+    def _check_k(k: int | None) -> int:
+        """k, or 0 (the context alone) when it is None; an error below 1."""
+        if k is None:
+            return 0
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise TigragError(f"k (results per query) must be an integer >= 1, got {k!r}")
+        return int(k)
+
+    def batch_size(self) -> int:
+        """Queries per block: the configured size, lowered so one block fits `memory_budget_mb`
+        and, on a GPU, 80% of the device memory free now."""
+        per_query = self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY
+        budget = self.config.memory_budget_mb << 20
+        free = self.be.free_memory_bytes()
+        if free is not None:
+            budget = min(budget, int(0.8 * free))
+        fits = max(1, budget // max(per_query, 1))
+        return int(min(self.config.batch_size, fits))
+
+    def _retrieve_splitting(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
+        """One block; on an out-of-memory error it is halved and retried, so no query is lost."""
+        try:
+            return self._retrieve_batch(batch, k)
+        except self.be.out_of_memory_errors:
+            if len(batch) == 1:
+                raise TigragError(
+                    "out of memory on a single query; lower memory_budget_mb or use a machine with more memory"
+                ) from None
+            self.be.release_cached_memory()
+            half = len(batch) // 2
+            return (self._retrieve_splitting(batch.part(0, half), k)
+                    + self._retrieve_splitting(batch.part(half, len(batch)), k))
+
+    # -- device side ----------------------------------------------------------------------
+    def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
+        be, xp, cfg = self.be, self.be.xp, self.settings
+        if len(batch) == 0:
+            return []
+        t = time.perf_counter()
+        dense = self.embeddings @ be.asarray(batch.vectors).T  # chunks × B cosine
+        lexical = bm25_scores(be, self.bm25, batch.seeds, self.index.n_vocab)
+        seeds = fused_seeds(be, dense, lexical, cfg.seeds, cfg.rrf_k)
+        rel, matched = relevance(be, dense, lexical, cfg.dense_share)
+        del dense, lexical
+        t = self.timer.add("seed", t)
+        mask, sizes = expand(be, self.adjacency, seeds, rel, cfg.hops, cfg.max_candidates)
+        pairs = CandidatePairs.from_mask(be, mask)
+        t = self.timer.add("expand", t)
+        pi, has_edges, _ = subgraph_pagerank(be, self.weights, pairs, seeds, cfg.damping, cfg.ppr_tol,
+                                             cfg.ppr_max_iter)
+        top = pairs.padded(be, pi, np.float32(0)).max(axis=1)
+        ppr = pi / xp.where(top > 0, top, 1)[pairs.cols]
+        t = self.timer.add("ppr", t)
+        spec = spectral_proximity(be, self.unit_coords, pairs, seeds) if self.unit_coords is not None else None
+        t = self.timer.add("spectral", t)
+        score = self._score(rel[pairs.rows, pairs.cols], ppr, has_edges[pairs.cols], spec)
+        ranked = self._rank_candidates(pairs, score)
+        rest = self._rest(mask, rel, pairs.counts, k)
+        # non-candidates score (1 − α)·rel, the score with no proximity; rel where no term exists
+        plain = np.zeros(len(batch), dtype=bool) if spec is not None else ~be.to_host(has_edges)
+        outside = np.where(plain, np.float32(1), np.float32(1 - cfg.alpha))
+        fallback = ~be.to_host(matched)
+        self.timer.add("score", t)
+        return self._collect(batch.queries, pairs.counts, ranked, rest, outside, k, fallback, sizes, seeds.shape[0])
+
+    def _score(self, rel: Any, ppr: Any, has_ppr: Any, spec: Any) -> Any:
+        """Per-pair scores (1 − α)·rel + α·proximity; rel alone where no proximity term exists."""
+        xp, cfg = self.be.xp, self.settings
+        alpha, share = np.float32(cfg.alpha), np.float32(cfg.spectral_share)
+        if spec is None:
+            return xp.where(has_ppr, (1 - alpha) * rel + alpha * ppr, rel).astype(xp.float32)
+        proximity = xp.where(has_ppr, share * spec + (1 - share) * ppr, spec)
+        return ((1 - alpha) * rel + alpha * proximity).astype(xp.float32)
+
+    def _rank_candidates(self, pairs: CandidatePairs, score: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, scores), B × width on the host, each query's candidates best first (equal scores:
+        lower id; -1 / -inf past its candidates)."""
+        be, xp = self.be, self.be.xp
+        ids = pairs.padded(be, pairs.rows, -1)  # ascending ids within a query
+        scores = pairs.padded(be, score, NEG_INF)
+        order = be.argsort_stable(-scores, axis=1)
+        return (be.to_host(xp.take_along_axis(ids, order, axis=1)),
+                be.to_host(xp.take_along_axis(scores, order, axis=1)))
+
+    def _rest(self, mask: Any, rel: Any, counts: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, rel), B × depth on the host, of the most relevant non-candidates, deep enough for
+        every query whose candidates do not reach depth k (equal relevance: lower id)."""
+        be, xp = self.be, self.be.xp
+        n = rel.shape[0]
+        depth = min(k, n) - int(counts.min()) if counts.size else 0
+        if depth <= 0:
+            return np.zeros((counts.size, 0), dtype=np.int64), np.zeros((counts.size, 0), dtype=np.float32)
+        ids, vals = ranked_top_k(be, xp.where(mask, NEG_INF, rel), depth)
+        return be.to_host(ids).T, be.to_host(vals).T
+
+    def _collect(self, queries: list[str], counts: np.ndarray, ranked: tuple[np.ndarray, np.ndarray],
+                 rest: tuple[np.ndarray, np.ndarray], outside: np.ndarray, k: int, fallback: np.ndarray,
+                 sizes: np.ndarray, n_seeds: int) -> list[QueryResult]:
+        t = time.perf_counter()
+        cfg, index = self.settings, self.index
+        ids, scores = ranked
+        valid = np.maximum(ids, 0)
+        positions, n_selected = select_contexts(
+            scores.astype(np.float64), self.chunk_tokens[valid], index.chunk_passage[valid].astype(np.int64), counts,
+            self.token_budget, cfg.core_size, cfg.core_floor, cfg.tail_floor, cfg.tie_band)
+        rest_ids, rest_vals = rest
+        out = []
+        for q, query in enumerate(queries):
+            m, size = int(counts[q]), int(n_selected[q])
+            chosen = positions[q, :size]
+            others = np.ones(m, dtype=bool)
+            others[chosen] = False
+            order = np.concatenate([chosen, np.nonzero(others)[0]])
+            chunk_ids = ids[q, order].tolist()
+            chunk_scores = scores[q, order].tolist()
+            depth = min(max(k, size), index.n_chunks)
+            if depth > m:
+                finite = np.isfinite(rest_vals[q])
+                chunk_ids += rest_ids[q][finite][: depth - m].tolist()
+                chunk_scores += (outside[q] * rest_vals[q][finite][: depth - m]).tolist()
+            chunk_ids, chunk_scores = chunk_ids[:depth], chunk_scores[:depth]
+            passages = [int(index.chunk_passage[c]) for c in chunk_ids]
+            out.append(QueryResult(
+                query=query,
+                chunk_ids=[int(c) for c in chunk_ids],
+                scores=[float(s) for s in chunk_scores],
+                titles=[index.passage_titles[p] for p in passages],
+                passage_ids=passages,
+                dense_fallback=bool(fallback[q]),
+                hops=[HopTrace(hop=h + 1, seeds=n_seeds, pool_size=int(sizes[h, q]), top_chunks=[], new_entities=[],
+                               dense_fallback=bool(fallback[q])) for h in range(sizes.shape[0])],
+                context=size,
+            ))
+        self.timer.add("select", t)
+        return out
