@@ -25,31 +25,48 @@ import numpy as np
 from numba import cuda, njit, prange
 
 
+@njit(fastmath=True, cache=True)
+def _sweep_query(b, indptr, indices, data, col_start, pair_rows, x, inv_deg, v, coef, active, damping, out, delta,
+                 dmass):
+    """Query b's pairs in order (deterministic sums)."""
+    total = np.float32(0.0)
+    mass = np.float32(0.0)
+    for p in range(col_start[b], col_start[b + 1]):
+        i = pair_rows[p]
+        old = x[b, i]
+        if active[b] == 0:
+            value = old
+        else:
+            acc = np.float32(0.0)
+            for q in range(indptr[i], indptr[i + 1]):
+                j = indices[q]
+                acc += data[q] * (x[b, j] * inv_deg[b, j])
+            value = damping * acc + v[b, i] * coef[b]
+            total += abs(value - old)
+        out[b, i] = value
+        if inv_deg[b, i] == 0.0:
+            mass += value
+    delta[b] = total
+    dmass[b] = mass
+
+
 @njit(parallel=True, fastmath=True, cache=True)
 def subgraph_ppr_sweep_cpu(indptr, indices, data, col_start, pair_rows, x, inv_deg, v, coef, active, damping, out,
                            delta, dmass):
-    """CPU twin: queries in parallel over threads, each query's pairs in order (deterministic sums)."""
-    width = col_start.shape[0] - 1
-    for b in prange(width):
-        total = np.float32(0.0)
-        mass = np.float32(0.0)
-        for p in range(col_start[b], col_start[b + 1]):
-            i = pair_rows[p]
-            old = x[b, i]
-            if active[b] == 0:
-                value = old
-            else:
-                acc = np.float32(0.0)
-                for q in range(indptr[i], indptr[i + 1]):
-                    j = indices[q]
-                    acc += data[q] * (x[b, j] * inv_deg[b, j])
-                value = damping * acc + v[b, i] * coef[b]
-                total += abs(value - old)
-            out[b, i] = value
-            if inv_deg[b, i] == 0.0:
-                mass += value
-        delta[b] = total
-        dmass[b] = mass
+    """CPU twin: queries in parallel over threads."""
+    for b in prange(col_start.shape[0] - 1):
+        _sweep_query(b, indptr, indices, data, col_start, pair_rows, x, inv_deg, v, coef, active, damping, out, delta,
+                     dmass)
+
+
+@njit(fastmath=True, cache=True)
+def subgraph_ppr_sweep_serial(indptr, indices, data, col_start, pair_rows, x, inv_deg, v, coef, active, damping, out,
+                              delta, dmass):
+    """The CPU twin on one thread, for small blocks: a parallel launch costs more than their sweep
+    (milliseconds when the cores are busy with other work)."""
+    for b in range(col_start.shape[0] - 1):
+        _sweep_query(b, indptr, indices, data, col_start, pair_rows, x, inv_deg, v, coef, active, damping, out, delta,
+                     dmass)
 
 
 #: threads per block of the GPU sweep (one block per query); fixed at compile time (sizes the reduction)

@@ -105,7 +105,7 @@ SIM_SCRIPT = textwrap.dedent("""
     import numpy as np
     import scipy.sparse
     from numba import cuda
-    from kernels.subgraph_ppr import subgraph_ppr_sweep_cpu, subgraph_ppr_sweep_cuda
+    from kernels.subgraph_ppr import subgraph_ppr_sweep_cpu, subgraph_ppr_sweep_cuda, subgraph_ppr_sweep_serial
     rng = np.random.default_rng(1)
     n, width = 9, 3
     w = scipy.sparse.random(n, n, density=0.4, random_state=2, dtype=np.float32, format="csr")
@@ -133,6 +133,10 @@ SIM_SCRIPT = textwrap.dedent("""
         assert abs(delta_cpu[b] - np.abs(expected[b, r] - x[b, r]).sum()) < 1e-5
         assert abs(mass_cpu[b] - expected[b, r][inv[b, r] == 0].sum()) < 1e-5
     assert np.allclose(out_cpu, expected, atol=1e-6)
+    out_one, delta_one, mass_one = np.zeros_like(x), np.zeros(width, np.float32), np.zeros(width, np.float32)
+    subgraph_ppr_sweep_serial(w.indptr, w.indices, w.data, col_start, pair_rows, x, inv, v, coef, active,
+                              np.float32(0.6), out_one, delta_one, mass_one)
+    assert (out_one == out_cpu).all() and (delta_one == delta_cpu).all() and (mass_one == mass_cpu).all()
     out_gpu = cuda.to_device(np.zeros_like(x))
     delta_gpu, mass_gpu = cuda.to_device(np.full(width, 9, np.float32)), cuda.to_device(np.full(width, 9, np.float32))
     subgraph_ppr_sweep_cuda(cuda.to_device(w.indptr), cuda.to_device(w.indices), cuda.to_device(w.data),

@@ -20,9 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from kernels.subgraph_ppr import subgraph_ppr_sweep_cpu, subgraph_ppr_sweep_cuda
+from kernels.subgraph_ppr import subgraph_ppr_sweep_cpu, subgraph_ppr_sweep_cuda, subgraph_ppr_sweep_serial
 
 from ..backend import Backend
+
+
+#: edge visits per sweep from which the CPU twin runs on all threads (below: one thread)
+PARALLEL_MIN_EDGES = 200_000
 
 
 @dataclass
@@ -42,8 +46,7 @@ class CandidatePairs:
         xp = be.xp
         cols, rows = xp.nonzero(mask.T)
         counts = mask.sum(axis=0).astype(xp.int64)
-        col_start = xp.zeros(mask.shape[1] + 1, dtype=xp.int64)
-        xp.cumsum(counts, out=col_start[1:])
+        col_start = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(counts)])
         cols = cols.astype(xp.int64)
         positions = xp.arange(rows.size, dtype=xp.int64) - col_start[cols]
         return cls(rows.astype(xp.int64), cols, positions, col_start, be.to_host(counts).astype(np.int64))
@@ -95,7 +98,9 @@ def subgraph_pagerank(be: Backend, weights: Any, pairs: CandidatePairs, seeds: A
     threshold = (np.float32(tol) * counts).astype(xp.float32)
     active = (counts > 0).astype(xp.uint8)
     d = np.float32(damping)
-    sweep = be.kernel(cpu=subgraph_ppr_sweep_cpu, cuda=subgraph_ppr_sweep_cuda)
+    edges = int(be.to_host(xp.diff(weights.indptr)[rows].sum())) if rows.size else 0  # edge visits per sweep
+    cpu = subgraph_ppr_sweep_cpu if edges >= PARALLEL_MIN_EDGES else subgraph_ppr_sweep_serial
+    sweep = be.kernel(cpu=cpu, cuda=subgraph_ppr_sweep_cuda)
     row_ids = xp.ascontiguousarray(rows)
     iterations = 0
     for iterations in range(1, max_iter + 1):
