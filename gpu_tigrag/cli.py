@@ -139,25 +139,28 @@ def _encoder_options(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_index(args: argparse.Namespace) -> int:
     from .backend import get_backend
     from .corpus import load_corpus
-    from .index.build import build_index
+    from .index.build import build_index, check_methods
     from .index.stats import format_statistics
     from .index.store import INDEX_WRITE, save_index
     from .locking import writer_lock
 
     config = _parse_sets(IndexConfig(), args.sets)
+    methods = check_methods(args.methods)
     check_writable(Path(args.output).resolve().parent, f"-o {args.output}")
     if args.stream or args.resume or args.scheduler:
-        return _index_streaming(args, config)
+        return _index_streaming(args, config, methods)
     passages = load_corpus(args.corpus)
     log.info("loaded %s passages from %d file(s)", f"{len(passages):,}", len(args.corpus))
     if args.drop_duplicates:
         passages = _drop_duplicates(passages)
     start = time.perf_counter()
     with writer_lock(args.output, INDEX_WRITE):  # held from the build on: a second writer fails before any work
-        index = build_index(passages, config, backend=get_backend(args.backend), show_progress=not args.quiet)
+        index = build_index(passages, config, backend=get_backend(args.backend), show_progress=not args.quiet,
+                            methods=methods)
         path = save_index(index, args.output)
     total = time.perf_counter() - start
     print(format_statistics(index.stats))
+    _print_stages(index)
     print("build seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in index.timings.items()) + f"; total {total:.2f}")
     print(f"index written to {path}")
     return 0
@@ -173,7 +176,19 @@ def _drop_duplicates(passages: list[Passage], known: set[tuple[str, str]] | None
     return kept
 
 
-def _index_streaming(args: argparse.Namespace, config: IndexConfig) -> int:
+def _print_stages(index: Any) -> None:
+    """One line per method stage the index holds (SpectRAG's chunk graph)."""
+    if index.spectrag is None:
+        return
+    stats = index.spectrag.stats
+    signals = ", ".join(f"{name} {r['kept']:,}/{r['edges']:,}" if not r["dropped"] else f"{name} dropped"
+                        for name, r in stats["signals"].items())
+    print(f"SpectRAG chunk graph: {stats['edges_kept']:,} edges kept of {stats['edges']:,} ({signals}); "
+          f"{stats['components']:,} components, {stats['zero_eigenvalues']} zero eigenvalues of "
+          f"{index.config.spectrag.dimensions + 1} ({stats['eigensolver']})")
+
+
+def _index_streaming(args: argparse.Namespace, config: IndexConfig, methods: tuple[str, ...]) -> int:
     from .index.stats import format_statistics
     from .index.stream import build_index_streaming
 
@@ -181,8 +196,9 @@ def _index_streaming(args: argparse.Namespace, config: IndexConfig) -> int:
     index = build_index_streaming(
         args.corpus, args.output, config, memory_budget_mb=args.memory_budget, workers=args.workers,
         resume=args.resume, partition_size=args.partition_passages or None, show_progress=not args.quiet,
-        scheduler=args.scheduler, backend=args.backend, drop_duplicates=args.drop_duplicates)
+        scheduler=args.scheduler, backend=args.backend, drop_duplicates=args.drop_duplicates, methods=methods)
     print(format_statistics(index.stats))
+    _print_stages(index)
     print("build seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in index.timings.items())
           + f"; total {time.perf_counter() - start:.2f}")
     print(f"index written to {Path(args.output).resolve()}")
@@ -221,8 +237,41 @@ def _add(args: argparse.Namespace) -> int:
     grown = add_passages(index, passages, backend=get_backend(args.backend), show_progress=not args.quiet)
     save_index(grown, args.index)
     print(format_statistics(grown.stats))
+    _print_stages(grown)
     print(f"added {len(passages):,} passages ({grown.n_chunks - index.n_chunks:,} chunks) to {args.index} "
           f"in {time.perf_counter() - start:.2f} s")
+    return 0
+
+
+def cmd_extend(args: argparse.Namespace) -> int:
+    from .index.store import INDEX_WRITE
+    from .locking import writer_lock
+
+    with writer_lock(args.index, INDEX_WRITE):  # held from the read to the atomic write, as `add`
+        return _extend(args)
+
+
+def _extend(args: argparse.Namespace) -> int:
+    from .backend import get_backend
+    from .index.build import add_method, check_methods
+    from .index.store import load_index, save_index
+
+    methods = [m for m in check_methods(args.methods) if m != "tigrag"]
+    if not methods:
+        raise TigragError("--methods names no stage to add (tigrag is the base index); e.g. --methods spectrag")
+    for item in args.sets or []:
+        if not item.partition("=")[0].strip().startswith("spectrag."):
+            raise TigragError(f"--set {item}: extend takes only the settings of a method stage (spectrag.*); "
+                              "the base index's settings need `tigrag index`")
+    index = load_index(args.index)
+    config = _parse_sets(index.config, args.sets)
+    start = time.perf_counter()
+    for method in methods:
+        index = add_method(index, method, config=config.spectrag, backend=get_backend(args.backend),
+                           show_progress=not args.quiet, eigensolver=args.eigensolver)
+    save_index(index, args.index)
+    _print_stages(index)
+    print(f"added {', '.join(methods)} to {args.index} in {time.perf_counter() - start:.2f} s")
     return 0
 
 
@@ -490,6 +539,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--drop-duplicates", action="store_true",
                    help="index one copy of passages with the same title and text (without it they are indexed "
                         "and counted in a warning)")
+    _add_method_options(p)
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("add", help="append passages to an existing index",
@@ -503,6 +553,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip passages repeating another's title and text, or the title and id of a passage already "
                         "in the index (without it they are added and counted in a warning)")
     p.set_defaults(func=cmd_add)
+
+    p = sub.add_parser("extend", help="add a method's index stage (e.g. SpectRAG's chunk graph) to an index",
+                       description="Build the index stage of each of --methods over INDEX_DIR (rebuilding one that is "
+                                   "there) and write the index back atomically, holding its writer lock.")
+    p.add_argument("index", type=Path, help="index directory to extend")
+    p.add_argument("--backend", default="numpy", choices=["auto", "numpy", "cupy"],
+                   help="array backend for the similarity products and SpGEMM (default: numpy)")
+    p.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
+                   help="override a setting of the stage, e.g. --set spectrag.weights=config1 --set "
+                        "spectrag.question_signal=sentences")
+    _add_method_options(p, default=None)
+    p.add_argument("--eigensolver", default="host", choices=["host", "device"],
+                   help="SpectRAG's spectral coordinates: host (SciPy, the public code's solver; default) or "
+                        "device (Lanczos on the --backend)")
+    p.set_defaults(func=cmd_extend)
 
     p = sub.add_parser("query", help="retrieve chunks for one or more questions",
                        description="Retrieve the top-k chunks of INDEX_DIR for each question.")
@@ -573,6 +638,16 @@ def build_parser() -> argparse.ArgumentParser:
     for command in sub.choices.values():
         _add_verbosity(command)
     return parser
+
+
+def _add_method_options(parser: argparse.ArgumentParser, default: str | None = "tigrag") -> None:
+    """--methods of `index` and `extend`."""
+    from .config import METHODS
+
+    parser.add_argument("--methods", default=default, required=default is None, metavar="M1,M2",
+                        help=f"retrieval methods whose index stages to build, comma-separated, of {', '.join(METHODS)}"
+                             + (f" (default {default}; spectrag adds its chunk graph and spectral coordinates)"
+                                if default else ""))
 
 
 VERBOSE_HELP = "also show debug messages (e.g. the seconds of every stage and partition)"

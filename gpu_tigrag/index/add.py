@@ -6,6 +6,10 @@ the old graph is remapped and the new chunks' counts are added. BM25 is recomput
 merged token table, because N and avgdl change. Only the new chunks are embedded and run
 through NER, and the entity table is rebuilt in chunk order, as a rebuild would.
 
+SpectRAG's chunk graph (when the index has that stage) is global: new chunks change old chunks'
+nearest neighbours, the min-max ranges of the signals and every eigenvector, so it is rebuilt
+over the grown index, not patched.
+
 The grown index remembers the directory its base was read from, so `save_index` refuses to
 write it back over a directory that another writer replaced meanwhile; `add_to_index_dir`
 holds that directory's writer lock from the read to the write, so a second `add` fails at once.
@@ -13,6 +17,7 @@ holds that directory's writer lock from the read to the write, so a second `add`
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Sequence
 
@@ -30,6 +35,8 @@ from ..encoders import Encoder, check_compatible, index_encoder_config, load_enc
 from .graph import cooccurrence_graph
 from .index import Index
 from .store import INDEX_WRITE, derive_origin, load_index, save_index
+
+log = logging.getLogger(__name__)
 
 
 def _old_entity_lists(index: Index) -> list[list[tuple[str, int]]]:
@@ -87,6 +94,12 @@ def add_passages(
         encoder=index.encoder_identity,
         timings={**index.timings, **timings},
     )
+    if index.spectrag is not None:
+        from .build import build_method_stage
+
+        grown.spectrag = build_method_stage(grown, "spectrag", be, encoder, show_progress)
+        log.info("rebuilt the SpectRAG chunk graph over the grown index (%s chunks): the graph is global, new "
+                 "chunks change old neighbours and the eigenvectors", f"{grown.n_chunks:,}")
     return derive_origin(index, grown)
 
 

