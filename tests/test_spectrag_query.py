@@ -475,3 +475,28 @@ def test_cupy_results_equal_numpy(index, backend):
     for a, b in zip(cpu, gpu):
         assert a.chunk_ids == b.chunk_ids and a.context == b.context
         np.testing.assert_allclose(a.scores, b.scores, atol=1e-5)
+
+
+def test_without_edges_or_coordinates_the_score_is_relevance_and_tiny_indexes_work(index):
+    import dataclasses
+
+    n = index.n_chunks
+    bare = dataclasses.replace(index, spectrag=ChunkGraph(scipy.sparse.csr_matrix((n, n), dtype=np.float32),
+                                                          np.zeros((n, 0), np.float32), np.zeros(1),
+                                                          index.spectrag.chunk_tokens))
+    retriever = SpectragRetriever(bare, RetrievalConfig(spectrag=SpectragConfig(seeds=4)), backend="numpy")
+    be = retriever.be
+    results = retriever.retrieve(QUERIES, k=n)
+    from gpu_tigrag.retrieve.fusion import bm25_scores
+
+    dense = index.embeddings @ retriever.encoder.encode(QUERIES, kind="query").T
+    rel, _ = relevance(be, dense, bm25_scores(be, retriever.bm25, retriever.query_seeds(QUERIES), index.n_vocab), 0.7)
+    for q, result in enumerate(results):
+        assert [h.pool_size for h in result.hops] == [4, 4]  # no edge: the seeds alone
+        np.testing.assert_allclose(result.scores, rel[result.chunk_ids, q], atol=1e-6)
+    # more seeds than chunks, a cap below the seeds: every chunk is a seed and a candidate
+    many = SpectragRetriever(index, RetrievalConfig(spectrag=SpectragConfig(seeds=10 * n, max_candidates=3)),
+                             backend="numpy").retrieve(QUERIES[:2], k=5)
+    assert all(r.hops[-1].pool_size == n and r.context >= 1 for r in many)
+    with pytest.raises(TigragError, match="sequence"):
+        retriever.retrieve("one query")

@@ -14,7 +14,8 @@ candidates:
    capped at `max_candidates` chunks per query; a hop that overflows keeps its most relevant new
    chunks (equal relevance: lower chunk id), so the candidate set M is deterministic.
 4. **PPR** on each query's induced subgraph (graph/subgraph_ppr.py), restarting uniformly at S0,
-   dangling mass to the seeds; ppr = π / max π over the candidates.
+   dangling mass to the seeds (networkx's pagerank on G[M]: it starts uniform over M and a query
+   stops when its L1 change is below ppr_tol·|M|, the code's tol = 1e-6); ppr = π / max π over M.
 5. **Spectral proximity** spec(x) = max_{s ∈ S0} ẑ_x·ẑ_s, ẑ the row-normalised coordinates (zero
    rows stay 0): one batched matmul over the padded candidates × seeds.
 6. **Score** = (1 − α)·rel + α·(share·spec + (1 − share)·ppr) on the candidates. PPR is missing for a
@@ -43,17 +44,15 @@ import numpy as np
 
 from ..backend import Backend, get_backend
 from ..config import RetrievalConfig, SpectragConfig
-from ..encoders import QUERY, CachingEncoder, Encoder, VectorCache, check_compatible, index_encoder_config, load_encoder
+from ..encoders import CachingEncoder, Encoder, VectorCache, check_compatible, index_encoder_config, load_encoder
 from ..errors import TigragError
 from ..graph.subgraph_ppr import CandidatePairs, subgraph_pagerank
 from ..index.index import Index
-from ..progress import counter
-from ..text.tokens import valid_tokens
 from ..topk import top_k_rows
 from .fusion import bm25_scores
 from .rerank import NEG_INF
 from .results import HopTrace, QueryResult
-from .retriever import PreparedBatch, StageTimer
+from .retriever import PreparedBatch, Retriever, StageTimer
 from .token_budget import select_contexts
 
 MISSING_STAGE = ("this index has no SpectRAG stage; build it with `tigrag extend INDEX --methods spectrag` "
@@ -170,9 +169,9 @@ def _unit_rows(coords: np.ndarray) -> np.ndarray:
 class SpectragRetriever:
     """Batched SpectRAG retrieval over an `Index` with its SpectRAG stage (`index.spectrag`).
 
-    Same protocol as `Retriever`: `prepare(queries)` (tokens and query vectors, CPU) then
-    `run_prepared(batch, k)` (device), or `retrieve(queries, k)` for both; see the module
-    docstring for what the returned `QueryResult`s hold."""
+    Same protocol as `Retriever`, with its code: `prepare(queries)` (tokens and query vectors,
+    CPU) then `run_prepared(batch, k)` (device, blocks halved on out-of-memory errors), or
+    `retrieve(queries, k)` for both; see the module docstring for what the `QueryResult`s hold."""
 
     #: bytes per (chunk, query) of the dense chunks × B blocks alive at once: cosine, BM25 (and its
     #: sparse product), relevance and its temporaries, BFS frontier, reach and masks, subgraph
@@ -217,47 +216,19 @@ class SpectragRetriever:
         self.token_budget = max(int(budget), 1)
         self.timer = StageTimer()
 
-    # -- host side ------------------------------------------------------------------------
-    def query_seeds(self, queries: Sequence[str]) -> list[np.ndarray]:
-        """Valid token ids of each query (the BM25 query terms), as `Retriever.query_seeds`."""
-        cfg = self.index.config
-        return [self.index.vocab.encode(valid_tokens(q, cfg.tokens, cfg.chunk.language)) for q in queries]
-
-    def encode(self, texts: Sequence[str]) -> Any:
-        return self.be.asarray(self.encode_host(texts))
-
-    def encode_host(self, texts: Sequence[str]) -> np.ndarray:
-        t = time.perf_counter()
-        vectors = self.encoder.encode(texts, kind=QUERY)
-        self.timer.add("encode", t)
-        self.timer.encoded_texts += len(texts)
-        return vectors
-
-    def prepare(self, queries: Sequence[str]) -> PreparedBatch:
-        """Tokenise and embed a batch (CPU work; may run in another thread ahead of `run_prepared`)."""
-        queries = list(queries)
-        return PreparedBatch(queries, self.query_seeds(queries), self.encode_host(queries))
-
-    def run_prepared(self, prepared: PreparedBatch, k: int | None = None) -> list[QueryResult]:
-        """The device part of a batch prepared by `prepare`, split on out-of-memory errors."""
-        return self._retrieve_splitting(prepared, self._check_k(k))
+    # -- the block protocol: Retriever's own code (it needs only index, encoder, be, timer,
+    # _check_k, batch_size and _retrieve_batch), so both methods tokenise, embed, time, split
+    # blocks on out-of-memory errors and report progress the same way
+    query_seeds = Retriever.query_seeds  # valid token ids of each query: the BM25 query terms
+    encode = Retriever.encode
+    encode_host = Retriever.encode_host
+    prepare = Retriever.prepare
+    run_prepared = Retriever.run_prepared
+    _retrieve_splitting = Retriever._retrieve_splitting
 
     def retrieve(self, queries: Sequence[str], k: int | None = None, show_progress: bool = False) -> list[QueryResult]:
         """The context and the ranking to depth max(k, context) of every query (k=None: the context)."""
-        if isinstance(queries, str):
-            raise TigragError("retrieve() takes a sequence of queries; wrap a single query in a list")
-        k = self._check_k(k)
-        size = self.batch_size()
-        results: list[QueryResult] = []
-        bar = counter(len(queries), "retrieve", show_progress, unit="query")
-        try:
-            for start in range(0, len(queries), size):
-                batch = self.prepare(queries[start : start + size])
-                results.extend(self._retrieve_splitting(batch, k))
-                bar.update(len(batch))
-        finally:
-            bar.close()
-        return results
+        return Retriever.retrieve(self, queries, k, show_progress)
 
     @staticmethod
     def _check_k(k: int | None) -> int:
@@ -278,20 +249,6 @@ class SpectragRetriever:
             budget = min(budget, int(0.8 * free))
         fits = max(1, budget // max(per_query, 1))
         return int(min(self.config.batch_size, fits))
-
-    def _retrieve_splitting(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
-        """One block; on an out-of-memory error it is halved and retried, so no query is lost."""
-        try:
-            return self._retrieve_batch(batch, k)
-        except self.be.out_of_memory_errors:
-            if len(batch) == 1:
-                raise TigragError(
-                    "out of memory on a single query; lower memory_budget_mb or use a machine with more memory"
-                ) from None
-            self.be.release_cached_memory()
-            half = len(batch) // 2
-            return (self._retrieve_splitting(batch.part(0, half), k)
-                    + self._retrieve_splitting(batch.part(half, len(batch)), k))
 
     # -- device side ----------------------------------------------------------------------
     def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
