@@ -221,8 +221,10 @@ class FusionConfig(_Checked):
     first_hop: str = "pool"  # top-ι chunks of hop 1 by "pool" (pooled cosine, paper) or "hybrid" (RRF of cosine, BM25, ρ, links)
     hop_fusion: str = "max"  # merge of the hops: "max" (eq. 3.16) or "rrf" (reciprocal-rank fusion of the hop rankings)
     title_links: bool = False  # passages whose title the question or a hop's top chunk mentions are linked in
-    question_link_bonus: float = 0.5  # added to the final score of chunks of passages the question names
-    bridge_link_bonus: float = 0.2  # added for chunks of passages named by an expanded bridging entity
+    question_link_bonus: float = 5.0  # added to the final score of chunks of passages the question names
+    bridge_link_bonus: float = 2.0  # added for chunks of passages named by an expanded bridging entity
+    link_bonus_unit: str = "cosine_std"  # bonuses in units of the query's cosine spread over all chunks (the same
+    #                                      weight for any encoder's cosine scale), or "absolute" (cosine units)
     bridge_entities: int = 0  # entities expanded per hop: 0 = every new one (paper), n = the n best
     dedup_passages: bool = False  # the final top-k holds one chunk (the best) per passage
     rrf_k: int = 60  # RRF constant k in 1 / (k + rank)
@@ -231,6 +233,8 @@ class FusionConfig(_Checked):
     def _check(self) -> None:
         _require(self.first_hop in ("pool", "hybrid"),
                  f"fusion.first_hop must be 'pool' or 'hybrid', got {self.first_hop!r}")
+        _require(self.link_bonus_unit in ("cosine_std", "absolute"),
+                 f"fusion.link_bonus_unit must be 'cosine_std' or 'absolute', got {self.link_bonus_unit!r}")
         _require(self.hop_fusion in ("max", "rrf"), f"fusion.hop_fusion must be 'max' or 'rrf', got {self.hop_fusion!r}")
         _require(self.bridge_entities >= 0 and self.rrf_k >= 0 and self.rrf_depth >= 1,
                  "fusion.bridge_entities and fusion.rrf_k must be >= 0, fusion.rrf_depth >= 1")

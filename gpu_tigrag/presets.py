@@ -11,7 +11,7 @@ from .errors import TigragError
 PRESETS: dict[str, RetrievalConfig] = {
     "paper": RetrievalConfig(),
     "best": RetrievalConfig(fusion=FusionConfig(
-        first_hop="hybrid", title_links=True, question_link_bonus=0.5, bridge_link_bonus=0.2,
+        first_hop="hybrid", title_links=True, question_link_bonus=5.0, bridge_link_bonus=2.0,
         bridge_entities=8, dedup_passages=True)),
 }
 DEFAULT_PRESET = "best"

@@ -64,3 +64,30 @@ def test_reciprocal_rank_depth_bounds_the_ranked_entries(backend, depth):
     got = backend.to_host(reciprocal_rank(backend, backend.asarray(scores), depth=depth, k=0))
     assert ((got > 0).sum(axis=0) == depth).all()
     assert got[9, 0] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("unit", ["cosine_std", "absolute"])
+def test_link_bonus_counts_in_the_queries_cosine_spread_or_in_cosine(backend, unit):
+    from types import SimpleNamespace
+
+    from gpu_tigrag.config import FusionConfig, RetrievalConfig
+    from gpu_tigrag.retrieve.retriever import Retriever
+
+    rng = np.random.default_rng(3)
+    dense = rng.normal(0.5, [0.1, 0.02], size=(30, 2)).astype(np.float32)  # two encoders' spreads
+    final = np.full((30, 2), -np.inf, dtype=np.float32)
+    final[:10] = dense[:10]  # pooled chunks keep their score; others fall back to their cosine
+    question = np.zeros((30, 2), dtype=bool)
+    question[[3, 20], :] = True
+    bridged = np.zeros((30, 2), dtype=bool)
+    bridged[[5, 20], :] = True
+    config = RetrievalConfig(fusion=FusionConfig(title_links=True, question_link_bonus=5.0, bridge_link_bonus=2.0,
+                                                 link_bonus_unit=unit))
+    stub = SimpleNamespace(be=backend, config=config)
+    got = backend.to_host(Retriever._add_link_bonus(stub, *(backend.asarray(a) for a in (final, dense, question, bridged))))
+    scale = dense.std(axis=0) if unit == "cosine_std" else np.ones(2)
+    expected = final.copy()
+    base = np.where(np.isfinite(final), final, dense)
+    for row, bonus in ((3, 5.0), (5, 2.0), (20, 7.0)):
+        expected[row] = base[row] + bonus * scale
+    np.testing.assert_allclose(got, expected, rtol=1e-5)

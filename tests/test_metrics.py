@@ -48,3 +48,14 @@ def test_mrr_and_ndcg_hand_computed():
     first = (2 / math.log2(3) + 1 / math.log2(4)) / (2 / math.log2(2) + 1 / math.log2(3))
     assert ndcg_at_k(ranked, grades, 10) == pytest.approx((first + 1.0 + 0.0) / 3)
     assert ndcg_at_k([["b", "a"]], [{"a": 2, "b": 1}], k=1) == pytest.approx(1 / 2)
+
+
+def test_context_recall_counts_each_querys_whole_context():
+    ranked = [["a", "x", "b", "y"], ["y", "c", "z"]]
+    queries = [Query("1", "q1", ("a", "b")), Query("2", "q2", ("c",))]
+    metrics = score_rankings(ranked, queries, contexts=[3, 1])
+    assert metrics["context_recall"] == pytest.approx((1.0 + 0.0) / 2)  # q1: a, b in its 3; q2: c is 2nd of 1
+    assert metrics["context_chunks"] == 2.0
+    assert "context_recall" not in score_rankings(ranked, queries)
+    with pytest.raises(ValueError, match="one ranking per query"):
+        score_rankings(ranked, queries, contexts=[3])

@@ -24,9 +24,10 @@ from ..errors import TigragError
 from ..encoders import CachingEncoder, Encoder, VectorCache, index_encoder_config, load_encoder
 from ..index.index import Index
 from ..presets import preset_with
-from ..retrieve.baselines import bm25_search, naive_rag
+from ..retrieve.baselines import bm25_search, hybrid_search, naive_rag
+from ..retrieve.methods import make_retriever, method_available
 from ..retrieve.results import QueryResult
-from ..retrieve.retriever import Retriever, StageTimer
+from ..retrieve.retriever import StageTimer
 from ..text.tokens import treebank_words
 from .datasets import Dataset, check_gold
 from .metrics import RECALL_KS, score_rankings
@@ -56,8 +57,15 @@ PRESET_SYSTEMS: dict[str, tuple[str, dict[str, Any]]] = {
     "best without passage dedup": ("best", {"fusion.dedup_passages": False}),
     "best with RRF hop fusion": ("best", {"fusion.hop_fusion": "rrf"}),
 }
-BASELINES = ("NaiveRAG", "BM25")
-ALL_SYSTEMS = (*BASELINES, *TIGRAG_SYSTEMS, *PRESET_SYSTEMS)
+#: SpectRAG (needs the index's SpectRAG stage) and its ablations: relevance alone, and each proximity term alone
+SPECTRAG_SYSTEMS: dict[str, dict[str, Any]] = {
+    "SpectRAG": {},
+    "SpectRAG relevance only": {"spectrag.alpha": 0.0},
+    "SpectRAG spectral proximity only": {"spectrag.spectral_share": 1.0},
+    "SpectRAG PPR proximity only": {"spectrag.spectral_share": 0.0},
+}
+BASELINES = ("NaiveRAG", "BM25", "Hybrid")
+ALL_SYSTEMS = (*BASELINES, *TIGRAG_SYSTEMS, *PRESET_SYSTEMS, *SPECTRAG_SYSTEMS)
 
 
 def _sweepable(symbol: str) -> bool:
@@ -89,6 +97,7 @@ class SystemRun:
     seconds: float
     results: list[QueryResult] = field(default_factory=list)
     throughput: dict[str, Any] = field(default_factory=dict)
+    contexts: list[int] | None = None  # chunks of each query's adaptive context (SpectRAG); None: the top β
 
 
 def parse_sweeps(specs: Sequence[str] | None, base: RetrievalConfig = RetrievalConfig()) -> dict[str, list[str]]:
@@ -124,9 +133,16 @@ def passage_keys(index: Index, chunk_ids: Sequence[int], match: str) -> list[str
     return [keys[int(index.chunk_passage[c])] for c in chunk_ids if c >= 0]
 
 
-def score_run(index: Index, dataset: Dataset, run: SystemRun) -> dict[str, Any]:
-    """Every retrieval metric of `run` (metrics.score_rankings on its passage-key rankings)."""
-    return score_rankings([passage_keys(index, ids, dataset.match) for ids in run.chunk_ids], dataset.queries)
+def run_contexts(run: SystemRun, beta: int) -> list[int]:
+    """Chunks in each query's context: the adaptive context of a method that chooses one, else the top β."""
+    return run.contexts if run.contexts is not None else [beta] * len(run.chunk_ids)
+
+
+def score_run(index: Index, dataset: Dataset, run: SystemRun, beta: int = RetrievalConfig().beta) -> dict[str, Any]:
+    """Every retrieval metric of `run` (metrics.score_rankings on its passage-key rankings), with the
+    recall of each query's whole context (`context_recall`)."""
+    return score_rankings([passage_keys(index, ids, dataset.match) for ids in run.chunk_ids], dataset.queries,
+                          run_contexts(run, beta))
 
 
 def throughput(results: Sequence[QueryResult], seconds: float, timer: StageTimer) -> dict[str, Any]:
@@ -134,32 +150,36 @@ def throughput(results: Sequence[QueryResult], seconds: float, timer: StageTimer
     stage, texts sent to the encoder per query, mean hop-1 pool, mean hops and dense fallbacks."""
     n = len(results)
     stages = dict(timer.seconds)
-    hop_pools = [[h.pool_size for h in r.hops] for r in results]
+    hop_pools = [[h.pool_size for h in r.hops] for r in results if r.hops]  # methods without hops: none
     return {
         "queries_per_second_without_encoder": n / max(seconds - stages.get("encode", 0.0), 1e-9),
         "stage_seconds": stages,
         "encoder_texts_per_query": timer.encoded_texts / max(n, 1),
-        "mean_pool_size_hop1": float(np.mean([p[0] for p in hop_pools])) if hop_pools else 0.0,
-        "mean_hops": float(np.mean([len(p) for p in hop_pools])) if hop_pools else 0.0,
+        "mean_pool_size_hop1": float(np.mean([p[0] for p in hop_pools])) if hop_pools else None,
+        "mean_hops": float(np.mean([len(p) for p in hop_pools])) if hop_pools else None,
         "dense_fallbacks": int(sum(r.dense_fallback for r in results)),
     }
 
 
-def run_retriever(name: str, retriever: Retriever, texts: Sequence[str], show_progress: bool = False) -> SystemRun:
-    """TIGRAG with `retriever` over `texts` at DEPTH; the stage timer is reset first, so the
-    throughput report covers this call alone."""
+def run_retriever(name: str, retriever: Any, texts: Sequence[str], show_progress: bool = False) -> SystemRun:
+    """A method's retriever (TIGRAG, SpectRAG) over `texts` at DEPTH; the stage timer is reset first,
+    so the throughput report covers this call alone."""
     retriever.timer.seconds.clear()
     retriever.timer.encoded_texts = 0
     start = time.perf_counter()
     results = retriever.retrieve(list(texts), k=DEPTH, show_progress=show_progress)
     seconds = time.perf_counter() - start
+    contexts = [r.context for r in results]
     return SystemRun(name, config_to_dict(retriever.config), [r.chunk_ids for r in results], seconds, results,
-                     throughput(results, seconds, retriever.timer))
+                     throughput(results, seconds, retriever.timer),
+                     None if any(c is None for c in contexts) or not contexts else contexts)
 
 
 def context_tokens(index: Index, run: SystemRun, beta: int) -> float:
-    """Mean size of the top-β context in Treebank word tokens (the paper's Table 5 footprint)."""
-    sizes = [sum(len(treebank_words(index.chunk_texts[c])) for c in ids[:beta]) for ids in run.chunk_ids]
+    """Mean size of the context (top β, or the method's adaptive context) in Treebank word tokens
+    (the paper's Table 5 footprint)."""
+    sizes = [sum(len(treebank_words(index.chunk_texts[c])) for c in ids[:size])
+             for ids, size in zip(run.chunk_ids, run_contexts(run, beta))]
     return float(np.mean(sizes)) if sizes else 0.0
 
 
@@ -196,15 +216,22 @@ class Experiment:
         self.show_progress = show_progress
         self.texts = [q.text for q in dataset.queries]
 
-    def retriever(self, config: RetrievalConfig, index: Index | None = None) -> Retriever:
-        return Retriever(index or self.index, config, encoder=self.encoder, backend=self.backend,
-                         allow_mixed_encoder=self.allow_mixed_encoder)
+    def retriever(self, config: RetrievalConfig, index: Index | None = None) -> Any:
+        """The retriever of `config.method` (methods.make_retriever) sharing the experiment's encoder."""
+        return make_retriever(index or self.index, config, encoder=self.encoder, backend=self.backend,
+                              allow_mixed_encoder=self.allow_mixed_encoder)
 
     def run_system(self, name: str) -> SystemRun:
-        """A named system of ALL_SYSTEMS: a baseline, a Table-10 variant of `base`, or a preset system."""
+        """A named system of ALL_SYSTEMS: a baseline, a Table-10 variant of `base`, a preset system,
+        or SpectRAG (the paper's settings, with `base`'s shared ones) and its ablations."""
+        if name in SPECTRAG_SYSTEMS:
+            config = dataclasses.replace(self.base, method="spectrag")
+            for path, value in SPECTRAG_SYSTEMS[name].items():
+                config = replace_path(config, path, value)
+            return self.run_config(name, config)
         if name in BASELINES:
-            r = self.retriever(self.base)
-            search: Callable = naive_rag if name == "NaiveRAG" else bm25_search
+            r = self.retriever(dataclasses.replace(self.base, method="tigrag"))
+            search: Callable = {"NaiveRAG": naive_rag, "BM25": bm25_search, "Hybrid": hybrid_search}[name]
             start = time.perf_counter()
             ids = search(r, self.texts, DEPTH)
             return SystemRun(name, {}, [list(map(int, row)) for row in ids], time.perf_counter() - start)
@@ -212,7 +239,7 @@ class Experiment:
             return self.run_config(name, preset_with(*PRESET_SYSTEMS[name]))
         if name not in TIGRAG_SYSTEMS:
             raise TigragError(f"unknown system {name!r}; choose from {', '.join(ALL_SYSTEMS)}")
-        config = dataclasses.replace(self.base, **TIGRAG_SYSTEMS[name])
+        config = dataclasses.replace(self.base, method="tigrag", **TIGRAG_SYSTEMS[name])
         return self.run_config(name, config)
 
     def run_config(self, name: str, config: RetrievalConfig, index: Index | None = None) -> SystemRun:
@@ -226,7 +253,7 @@ class Experiment:
         return {"config": run.config, "seconds": run.seconds,
                 "queries_per_second": n / run.seconds if run.seconds else None, **run.throughput,
                 "context_tokens": context_tokens(self.index, run, self.base.beta),
-                "metrics": score_run(self.index, self.dataset, run)}
+                "metrics": score_run(self.index, self.dataset, run, self.base.beta)}
 
     def sweep(self, key: str, values: Sequence[str]) -> list[dict[str, Any]]:
         rows = []
@@ -238,7 +265,8 @@ class Experiment:
             else:
                 run = self.run_config(f"{key}={value}", config)
             rows.append({"parameter": key, "value": value, "seconds": run.seconds,
-                         **{m: v for m, v in score_run(self.index, self.dataset, run).items() if m != "by_type"}})
+                         **{m: v for m, v in score_run(self.index, self.dataset, run, self.base.beta).items()
+                            if m != "by_type"}})
         return rows
 
 
@@ -250,6 +278,12 @@ def with_window(index: Index, window: int) -> Index:
     graph = cooccurrence_graph(get_backend("numpy"), index.token_indptr, index.token_ids, index.n_vocab, window)
     config = dataclasses.replace(index.config, graph=dataclasses.replace(index.config.graph, window=window))
     return dataclasses.replace(index, graph=graph, config=config)
+
+
+def available_systems(index: Index, systems: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(`systems` this index can run, those it cannot: SpectRAG's need the index's SpectRAG stage)."""
+    missing = [s for s in systems if s in SPECTRAG_SYSTEMS and not method_available(index, "spectrag")]
+    return [s for s in systems if s not in missing], missing
 
 
 def query_dataset(name: str, queries: Sequence[Query], match: str = "title") -> Dataset:

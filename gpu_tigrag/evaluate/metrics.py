@@ -66,12 +66,15 @@ def ndcg_at_k(ranked: Sequence[Sequence[str]], grades: Sequence[dict[str, int]],
     return float(np.mean(values)) if values else 0.0
 
 
-def score_rankings(ranked: Sequence[Sequence[str]], queries: Sequence[Query]) -> dict[str, Any]:
+def score_rankings(ranked: Sequence[Sequence[str]], queries: Sequence[Query],
+                   contexts: Sequence[int] | None = None) -> dict[str, Any]:
     """Every retrieval metric of one system: recall@k and recall_dedup@k for each k of RECALL_KS,
     MRR@10 and nDCG@10 on the de-duplicated ranking, and recall@2/5 per question type (`by_type`,
     when the queries carry types). `ranked` holds each query's passage keys in chunk-rank order,
-    deep enough for the de-duplicated cut at max(RECALL_KS)."""
-    if len(ranked) != len(queries):
+    deep enough for the de-duplicated cut at max(RECALL_KS). With `contexts` (chunks in each query's
+    context), also `context_recall` (recall over the whole context) and `context_chunks` (its mean size):
+    the figure of a method whose context is adaptive (SpectRAG)."""
+    if len(ranked) != len(queries) or (contexts is not None and len(contexts) != len(queries)):
         raise ValueError("one ranking per query is needed")
     unique = [dedup_titles(r) for r in ranked]
     gold = [q.gold for q in queries]
@@ -81,6 +84,10 @@ def score_rankings(ranked: Sequence[Sequence[str]], queries: Sequence[Query]) ->
         metrics[f"recall_dedup@{k}"] = recall_at_k(unique, gold, k)
     metrics[f"mrr@{RANK_K}"] = mrr_at_k(unique, gold, RANK_K)
     metrics[f"ndcg@{RANK_K}"] = ndcg_at_k(unique, [q.grades() for q in queries], RANK_K)
+    if contexts is not None:
+        values = [per_query_recall(r, g, size) for r, g, size in zip(ranked, gold, contexts)]
+        metrics["context_recall"] = float(np.mean(values)) if values else 0.0
+        metrics["context_chunks"] = float(np.mean(contexts)) if len(contexts) else 0.0
     types = sorted({q.qtype for q in queries if q.qtype})
     if types:
         metrics["by_type"] = {}

@@ -12,7 +12,7 @@ from ..errors import TigragError
 
 ABLATIONS = ("TIGRAG without BM25", "TIGRAG degree centrality", "TIGRAG without reranking", "TIGRAG")
 #: systems shown in the by-type table (every system's split is in results.json)
-BY_TYPE_SYSTEMS = ("NaiveRAG", "BM25", "TIGRAG", "TIGRAG 1-hop", "TIGRAG paper", "TIGRAG best")
+BY_TYPE_SYSTEMS = ("NaiveRAG", "BM25", "Hybrid", "TIGRAG", "TIGRAG 1-hop", "TIGRAG paper", "TIGRAG best", "SpectRAG")
 SWEEP_TITLES = {"beta": "Table 6 (β)", "iota": "Table 7 (ι)", "h": "Table 8 (h)", "th": "Table 9 (th_ρ)",
                 "gamma": "γ (not in the paper)", "damping": "PPR damping (not in the paper)", "w": "window w"}
 
@@ -30,6 +30,11 @@ def claims(systems: dict[str, Any]) -> list[str]:
     """The paper's claims (Table 2 and Table 10) checked against this run, each says holds or not."""
     lines = []
     m = {name: s["metrics"] for name, s in systems.items()}
+    if "SpectRAG" in m and "Hybrid" in m:
+        c, r10 = m["SpectRAG"]["context_recall"], m["Hybrid"]["recall@10"]
+        lines.append(f"- SpectRAG's context recall above Hybrid's R@10 (its paper, MultiHop-RAG): "
+                     f"{'holds' if c > r10 else 'does not hold'} ({100 * c:.2f} vs {100 * r10:.2f}, "
+                     f"{m['SpectRAG']['context_chunks']:.1f} chunks per context).")
     if "TIGRAG" in m and "NaiveRAG" in m:
         d2 = m["TIGRAG"]["recall@2"] - m["NaiveRAG"]["recall@2"]
         d5 = m["TIGRAG"]["recall@5"] - m["NaiveRAG"]["recall@5"]
@@ -66,11 +71,15 @@ def markdown(payload: dict[str, Any]) -> str:
                 "Its full retrieval configuration:", "", "```json", json.dumps(run["retrieval_config"], indent=1),
                 "```", ""]
     out += ["## Retrieval (Table 2 layout)", "",
-            "| system | R@2 | R@5 | R@10 | R@2 dedup | R@5 dedup | MRR@10 | nDCG@10 |", "|---|---|---|---|---|---|---|---|"]
+            "| system | R@2 | R@5 | R@10 | R@2 dedup | R@5 dedup | MRR@10 | nDCG@10 | context recall | context chunks |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for name, s in systems.items():
         m = s["metrics"]
         out.append(f"| {name} | {pct(m['recall@2'])} | {pct(m['recall@5'])} | {pct(m['recall@10'])} | "
-                   f"{pct(m['recall_dedup@2'])} | {pct(m['recall_dedup@5'])} | {pct(m['mrr@10'])} | {pct(m['ndcg@10'])} |")
+                   f"{pct(m['recall_dedup@2'])} | {pct(m['recall_dedup@5'])} | {pct(m['mrr@10'])} | {pct(m['ndcg@10'])} | "
+                   f"{pct(m.get('context_recall'))} | {number(m.get('context_chunks'), '.1f')} |")
+    out += ["", "Context recall: recall over each query's whole context, the top β chunks, or the adaptive "
+            "context of a method that chooses its size (SpectRAG's token-budgeted selection)."]
     qa = payload["results"].get("qa")
     if qa:
         out += ["", f"## Question answering (Table 3 layout; {qa['model']})", "", "| system | EM | F1 | mean latency (s) |",
@@ -81,7 +90,7 @@ def markdown(payload: dict[str, Any]) -> str:
         out += ["", "## Question answering", "", "Skipped: no LLM endpoint was given (`--qa-endpoint`)."]
     out += ["", "## Resources (Tables 4-5 layout)", "",
             "| system | retrieval seconds | queries/s | queries/s without encoder | encoder texts/query | "
-            "mean hop-1 pool | mean hops | dense fallbacks | context tokens (top-β) |",
+            "mean hop-1 pool | mean hops | dense fallbacks | context tokens |",
             "|---|---|---|---|---|---|---|---|---|"]
     for name, s in systems.items():
         out.append(f"| {name} | {s['seconds']:.2f} | {number(s['queries_per_second'], '.1f')} | "
@@ -91,7 +100,7 @@ def markdown(payload: dict[str, Any]) -> str:
                    f"{s['context_tokens']:.1f} |")
     out += ["", f"Encoder time (computed once, cached across systems): {payload['results']['encoder_seconds']:.2f} s.",
             "Retrieval seconds time the retrieval call alone; the throughput columns are reported for TIGRAG "
-            "systems. Context tokens are Treebank word tokens of the top-β chunks."]
+            "systems. Context tokens are Treebank word tokens of the context (top β, or the adaptive context)."]
     gains = payload["results"].get("hop_gains")
     if gains:
         out += ["", "## What the second hop adds", "",

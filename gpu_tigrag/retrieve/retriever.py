@@ -333,10 +333,18 @@ class Retriever:
     def _add_link_bonus(self, final: Any, dense: Any, question: Any, bridged: Any) -> Any:
         """Calibrated scores: linked chunks get a fixed bonus on top of their score (their question
         cosine where no hop pooled them), so a passage the question names, or the passage of a
-        bridging entity, cannot be evicted by an unlinked chunk of slightly higher cosine."""
+        bridging entity, cannot be evicted by an unlinked chunk of slightly higher cosine.
+
+        With `link_bonus_unit="cosine_std"` the bonus is counted in standard deviations of the
+        query's cosine over all chunks: encoders spread their cosines very differently (about 0.10
+        for all-MiniLM-L6-v2, 0.025 for multilingual-e5-small on 2Wiki), and a bonus in cosine units
+        tuned on one overrides the ranking of the other (bench/results/link_bonus.md)."""
         xp, fusion = self.be.xp, self.config.fusion
         base = xp.where(xp.isfinite(final), final, dense)
-        bonus = (fusion.question_link_bonus * question + fusion.bridge_link_bonus * bridged).astype(xp.float32)
+        bonus = fusion.question_link_bonus * question + fusion.bridge_link_bonus * bridged
+        if fusion.link_bonus_unit == "cosine_std":
+            bonus = bonus * dense.std(axis=0, dtype=xp.float32)[None, :]
+        bonus = bonus.astype(xp.float32)
         return xp.where(question | bridged, base + bonus, final)
 
     def _expanded_hop(self, queries: list[str], seeds: list[np.ndarray], seen: list[dict[Any, Bridge]],
