@@ -37,7 +37,7 @@ from .errors import CorpusError, OutputError, ResumeMismatchError, TigragError
 from .locking import writer_lock
 from .progress import counter
 from .records import as_record, query_id, query_text
-from .retrieve.retriever import Retriever
+from .retrieve.retriever import Retriever  # the protocol every method's retriever follows
 from .run_resume import HINT, check_meta, check_rows, run_identity, torn_tail_ok, write_meta
 
 log = logging.getLogger(__name__)
@@ -83,9 +83,12 @@ def stream_queries(path: str | Path) -> Iterator[QueryRecord]:
 
 def result_record(record: QueryRecord, result) -> dict:
     """The output row of one answered query (shared by local and Dask runs)."""
-    return {"index": record.position, "id": record.qid, "query": record.text, "chunk_ids": result.chunk_ids,
-            "scores": result.scores, "titles": result.titles, "dense_fallback": result.dense_fallback,
-            "hops": len(result.hops)}
+    row = {"index": record.position, "id": record.qid, "query": record.text, "chunk_ids": result.chunk_ids,
+           "scores": result.scores, "titles": result.titles, "dense_fallback": result.dense_fallback,
+           "hops": len(result.hops)}
+    if result.context is not None:  # an adaptive context (SpectRAG): the first `context` chunk ids
+        row["context"] = result.context
+    return row
 
 
 #: what a failed write's error adds: the rows before it are complete, and a resume continues

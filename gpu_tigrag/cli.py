@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from . import __version__
-from .config import IndexConfig, RetrievalConfig, replace_path
+from .config import METHODS, IndexConfig, RetrievalConfig, replace_path
 from .errors import CorpusError, OutputError, TigragError
 
 if TYPE_CHECKING:
@@ -94,10 +94,12 @@ def check_query_file(path: str | Path) -> int:
 
 
 def _retrieval_config(args: argparse.Namespace) -> RetrievalConfig:
-    """The preset named by --preset, with the --set overrides applied on top."""
+    """The preset named by --preset with --method, and the --set overrides applied on top."""
+    import dataclasses
+
     from .presets import preset
 
-    return _parse_sets(preset(args.preset), args.sets)
+    return _parse_sets(dataclasses.replace(preset(args.preset), method=args.method), args.sets)
 
 
 def _add_retrieval_options(parser: argparse.ArgumentParser) -> None:
@@ -107,6 +109,9 @@ def _add_retrieval_options(parser: argparse.ArgumentParser) -> None:
                         help="retrieval configuration: 'best' (default; title links, hybrid first hop, bridging "
                              "choice, passage de-duplication) or 'paper' (TIGRAG exactly as published); --set "
                              "overrides apply on top")
+    parser.add_argument("--method", default="tigrag", choices=list(METHODS),
+                        help="retrieval method: tigrag (default) or spectrag (needs the index's SpectRAG stage: "
+                             "`tigrag extend INDEX --methods spectrag`; its settings: --set spectrag.KEY=VALUE)")
     parser.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"],
                         help="array backend (default: auto, the GPU when CuPy sees one)")
     parser.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
@@ -277,10 +282,10 @@ def _extend(args: argparse.Namespace) -> int:
 
 def _retriever(args: argparse.Namespace):
     from .index.store import load_index
-    from .retrieve.retriever import Retriever
+    from .retrieve.methods import make_retriever
 
     index = load_index(args.index, verify_checksums=not args.no_verify)
-    return Retriever(index, _retrieval_config(args), backend=args.backend, **_encoder_options(args))
+    return make_retriever(index, _retrieval_config(args), backend=args.backend, **_encoder_options(args))
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -299,6 +304,8 @@ def cmd_query(args: argparse.Namespace) -> int:
             print("(no query token is in the graph: answered by dense retrieval)")
         for rank, (chunk, score, title) in enumerate(zip(r.chunk_ids, r.scores, r.titles), start=1):
             text = index.chunk_texts[chunk].replace("\n", " ")
+            if r.context is not None and rank == r.context + 1:
+                print(f"-- the context ends here ({r.context} chunks); below: the rest of the ranking --")
             print(f"{rank}. [{score:.3f}] {title} (chunk {chunk})\n   {text[:240]}{'…' if len(text) > 240 else ''}")
         for hop in r.hops:
             ents = ", ".join(hop.new_entities) or "none"
@@ -328,15 +335,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     dataset = _dataset(args)
     if _full_run_wanted(args):
         return _eval_experiment(args, dataset)
-    # the quick path is the full run with the one system "TIGRAG" (the --preset configuration)
+    # the quick path is the full run with the one system "TIGRAG" (the --preset configuration), or "SpectRAG"
     from .evaluate.experiment import run_experiment
     from .index.store import load_index
 
     config = _retrieval_config(args)
     index = load_index(args.index, verify_checksums=not args.no_verify)
-    results = run_experiment(index, dataset, ["TIGRAG"], backend=args.backend, base=config,
+    system = "SpectRAG" if config.method == "spectrag" else "TIGRAG"
+    results = run_experiment(index, dataset, [system], backend=args.backend, base=config,
                              show_progress=not args.quiet, **_encoder_options(args))
-    report = {"queries": len(dataset.queries), **results["systems"]["TIGRAG"]}
+    report = {"queries": len(dataset.queries), **results["systems"][system]}
     if "vector_cache" in results:
         report["vector_cache"] = results["vector_cache"]
     report.pop("config")  # the same as retrieval_config below
@@ -346,7 +354,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         json.dump(report, sys.stdout, indent=2)
         print()
         return 0
-    print(f"preset: {args.preset}" + (f" with {', '.join(args.sets)}" if args.sets else ""))
+    print(f"method: {config.method}, preset: {args.preset}" + (f" with {', '.join(args.sets)}" if args.sets else ""))
     metrics = dict(report["metrics"])
     for t, row in metrics.pop("by_type", {}).items():
         print(f"{t} ({row['queries']} queries): recall@2 {row['recall@2']:.4f}, recall@5 {row['recall@5']:.4f}")
@@ -361,13 +369,24 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _eval_experiment(args: argparse.Namespace, dataset) -> int:
     import shlex
 
-    from .evaluate.experiment import ALL_SYSTEMS, parse_sweeps, run_experiment
+    from .evaluate.experiment import ALL_SYSTEMS, available_systems, parse_sweeps, run_experiment
     from .index.store import load_index
 
-    systems = list(ALL_SYSTEMS) if not args.systems or args.systems == ["all"] else args.systems
+    every = not args.systems or args.systems == ["all"]
+    systems = list(ALL_SYSTEMS) if every else args.systems
+    unknown = [s for s in systems if s not in ALL_SYSTEMS]
+    if unknown:
+        raise TigragError(f"unknown system(s) {', '.join(map(repr, unknown))}; choose from {', '.join(ALL_SYSTEMS)}")
     base = _retrieval_config(args)
     sweeps = parse_sweeps(args.sweep, base)
     index = load_index(args.index, verify_checksums=not args.no_verify)
+    systems, missing = available_systems(index, systems)
+    if missing and not every:
+        raise TigragError(f"{args.index} has no SpectRAG stage, which {', '.join(missing)} need(s); build it with "
+                          f"`tigrag extend {args.index} --methods spectrag`")
+    if missing:
+        log.warning("skipping %s: %s has no SpectRAG stage (build it with `tigrag extend %s --methods spectrag`)",
+                    ", ".join(missing), args.index, args.index)
     qa = None
     if args.qa_endpoint:
         from .evaluate.qa import QAConfig
@@ -470,8 +489,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .encoders import default_cache_dir
         from .index.store import read_manifest
 
-        read_manifest(args.index)  # fail here, not on every worker
-        stats = run_distributed(args.index, _retrieval_config(args), args.queries, args.output,
+        manifest = read_manifest(args.index)  # fail here, not on every worker
+        config = _retrieval_config(args)
+        if config.method != "tigrag" and config.method not in manifest.get("methods", {}):
+            raise TigragError(f"{args.index} has no {config.method} stage; build it with "
+                              f"`tigrag extend {args.index} --methods {config.method}`")
+        stats = run_distributed(args.index, config, args.queries, args.output,
                                 k=args.k, workers=args.workers or 0, scheduler=args.scheduler, backend=args.backend,
                                 shard_size=args.shard_size or None, resume=args.resume, show_progress=not args.quiet,
                                 vector_cache=(args.vector_cache or str(default_cache_dir()))

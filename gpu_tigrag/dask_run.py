@@ -37,13 +37,13 @@ def _worker_retriever(index_path: str, config: dict[str, Any], backend: str, enc
     if key not in _WORKER_CACHE:
         from .encoders import VectorCache
         from .index.store import load_index
-        from .retrieve.retriever import Retriever
+        from .retrieve.methods import make_retriever
 
         folder = encoder_options.get("vector_cache")
         cache = VectorCache(folder, encoder_options["vector_cache_mib"] << 20) if folder is not None else None
-        _WORKER_CACHE[key] = Retriever(load_index(index_path), config_from_dict(RetrievalConfig, config), backend=backend,
-                                       vector_cache=cache,
-                                       allow_mixed_encoder=bool(encoder_options.get("allow_mixed_encoder")))
+        _WORKER_CACHE[key] = make_retriever(load_index(index_path), config_from_dict(RetrievalConfig, config),
+                                            backend=backend, vector_cache=cache,
+                                            allow_mixed_encoder=bool(encoder_options.get("allow_mixed_encoder")))
     return _WORKER_CACHE[key]
 
 

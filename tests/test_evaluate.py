@@ -23,7 +23,7 @@ from gpu_tigrag.index.store import save_index
 def example_index(tmp_path_factory):
     config = IndexConfig(encoder=EncoderConfig(model="hashing:128"))
     index = build_index(load_corpus(EXAMPLES / "corpus.json"), config, encoder=load_encoder(config.encoder),
-                        entity_extractor=string_entities)
+                        entity_extractor=string_entities, methods=("tigrag", "spectrag"))
     path = tmp_path_factory.mktemp("eval") / "index"
     save_index(index, path)
     return index, path
@@ -85,6 +85,10 @@ def test_full_run_writes_tables_plots_and_compares(example_index, tmp_path):
     assert systems["TIGRAG degree centrality"]["metrics"]["recall@5"] < full["recall@5"]
     assert [row["value"] for row in results["sweeps"]["th"]] == ["0.5", "0.8"]
     assert results["sweeps"]["th"][1]["recall@5"] == pytest.approx(full["recall@5"])  # th=0.8 is the default
+    spectrag = systems["SpectRAG"]["metrics"]
+    assert 1 <= spectrag["context_chunks"] <= index.n_chunks and 0 <= spectrag["context_recall"] <= 1
+    assert systems["NaiveRAG"]["metrics"]["context_chunks"] == 5  # fixed-k systems: the top β
+    assert systems["SpectRAG"]["queries_per_second_without_encoder"] > 0
     assert set(results["qa"]["systems"]) == {"NoRAG", "NaiveRAG", "TIGRAG"}
     assert all(0 <= s["f1"] <= 1 for s in results["qa"]["systems"].values())
     payload = {"run": {"dataset": "example", "queries": 15, "chunks": index.n_chunks, "code_version": "test",
@@ -93,7 +97,7 @@ def test_full_run_writes_tables_plots_and_compares(example_index, tmp_path):
     folder = write_run(tmp_path / "run", payload)
     report = (folder / "report.md").read_text()
     for heading in ("Retrieval (Table 2 layout)", "Question answering (Table 3 layout", "Ablations (Table 10 layout)",
-                    "Table 9 (th_ρ)", "The paper's claims on this run"):
+                    "Table 9 (th_ρ)", "The paper's claims on this run", "SpectRAG's context recall above Hybrid's R@10"):
         assert heading in report
     assert {p.name for p in folder.glob("*.png")} == {"recall_at_k.png", "sweep_th.png", "latency.png"}
     assert json.loads((folder / "results.json").read_text())["results"]["systems"]["TIGRAG"]["metrics"]
