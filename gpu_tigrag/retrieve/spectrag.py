@@ -174,9 +174,10 @@ class SpectragRetriever:
     `retrieve(queries, k)` for both; see the module docstring for what the `QueryResult`s hold."""
 
     #: bytes per (chunk, query) of the dense chunks × B blocks alive at once: cosine, BM25 (and its
-    #: sparse product), relevance and its temporaries, BFS frontier, reach and masks, subgraph
-    #: degrees, PPR iterate, next, restart and 1/degree (query-major), the non-candidate ranking
-    CHUNK_BYTES_PER_QUERY = 13 * 4 + 4
+    #: sparse product), relevance and its temporaries, the BFS frontier, reach and masks
+    CHUNK_BYTES_PER_QUERY = 10 * 4
+    #: bytes per W entry read when the induced subgraphs are gathered (graph/subgraph_ppr.py)
+    EDGE_BYTES = 48
 
     def __init__(self, index: Index, config: RetrievalConfig | None = None, encoder: Encoder | None = None,
                  backend: str | Backend = "auto", vector_cache: VectorCache | None = None,
@@ -214,6 +215,9 @@ class SpectragRetriever:
         if budget == 0:
             budget = int(round(10 * float(self.chunk_tokens.mean()))) if self.chunk_tokens.size else 0
         self.token_budget = max(int(budget), 1)
+        # W entries read per candidate: a node reached along edges has degree Σd²/Σd on average
+        degree = np.diff(weights.indptr).astype(np.float64)
+        self.reach_degree = float((degree ** 2).sum() / degree.sum()) if degree.sum() else 0.0
         self.timer = StageTimer()
 
     # -- the block protocol: Retriever's own code (it needs only index, encoder, be, timer,
@@ -242,7 +246,9 @@ class SpectragRetriever:
     def batch_size(self) -> int:
         """Queries per block: the configured size, lowered so one block fits `memory_budget_mb`
         and, on a GPU, 80% of the device memory free now."""
-        per_query = self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY
+        candidates = max(self.settings.max_candidates, self.settings.seeds)
+        per_query = (self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY
+                     + int(candidates * self.reach_degree * self.EDGE_BYTES))
         budget = self.config.memory_budget_mb << 20
         free = self.be.free_memory_bytes()
         if free is not None:
