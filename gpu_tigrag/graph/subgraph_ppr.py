@@ -49,9 +49,9 @@ class CandidatePairs:
 
     @classmethod
     def from_mask(cls, be: Backend, mask: Any) -> "CandidatePairs":
-        """From a bool n × B mask (nonzero over the transposed view walks query by query)."""
+        """From a bool n × B mask."""
         xp = be.xp
-        cols, rows = xp.nonzero(mask.T)
+        cols, rows = xp.nonzero(xp.ascontiguousarray(mask.T))  # row-major: query by query, chunks ascending
         counts = mask.sum(axis=0).astype(xp.int64)
         col_start = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(counts)])
         cols = cols.astype(xp.int64)

@@ -121,7 +121,7 @@ def expand(be: Backend, adjacency: Any, seeds: Any, rel: Any, hops: int, cap: in
         room = np.maximum(cap - size, 0)
         over = np.nonzero(found > room)[0]
         if over.size:
-            new = _cut_by_relevance(be, new, rel, over, room[over], found)
+            new = _cut_by_relevance(be, new, rel, over, room[over])
             found = np.minimum(found, room)
         visited |= new
         size = size + found
@@ -133,7 +133,7 @@ def expand(be: Backend, adjacency: Any, seeds: Any, rel: Any, hops: int, cap: in
     return visited, sizes
 
 
-def _cut_by_relevance(be: Backend, new: Any, rel: Any, cols: np.ndarray, room: np.ndarray, found: np.ndarray) -> Any:
+def _cut_by_relevance(be: Backend, new: Any, rel: Any, cols: np.ndarray, room: np.ndarray) -> Any:
     """`new` with columns `cols` cut to their `room` most relevant chunks (equal relevance: lower id)."""
     xp = be.xp
     dev_cols = xp.asarray(cols)
