@@ -3,6 +3,11 @@
 The arrays are an extension of the shared index (DESIGN.md "Several methods on one index"): built
 from the chunks, embeddings and entity table the index already has, stored beside them under
 the manifest's `methods.spectrag` section, and absent (None) until asked for.
+
+`build_chunk_graph` builds it: the edge signals of `chunk_signals.py`, each min-max normalised
+and weighted by the paper's configuration (`SIGNAL_WEIGHTS`; a dropped signal's weight is not
+spread over the others), pairs with a combined weight below `edge_threshold` dropped, the
+spectral coordinates of `spectral.py`, and cl100k token counts for token-budgeted selection.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ class ChunkGraph:
 
     weights: scipy.sparse.csr_matrix  # n × n, symmetric float32 combined weights W (edges >= the threshold), no self loops
     coords: np.ndarray  # n × d float32 spectral coordinates Z: the Laplacian's eigenvectors after the lowest
-    eigenvalues: np.ndarray  # float64, the d + 1 lowest eigenvalues of L = I - D^-1/2 W D^-1/2 (ascending)
+    eigenvalues: np.ndarray  # float64, the d + 1 lowest eigenvalues of L = I - D^-1/2 W D^-1/2 (ascending; NaN past n)
     chunk_tokens: np.ndarray  # int32, cl100k_base tokens per chunk (token-budgeted selection)
     stats: dict[str, Any] = field(default_factory=dict)  # edges per signal, edges kept, zero eigenvalues, seconds
 

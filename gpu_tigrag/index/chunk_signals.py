@@ -207,6 +207,7 @@ def question_signal(questions: Sequence[Sequence[str]], encoder: Any, top_k: int
     if len(flat) < 2:
         return empty_signal(n)
     vectors = _normalised(be, encoder.encode(flat, show_progress=show_progress))  # as documents, as the code
-    src, dst, cos = nearest_pairs(be, vectors, top_k - 1, show_progress, "questions", "question")  # self is the first hit
+    # the search's first hit is the question itself: top_k − 1 others
+    src, dst, cos = nearest_pairs(be, vectors, top_k - 1, show_progress, "questions", "question")
     keep = cos >= threshold
     return symmetric_max(owner[src[keep]], owner[dst[keep]], np.clip(cos[keep], 0.0, 1.0), n)

@@ -357,7 +357,8 @@ def _load_spectrag(path: Path, manifest: dict[str, Any], index: Index,
                                    f"{arrays[name].shape}, expected {shape} for {n} chunks and {d} dimensions")
     indptr, indices, data = (arrays[f"spectrag_weights_{part}"] for part in ("indptr", "indices", "data"))
     nnz = int(indptr[-1]) if indptr.size else 0
-    if indices.shape != (nnz,) or data.shape != (nnz,) or (nnz and not 0 <= int(indices.min()) <= int(indices.max()) < n):
+    outside = nnz and not 0 <= int(indices.min()) <= int(indices.max()) < n
+    if indices.shape != (nnz,) or data.shape != (nnz,) or outside:
         raise IndexFormatError(f"{path / 'spectrag_weights_indices.npy'}: the chunk graph's entries do not fit "
                                f"an {n} × {n} matrix with {nnz} entries")
     try:

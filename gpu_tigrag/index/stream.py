@@ -234,8 +234,9 @@ class StreamBuild:
     def fingerprint(self) -> dict[str, Any]:
         """What a resumed build must share with the interrupted one (the partition size is taken from it);
         the inputs' content is checked partition by partition (`part`)."""
-        return {"checkpoints": 2, "config": config_to_dict(self.config),
-                "inputs": [str(p.resolve()) for p in self.paths], "drop_duplicates": self.drop_duplicates}
+        fingerprint = {"checkpoints": 2, "config": config_to_dict(self.config),
+                       "inputs": [str(p.resolve()) for p in self.paths], "drop_duplicates": self.drop_duplicates}
+        return json.loads(json.dumps(fingerprint))  # as read back from BUILD (tuples such as entity_labels: lists)
 
 
 Submit = Callable[..., Any]
