@@ -41,8 +41,17 @@ def machine() -> dict[str, Any]:
     return {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
 
 
+def bench_index_config():
+    """The configuration of the benchmark scripts' reference indexes: the defaults with all-MiniLM-L6-v2 on
+    torch, the encoder of every figure since the project began (the engine's default encoder is now
+    multilingual-e5-small; bench/encoders.py re-embeds these indexes' chunks for every other encoder)."""
+    from gpu_tigrag.config import EncoderConfig, IndexConfig
+
+    return IndexConfig(encoder=EncoderConfig(model="all-MiniLM-L6-v2", backend="torch"))
+
+
 def dataset_index(name: str, rebuild: bool = False):
-    """Load (building once, cached under .cache/bench) the index of a dataset with default config."""
+    """Load (building once, cached under .cache/bench) the reference index of a dataset (bench_index_config)."""
     from gpu_tigrag.corpus import load_corpus
     from gpu_tigrag.index.build import build_index
     from gpu_tigrag.index.store import load_index, save_index
@@ -51,8 +60,12 @@ def dataset_index(name: str, rebuild: bool = False):
     path = CACHE / f"index_{name}"
     if rebuild or not (path / "manifest.json").is_file():
         print(f"[{name}] building index (cached at {path})", file=sys.stderr)
-        save_index(build_index(load_corpus(DATA / corpus), show_progress=True), path)
-    return load_index(path)
+        save_index(build_index(load_corpus(DATA / corpus), bench_index_config(), show_progress=True), path)
+    index = load_index(path)
+    if index.encoder_name != bench_index_config().encoder.model:
+        raise SystemExit(f"{path} was built with {index.encoder_name}, not the reference encoder; rebuild it "
+                         "(remove the folder)")
+    return index
 
 
 def dataset_queries(name: str):

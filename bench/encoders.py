@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from common import CACHE, DATA, RESULTS, dataset_index, write_results
+from common import CACHE, DATA, RESULTS, bench_index_config, dataset_index, write_results
 from common import DATASETS as COMMON_DATASETS
 
 from gpu_tigrag.config import EncoderConfig
@@ -47,7 +47,7 @@ SPEED_SAMPLE = 300
 
 
 def base_index(name: str):
-    """The cached index of dataset `name` (built once with the default encoder, as bench/eval_all.sh does)."""
+    """The cached reference index of dataset `name` (common.bench_index_config: all-MiniLM-L6-v2 on torch)."""
     if name in COMMON_DATASETS:
         return dataset_index(name)
     from gpu_tigrag.index.build import build_index
@@ -56,7 +56,8 @@ def base_index(name: str):
     path = CACHE / f"index_{name}"
     if not (path / "manifest.json").is_file():
         print(f"[{name}] building index (cached at {path})", file=sys.stderr)
-        save_index(build_index(load_corpus(load_dataset(DATA / name).corpus_paths), show_progress=True), path)
+        save_index(build_index(load_corpus(load_dataset(DATA / name).corpus_paths), bench_index_config(),
+                               show_progress=True), path)
     return load_index(path)
 
 

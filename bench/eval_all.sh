@@ -3,7 +3,8 @@
 # all systems (both presets and the ablation of each mechanism of `best` included), the Table-10
 # ablations and the th / γ / damping sweeps of the paper preset. Writes
 # bench/results/eval/<dataset>/{results.json,report.md,*.png} and bench/results/eval/compare.md.
-# Indexes are built once into .cache/bench (the same ones bench/quality.py uses).
+# Indexes are built once into .cache/bench (the same ones bench/quality.py uses), with the benchmarks'
+# reference encoder, all-MiniLM-L6-v2 on torch (bench/common.py bench_index_config).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${TIGRAG_DATA:-../shared/data}"
@@ -13,7 +14,8 @@ SWEEPS=(--sweep th=0.1,0.2,0.5,0.8,0.9 --sweep gamma=20,50,100,200,500 --sweep d
 
 index() {  # index NAME CORPUS...
   local dir=".cache/bench/index_$1"; shift
-  [ -f "$dir/manifest.json" ] || "$BIN/tigrag" index "$@" -o "$dir" -q
+  [ -f "$dir/manifest.json" ] || "$BIN/tigrag" index "$@" -o "$dir" -q \
+    --set encoder.model=all-MiniLM-L6-v2 --set encoder.backend=torch
 }
 
 index 2wikimultihopqa "$DATA/2wikimultihopqa/2wikimultihopqa_corpus.json"

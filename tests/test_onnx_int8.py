@@ -23,7 +23,7 @@ from gpu_tigrag.encoders import onnx_int8  # noqa: E402
 from gpu_tigrag.encoders.onnx_int8 import MANIFEST_FILE, MODEL_FILE, OnnxInt8Encoder, read_pipeline  # noqa: E402
 from gpu_tigrag.errors import ModelError  # noqa: E402
 
-CONFIG = EncoderConfig(backend="onnx-int8", device="cpu")
+CONFIG = EncoderConfig(model="all-MiniLM-L6-v2", backend="onnx-int8", device="cpu")
 TEXTS = ["The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named after "
          "the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889.",
          "who directed the film Titanic?",
@@ -90,7 +90,7 @@ def test_load_encoder_dispatch(encoder, cache, monkeypatch):
 def test_vectors_close_to_torch(encoder):
     from gpu_tigrag.encoders.sentence import SentenceTransformerEncoder
 
-    torch_encoder = SentenceTransformerEncoder(EncoderConfig(device="cpu"))
+    torch_encoder = SentenceTransformerEncoder(EncoderConfig(model="all-MiniLM-L6-v2", backend="torch", device="cpu"))
     for kind in ("passage", "query"):
         ours, theirs = encoder.encode(TEXTS, kind=kind), torch_encoder.encode(TEXTS, kind=kind)
         assert ours.dtype == np.float32 and ours.shape == (len(TEXTS), 384)
