@@ -52,7 +52,8 @@ COPY_BANDWIDTH_H200 = 4.3e12  # bytes/s, device-to-device copy measured on an H2
 PARITY_TESTS = ["tests/test_graph_bm25.py", "tests/test_ppr.py", "tests/test_scoring.py", "tests/test_multihop.py",
                 "tests/test_fusion.py", "tests/test_presets.py",  # the best preset's stages on CuPy
                 "tests/test_kernels.py", "tests/test_pair_count.py", "tests/test_add.py",
-                "tests/test_stream.py::test_streaming_build_equals_in_memory_build"]
+                "tests/test_stream.py::test_streaming_build_equals_in_memory_build",
+                "tests/test_spectrag_index.py", "tests/test_spectrag_query.py"]  # SpectRAG's stages on CuPy
 #: the smoke run's parity tests: a few seconds, enough to exercise the section
 SMOKE_PARITY_TESTS = ["tests/test_ppr.py", "tests/test_scoring.py"]
 

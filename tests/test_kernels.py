@@ -66,7 +66,7 @@ def test_njit_twin_emits_distinct_pairs_per_window():
     assert sorted(out[out >= 0].tolist()) == [1 * 5 + 3]
 
 
-KERNEL_MODULES = ("kernels.cooccurrence", "kernels.ppr", "kernels.pair_count")
+KERNEL_MODULES = ("kernels.cooccurrence", "kernels.ppr", "kernels.pair_count", "kernels.subgraph_ppr")
 PTX_SCRIPT = textwrap.dedent(f"""
     import importlib
     KERNEL_MODULES = {KERNEL_MODULES!r}
