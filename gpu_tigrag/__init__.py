@@ -38,10 +38,13 @@ _EXPORTS: dict[str, str] = {
     "build_index": ".index.build",
     "build_index_streaming": ".index.stream",
     "add_passages": ".index.add",
+    "add_method": ".index.build",
     "load_index": ".index.store",
     "save_index": ".index.store",
     # retrieval
     "Retriever": ".retrieve.retriever",
+    "SpectragRetriever": ".retrieve.spectrag",
+    "make_retriever": ".retrieve.methods",
     "QueryResult": ".retrieve.results",
     "get_backend": ".backend",
     # query runs over files
@@ -54,9 +57,9 @@ _EXPORTS: dict[str, str] = {
 #: the public names: those of _EXPORTS (a test checks that the two agree) and the version
 __all__ = [
     "Index", "IndexConfig", "PRESETS", "Passage", "Query", "QueryResult", "RetrievalConfig", "Retriever",
-    "TigragError", "__version__", "add_passages", "build_index", "build_index_streaming", "get_backend",
-    "load_corpus", "load_dataset", "load_index", "load_queries", "preset", "run_distributed", "run_queries",
-    "save_index",
+    "SpectragRetriever", "TigragError", "__version__", "add_method", "add_passages", "build_index",
+    "build_index_streaming", "get_backend", "load_corpus", "load_dataset", "load_index", "load_queries",
+    "make_retriever", "preset", "run_distributed", "run_queries", "save_index",
 ]
 
 
@@ -84,10 +87,12 @@ if TYPE_CHECKING:  # for type checkers and editors; never executed
     from .evaluate.datasets import load_dataset
     from .evaluate.queries import Query, load_queries
     from .index.add import add_passages
-    from .index.build import build_index
+    from .index.build import add_method, build_index
     from .index.index import Index
     from .index.store import load_index, save_index
     from .index.stream import build_index_streaming
     from .presets import PRESETS, preset
     from .retrieve.results import QueryResult
+    from .retrieve.methods import make_retriever
     from .retrieve.retriever import Retriever
+    from .retrieve.spectrag import SpectragRetriever
