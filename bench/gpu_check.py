@@ -11,9 +11,9 @@ Sections (each recorded, an error in one does not hide the others; exit status 1
   engine      end-to-end 2-hop retrieval queries/s on the 2Wiki index, encoder excluded; top-5 against the CPU
   encoder     the torch encoder runtime: passages/s of the 2Wiki chunks and queries/s of its questions on CUDA
               (fp16, batch from free memory) against the CPU, fp16-vs-fp32 cosine, and end-to-end queries/s of
-              the engine with the live encoder. all-MiniLM-L6-v2's weights are used where installed; where
-              they are not (the carry limit keeps them off the GPU machine), its architecture with random
-              weights, which is the same work per text: the report says which
+              the engine with the live encoder. The default encoder's weights (multilingual-e5-small) are used
+              where installed; where they are not (the carry limit keeps them off the GPU machine), its
+              architecture with random weights, which is the same work per text: the report says which
   workers     bench/gpu_workers.py: one GPU Dask worker against CPU workers on `tigrag run`
 
 `--smoke` is the CPU dry run that CI runs (tests/test_gpu_check_smoke.py): numpy in the device's
@@ -273,15 +273,17 @@ def bench_engine(index: Any, queries: list[str], encoder: Any, batches: list[int
 
 
 def encoder_folder(inputs: Path, scratch: Path) -> tuple[str, str]:
-    """(model for EncoderConfig, "real" or "random") : the installed all-MiniLM-L6-v2, else its
-    architecture (inputs/encoder_architecture: config and tokenizer files, no weights) saved with
-    random weights into `scratch`."""
-    from gpu_tigrag.encoders import DEFAULT_MODEL, resolve_model
+    """(model for EncoderConfig, "real" or "random") : the default encoder's model where it is installed,
+    else its architecture (inputs/encoder_architecture: config and tokenizer files, no weights) saved
+    with random weights into `scratch`."""
+    import gpu_tigrag.encoders as encoders
+    from gpu_tigrag.config import EncoderConfig
     from gpu_tigrag.errors import ModelError
 
+    model = EncoderConfig().model
     try:
-        resolve_model(DEFAULT_MODEL)
-        return DEFAULT_MODEL, "real"
+        encoders.resolve_model(model)
+        return model, "real"
     except ModelError:
         pass
     import shutil

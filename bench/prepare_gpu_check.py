@@ -91,15 +91,17 @@ def write_query_inputs(index: Index, queries: list[str], folder: Path) -> None:
 
 
 def copy_encoder_architecture(folder: Path) -> None:
-    """all-MiniLM-L6-v2's folder without its weights (config, tokenizer, pooling: about 1 MiB) into
-    `folder`: the GPU check's encoder section runs it with random weights, since the 87 MiB of real
-    weights do not fit the carry limit (the work per text is the same)."""
-    from gpu_tigrag.encoders import DEFAULT_MODEL, resolve_model
+    """The default encoder's folder (multilingual-e5-small, converted locally) without its weights (config,
+    tokenizer, pooling: about 17 MiB) into `folder`: the GPU check's encoder section runs it with random
+    weights, since the 470 MB of real weights do not fit the carry limit (the work per text is the same)."""
+    from gpu_tigrag.config import EncoderConfig
+    from gpu_tigrag.encoders import resolve_model
     from gpu_tigrag.encoders.models import WEIGHT_FILES
 
     shutil.rmtree(folder, ignore_errors=True)
-    shutil.copytree(resolve_model(DEFAULT_MODEL).folder, folder,
-                    ignore=shutil.ignore_patterns(*WEIGHT_FILES, "*.onnx", "README.md", ".gitattributes"))
+    shutil.copytree(resolve_model(EncoderConfig().model).folder, folder,
+                    ignore=shutil.ignore_patterns(*WEIGHT_FILES, "*.onnx", "README.md", ".gitattributes",
+                                                  "conversion_manifest.json"))
 
 
 def main() -> int:

@@ -91,7 +91,9 @@ def test_engine_figures_and_same_rankings(smoke):
 
 def test_encoder_section_measures_the_torch_runtime(smoke):
     encoder = smoke[0]["encoder"]
-    assert encoder["weights"] == "real" and encoder["model"] == "all-MiniLM-L6-v2"  # installed here
+    from gpu_tigrag.config import EncoderConfig
+
+    assert encoder["weights"] == "real" and encoder["model"] == EncoderConfig().model  # installed here
     assert positive(encoder["cpu_passages_per_second"]) and positive(encoder["cpu_queries_per_second"])
     assert encoder["ok"] is True
 

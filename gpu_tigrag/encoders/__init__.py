@@ -13,11 +13,11 @@ from ..errors import ModelError
 from .base import PASSAGE, QUERY, Encoder, check_compatible
 from .caching import CachingEncoder, VectorCache, default_cache_dir
 from .hashing import HashingEncoder
-from .models import DEFAULT_MODEL, resolve_model
+from .models import MINILM_MODEL, resolve_model
 from .precomputed import PrecomputedEncoder
 
 __all__ = ["PASSAGE", "QUERY", "Encoder", "CachingEncoder", "VectorCache", "HashingEncoder", "PrecomputedEncoder",
-           "DEFAULT_MODEL", "load_encoder", "index_encoder_config", "resolve_backend", "check_compatible", "default_cache_dir",
+           "MINILM_MODEL", "load_encoder", "index_encoder_config", "resolve_backend", "check_compatible", "default_cache_dir",
            "resolve_model"]
 
 _ENCODERS: dict[EncoderConfig, Encoder] = {}

