@@ -73,13 +73,29 @@ class VectorCache:
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
+        self._wal(db)
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL, "
                    "used REAL NOT NULL) WITHOUT ROWID")
         db.execute("CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used)")
         db.execute("SELECT count(*) FROM vectors").fetchone()  # a damaged file fails here, not later
         return db
+
+    @staticmethod
+    def _wal(db: sqlite3.Connection, patience: float = 60.0) -> None:
+        """Switch to WAL. Two processes opening a new cache at once can make this fail with "database is
+        locked" at once, without SQLite's busy wait (a journal-mode change needs the file to itself), so
+        it is retried with backoff for up to `patience` seconds."""
+        deadline, pause = time.monotonic() + patience, 0.01
+        while True:
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
 
     @staticmethod
     def key(encoder: Encoder, kind: str, text: str) -> bytes:
