@@ -39,10 +39,14 @@ SYSTEMS: dict[str, tuple[str, dict[str, Any]]] = {
     "best without passage dedup": ("best", {"fusion.dedup_passages": False}),
     "best with RRF hop fusion": ("best", {"fusion.hop_fusion": "rrf"}),
     "best 1-hop": ("best", {"hops": 1}),
-    "best, question link bonus 0.3": ("best", {"fusion.question_link_bonus": 0.3}),
-    "best, question link bonus 1.0": ("best", {"fusion.question_link_bonus": 1.0}),
-    "best, bridge link bonus 0.1": ("best", {"fusion.bridge_link_bonus": 0.1}),
-    "best, bridge link bonus 0.3": ("best", {"fusion.bridge_link_bonus": 0.3}),
+    # bonuses in standard deviations of the query's cosine (fusion.link_bonus_unit; best: 5σ and 2σ)
+    "best, question link bonus 3σ": ("best", {"fusion.question_link_bonus": 3.0}),
+    "best, question link bonus 10σ": ("best", {"fusion.question_link_bonus": 10.0}),
+    "best, bridge link bonus 1σ": ("best", {"fusion.bridge_link_bonus": 1.0}),
+    "best, bridge link bonus 3σ": ("best", {"fusion.bridge_link_bonus": 3.0}),
+    "best, bonuses in cosine units (0.5, 0.2)": ("best", {"fusion.link_bonus_unit": "absolute",
+                                                          "fusion.question_link_bonus": 0.5,
+                                                          "fusion.bridge_link_bonus": 0.2}),
 }
 
 
