@@ -159,7 +159,8 @@ class ChunkGraphConfig(_Checked):
     """SpectRAG's index stage: the weighted chunk graph and its spectral coordinates (paper Tables 1
     and 3, code defaults where the paper gives none). Built only when asked for (`--methods spectrag`)."""
 
-    weights: str = "config2"  # signal weights: "config2" (Table 10, code default) or "config1" (Table 9)
+    weights: str = "config2"  # signal weights: "config2" (Table 10, code default), "config1" (Table 9), or
+    #                           "calibrate" (the public code's per-corpus weighting; adjacency keeps config2's)
     semantic_top_k: int = 8  # nearest chunks per chunk by cosine (self excluded)
     semantic_threshold: float = 0.75  # ... kept from this cosine
     question_signal: str = "none"  # no LLM here: "none" drops the utility-question signal (weights not
@@ -171,8 +172,8 @@ class ChunkGraphConfig(_Checked):
     dimensions: int = 32  # spectral coordinates: eigenvectors after the lowest
 
     def _check(self) -> None:
-        _require(self.weights in SIGNAL_WEIGHTS,
-                 f"spectrag.weights must be one of {', '.join(SIGNAL_WEIGHTS)}, got {self.weights!r}")
+        _require(self.weights in (*SIGNAL_WEIGHTS, "calibrate"),
+                 f"spectrag.weights must be one of {', '.join(SIGNAL_WEIGHTS)}, calibrate; got {self.weights!r}")
         _require(self.question_signal in ("none", "sentences"),
                  f"spectrag.question_signal must be 'none' or 'sentences', got {self.question_signal!r}")
         for name in ("semantic_top_k", "question_top_k", "dimensions"):

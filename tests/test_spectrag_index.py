@@ -361,3 +361,28 @@ def test_cli_index_with_spectrag_and_extend(tmp_path, capsys):
     assert "unknown method(s) 'graphrag'; known: tigrag, spectrag" in err and "spectrag.*" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 2
 
+
+
+def test_calibrated_weights_share_the_budget_by_edges_and_dispersion():
+    import scipy.sparse
+
+    from gpu_tigrag.index.chunk_graph import calibrated_weights
+
+    def upper(values):  # a symmetric signal whose upper-triangle scores are `values`
+        n = len(values) + 1
+        m = scipy.sparse.coo_matrix((values, (list(range(len(values))), list(range(1, n)))), shape=(n, n))
+        return (m + m.T).tocsr()
+
+    signals = {"semantic": upper([0.8, 0.9, 1.0]), "entity": upper([1.0, 1.0]), "adjacency": upper([1.0]),
+               "section": None, "question": None, "citation": None}
+    weights = calibrated_weights(signals)
+    assert weights["adjacency"] == 0.10  # fixed at configuration 2's prior
+    assert weights["semantic"] == pytest.approx(0.90) and weights["entity"] == 0.0  # constant scores carry nothing
+    signals["entity"] = upper([1.0, 3.0])  # √2 · 0.5 = √3 · std(0, .5, 1): the same importance
+    weights = calibrated_weights(signals)
+    assert weights["semantic"] == pytest.approx(0.45) and weights["entity"] == pytest.approx(0.45)
+    assert sum(weights.values()) == pytest.approx(1.0)
+    nothing = {name: None for name in signals}
+    from gpu_tigrag.config import SIGNAL_WEIGHTS
+
+    assert calibrated_weights(nothing) == SIGNAL_WEIGHTS["config2"]

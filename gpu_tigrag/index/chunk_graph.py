@@ -119,6 +119,39 @@ def min_max(scores: np.ndarray) -> np.ndarray:
     return np.ones_like(scores) if high == low else (scores - low) / (high - low)
 
 
+#: the calibrated weighting: signals whose prior weight is kept (adjacency's scores are all 1, so its
+#: dispersion is 0 and calibration would silence it), and the least weight of a signal that has edges
+CALIBRATION_FIXED = ("adjacency",)
+CALIBRATION_FLOOR = 0.01
+
+
+def calibrated_weights(signals: dict[str, scipy.sparse.csr_matrix | None],
+                       priors: dict[str, float] = SIGNAL_WEIGHTS["config2"]) -> dict[str, float]:
+    """The public code's `calibrate` weighting, for this corpus: each signal's importance is
+    √(its edges) × the population standard deviation of its min-max-normalised scores; the fixed
+    signals keep their prior, the rest of the unit budget is shared by importance, with a floor of
+    CALIBRATION_FLOOR for a signal that has edges (then scaled back to the budget). With no
+    informative signal the priors are returned."""
+    importance = {}
+    for name in priors:
+        if name in CALIBRATION_FIXED:
+            continue
+        matrix = signals.get(name)
+        scores = scipy.sparse.triu(matrix, k=1).data if matrix is not None else np.zeros(0)
+        importance[name] = float(np.sqrt(scores.size) * min_max(scores).std()) if scores.size >= 2 else 0.0
+    total = sum(importance.values())
+    if total <= 0:
+        return dict(priors)
+    budget = max(0.0, 1.0 - sum(priors[name] for name in CALIBRATION_FIXED))
+    weights = {name: priors[name] for name in CALIBRATION_FIXED}
+    live = [name for name, value in importance.items() if value > 0]
+    shares = {name: max(budget * importance[name] / total, CALIBRATION_FLOOR) for name in live}
+    scale = budget / sum(shares.values())
+    for name in importance:
+        weights[name] = shares.get(name, 0.0) * scale
+    return weights
+
+
 def combine_signals(signals: dict[str, scipy.sparse.csr_matrix | None], weights: dict[str, float],
                     threshold: float, n: int) -> tuple[scipy.sparse.csr_matrix, dict[str, dict[str, Any]], int]:
     """W = Σ_s w_s · min-max(s) over each unordered pair, pairs with W < `threshold` dropped; a
@@ -163,7 +196,9 @@ def build_chunk_graph(index: Index, config: ChunkGraphConfig, backend: Backend |
     n = index.n_chunks
     signals = compute_signals(index, config, be, encoder, show_progress, seconds)
     start = time.perf_counter()
-    weights, report, pairs = combine_signals(signals, SIGNAL_WEIGHTS[config.weights], config.edge_threshold, n)
+    signal_weights = (calibrated_weights(signals) if config.weights == "calibrate"
+                      else SIGNAL_WEIGHTS[config.weights])
+    weights, report, pairs = combine_signals(signals, signal_weights, config.edge_threshold, n)
     seconds["combine"] = time.perf_counter() - start
     start = time.perf_counter()
     spectrum = spectral_coordinates(weights, config.dimensions, eigensolver, be)
