@@ -110,7 +110,7 @@ def _add_retrieval_options(parser: argparse.ArgumentParser) -> None:
                              "choice, passage de-duplication) or 'paper' (TIGRAG exactly as published); --set "
                              "overrides apply on top")
     parser.add_argument("--method", default="tigrag", choices=list(METHODS),
-                        help="retrieval method: tigrag (default) or spectrag (needs the index's SpectRAG stage: "
+                        help="retrieval method: tigrag (default), spectrag or litesemrag (each needs its index stage: "
                              "`tigrag extend INDEX --methods spectrag`; its settings: --set spectrag.KEY=VALUE)")
     parser.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"],
                         help="array backend (default: auto, the GPU when CuPy sees one)")
@@ -182,7 +182,13 @@ def _drop_duplicates(passages: list[Passage], known: set[tuple[str, str]] | None
 
 
 def _print_stages(index: Any) -> None:
-    """One line per method stage the index holds (SpectRAG's chunk graph)."""
+    """One line per method stage the index holds (SpectRAG's chunk graph, LiteSemRAG's semantic graph)."""
+    if index.litesemrag is not None:
+        stats = index.litesemrag.stats
+        print(f"LiteSemRAG semantic graph: {stats['strings']:,} strings, {stats['prototypes']:,} prototypes "
+              f"({stats['multi_sense_strings']:,} strings with several senses), {stats['spans']:,} spans "
+              f"({stats['dropped_spans']:,} past the token encoder's window); token states: "
+              f"{stats['token_encoder']} layer {index.config.litesemrag.layer}")
     if index.spectrag is None:
         return
     stats = index.spectrag.stats
@@ -265,14 +271,14 @@ def _extend(args: argparse.Namespace) -> int:
     if not methods:
         raise TigragError("--methods names no stage to add (tigrag is the base index); e.g. --methods spectrag")
     for item in args.sets or []:
-        if not item.partition("=")[0].strip().startswith("spectrag."):
-            raise TigragError(f"--set {item}: extend takes only the settings of a method stage (spectrag.*); "
-                              "the base index's settings need `tigrag index`")
+        if not item.partition("=")[0].strip().startswith(("spectrag.", "litesemrag.")):
+            raise TigragError(f"--set {item}: extend takes only the settings of a method stage (spectrag.*, "
+                              "litesemrag.*); the base index's settings need `tigrag index`")
     index = load_index(args.index)
     config = _parse_sets(index.config, args.sets)
     start = time.perf_counter()
     for method in methods:
-        index = add_method(index, method, config=config.spectrag, backend=get_backend(args.backend),
+        index = add_method(index, method, config=getattr(config, method), backend=get_backend(args.backend),
                            show_progress=not args.quiet, eigensolver=args.eigensolver)
     save_index(index, args.index)
     _print_stages(index)
@@ -341,7 +347,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     config = _retrieval_config(args)
     index = load_index(args.index, verify_checksums=not args.no_verify)
-    system = "SpectRAG" if config.method == "spectrag" else "TIGRAG"
+    system = {"spectrag": "SpectRAG", "litesemrag": "LiteSemRAG"}.get(config.method, "TIGRAG")
     results = run_experiment(index, dataset, [system], backend=args.backend, base=config,
                              show_progress=not args.quiet, **_encoder_options(args))
     report = {"queries": len(dataset.queries), **results["systems"][system]}
@@ -381,12 +387,12 @@ def _eval_experiment(args: argparse.Namespace, dataset) -> int:
     sweeps = parse_sweeps(args.sweep, base)
     index = load_index(args.index, verify_checksums=not args.no_verify)
     systems, missing = available_systems(index, systems)
-    if missing and not every:
-        raise TigragError(f"{args.index} has no SpectRAG stage, which {', '.join(missing)} need(s); build it with "
-                          f"`tigrag extend {args.index} --methods spectrag`")
     if missing:
-        log.warning("skipping %s: %s has no SpectRAG stage (build it with `tigrag extend %s --methods spectrag`)",
-                    ", ".join(missing), args.index, args.index)
+        stages = ",".join(dict.fromkeys(missing.values()))
+        needs = f"{args.index} lacks the index stage ({stages}) that {', '.join(missing)} need(s)"
+        if not every:
+            raise TigragError(f"{needs}; build it with `tigrag extend {args.index} --methods {stages}`")
+        log.warning("skipping %s (build it with `tigrag extend %s --methods %s`)", needs, args.index, stages)
     qa = None
     if args.qa_endpoint:
         from .evaluate.qa import QAConfig
@@ -577,7 +583,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "in the index (without it they are added and counted in a warning)")
     p.set_defaults(func=cmd_add)
 
-    p = sub.add_parser("extend", help="add a method's index stage (e.g. SpectRAG's chunk graph) to an index",
+    p = sub.add_parser("extend", help="add a method's index stage (SpectRAG's chunk graph, LiteSemRAG's semantic "
+                                      "graph) to an index",
                        description="Build the index stage of each of --methods over INDEX_DIR (rebuilding one that is "
                                    "there) and write the index back atomically, holding its writer lock.")
     p.add_argument("index", type=Path, help="index directory to extend")
@@ -585,7 +592,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="array backend for the similarity products and SpGEMM (default: numpy)")
     p.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
                    help="override a setting of the stage, e.g. --set spectrag.weights=config1 --set "
-                        "spectrag.question_signal=sentences")
+                        "spectrag.question_signal=sentences --set litesemrag.layer=-1")
     _add_method_options(p, default=None)
     p.add_argument("--eigensolver", default="host", choices=["host", "device"],
                    help="SpectRAG's spectral coordinates: host (SciPy, the public code's solver; default) or "
@@ -669,7 +676,8 @@ def _add_method_options(parser: argparse.ArgumentParser, default: str | None = "
 
     parser.add_argument("--methods", default=default, required=default is None, metavar="M1,M2",
                         help=f"retrieval methods whose index stages to build, comma-separated, of {', '.join(METHODS)}"
-                             + (f" (default {default}; spectrag adds its chunk graph and spectral coordinates)"
+                             + (f" (default {default}; spectrag adds its chunk graph and spectral coordinates, "
+                                "litesemrag its semantic graph of span prototypes)"
                                 if default else ""))
 
 

@@ -34,7 +34,7 @@ class _Checked:
     def __post_init__(self) -> None:
         for name, hint in _field_types(type(self)).items():
             value = getattr(self, name)
-            if hint == tuple[str, ...] and isinstance(value, list):
+            if hint in (tuple[str, ...], tuple[float, ...]) and isinstance(value, list):
                 value = tuple(value)
                 object.__setattr__(self, name, value)
             if not _is_instance(value, hint):
@@ -185,8 +185,39 @@ class ChunkGraphConfig(_Checked):
         _require(not unknown, f"unknown entity label(s) {sorted(unknown)}; known: {', '.join(ENTITY_LABELS)}")
 
 
+@dataclass(frozen=True)
+class SemanticGraphConfig(_Checked):
+    """LiteSemRAG's index stage: spans, their contextual vectors, semantic nodes (prototypes) and
+    per-prototype BM25 (papers/litesemrag.txt 3.2; notes B1, the public code's values where the
+    paper gives none). Built only when asked for (`--methods litesemrag`)."""
+
+    token_encoder: str = "all-MiniLM-L6-v2"  # token states' encoder (the notes' stand-in for DeBERTa-v3-large)
+    layer: int = -2  # hidden-states layer of the span vectors (the code's [-2]; bench/litesemrag.py --sweep)
+    max_length: int = 512  # sub-words per encoded chunk; spans past it get no vector and are dropped
+    batch_size: int = 32  # chunks per encoder batch
+    protect_single_capitals: bool = False  # True keeps a lone capitalised word's case (the code lowercases it)
+    min_occurrences: int = 100  # strings with fewer occurrences get one prototype
+    concentration: float = 0.90  # τ_conc: a single word above this mean cosine to its mean keeps one prototype
+    cluster_divisor: int = 20  # HDBSCAN min_cluster_size = max(2, occurrences // this)
+    pca_dimensions: int = 50  # occurrences are reduced to this many dimensions before HDBSCAN
+    chunk_aggregation: bool = False  # paper 3.2: cluster per-chunk means (the code calls it off)
+    k1: float = 1.2
+    b: float = 0.75
+
+    def _check(self) -> None:
+        _require(self.layer != 0, "litesemrag.layer must be a hidden-states layer other than 0 (the embeddings), "
+                 "e.g. -1 (last) or -2")
+        for name in ("max_length", "batch_size", "min_occurrences", "cluster_divisor", "pca_dimensions"):
+            _require(getattr(self, name) >= 1, f"litesemrag.{name} must be >= 1, got {getattr(self, name)}")
+        _require(self.max_length >= 8, f"litesemrag.max_length must be >= 8, got {self.max_length}")
+        _require(_finite(self.concentration) and -1.0 <= self.concentration <= 1.0,
+                 f"litesemrag.concentration must be in [-1, 1], got {self.concentration}")
+        _require(_finite(self.k1) and self.k1 >= 0 and _finite(self.b) and 0 <= self.b <= 1,
+                 f"litesemrag.k1 must be >= 0 and litesemrag.b in [0, 1], got {self.k1}, {self.b}")
+
+
 #: retrieval methods over one index (DESIGN.md "Several methods on one index")
-METHODS: tuple[str, ...] = ("tigrag", "spectrag")
+METHODS: tuple[str, ...] = ("tigrag", "spectrag", "litesemrag")
 
 
 @dataclass(frozen=True)
@@ -198,6 +229,7 @@ class IndexConfig(_Checked):
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     entities: EntityConfig = field(default_factory=EntityConfig)
     spectrag: ChunkGraphConfig = field(default_factory=ChunkGraphConfig)  # used when the SpectRAG stage is built
+    litesemrag: SemanticGraphConfig = field(default_factory=SemanticGraphConfig)  # ... the LiteSemRAG stage
 
 
 @dataclass(frozen=True)
@@ -277,6 +309,24 @@ class SpectragConfig(_Checked):
 
 
 @dataclass(frozen=True)
+class LitesemragConfig(_Checked):
+    """LiteSemRAG's query stage (papers/litesemrag.txt 3.3-3.4; the public code's values, notes B2)."""
+
+    level_weights: tuple[float, ...] = (1.2, 1.0, 0.8, 0.5)  # λ of match levels 0-3: exact entity; exact other or
+    #                                                          partial entity; partial other; similarity
+    recovery_share: float = 0.2  # ⌊K × share⌋ of the first K results come from isolated-node recovery
+    split_depth: int = 10  # K: the paper's top-10, split 8 connected + 2 recovered; deeper ranks continue
+    #                        with the connected ranking, then the recovery order (a deeper k keeps the same top K)
+
+    def _check(self) -> None:
+        _require(len(self.level_weights) == 4 and all(_finite(w) and w >= 0 for w in self.level_weights),
+                 f"litesemrag.level_weights must be 4 finite numbers >= 0, got {self.level_weights}")
+        _require(self.split_depth >= 1, f"litesemrag.split_depth must be >= 1, got {self.split_depth}")
+        _require(_finite(self.recovery_share) and 0.0 <= self.recovery_share <= 1.0,
+                 f"litesemrag.recovery_share must be in [0, 1], got {self.recovery_share}")
+
+
+@dataclass(frozen=True)
 class RetrievalConfig(_Checked):
     """Scoring, pooling, rerank and multi-hop (sections 3.5-3.7); defaults from section 4.1.5."""
 
@@ -294,8 +344,10 @@ class RetrievalConfig(_Checked):
     expansion: str = "ppr"  # "ppr" or "degree": top-γ tokens by weighted degree centrality instead of PPR
     rerank: bool = True  # False: rank the pool by the graph score ρ instead of the embedding cosine
     fusion: FusionConfig = field(default_factory=FusionConfig)  # beyond the paper: off by default
-    method: str = "tigrag"  # "tigrag", or "spectrag" (needs the index's SpectRAG stage; settings in `spectrag`)
+    method: str = "tigrag"  # "tigrag", "spectrag" or "litesemrag" (each needs its index stage; settings in
+    #                         the field of the method's name)
     spectrag: SpectragConfig = field(default_factory=SpectragConfig)
+    litesemrag: LitesemragConfig = field(default_factory=LitesemragConfig)
 
     def _check(self) -> None:
         _require(self.method in METHODS, f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
@@ -362,12 +414,14 @@ def _is_instance(value: Any, hint: Any) -> bool:
         return isinstance(value, numbers.Real) and not isinstance(value, bool)
     if hint == tuple[str, ...]:
         return isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+    if hint == tuple[float, ...]:
+        return isinstance(value, tuple) and all(_is_instance(v, float) for v in value)
     return isinstance(value, hint)
 
 
 def _type_name(hint: Any) -> str:
     names = {bool: "a boolean (true/false, 1/0, yes/no)", int: "an integer", float: "a number", str: "a string",
-             tuple[str, ...]: "a comma-separated list"}
+             tuple[str, ...]: "a comma-separated list", tuple[float, ...]: "a comma-separated list of numbers"}
     return names.get(hint, f"a {getattr(hint, '__name__', hint)}")
 
 
@@ -393,6 +447,13 @@ def parse_value(hint: Any, text: str, key: str) -> Any:
         return text
     elif hint == tuple[str, ...]:
         return tuple(part.strip() for part in text.split(",") if part.strip())
+    elif hint == tuple[float, ...]:
+        try:
+            values = tuple(float(part) for part in text.split(",") if part.strip())
+        except ValueError:
+            values = (math.nan,)
+        if all(_finite(v) for v in values):
+            return values
     raise TigragError(f"{key} expects {_type_name(hint)}, got {text!r}")
 
 

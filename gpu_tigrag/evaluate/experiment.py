@@ -64,8 +64,18 @@ SPECTRAG_SYSTEMS: dict[str, dict[str, Any]] = {
     "SpectRAG spectral proximity only": {"spectrag.spectral_share": 1.0},
     "SpectRAG PPR proximity only": {"spectrag.spectral_share": 0.0},
 }
+#: LiteSemRAG (needs the index's LiteSemRAG stage) and its ablation: recovery only fills a short connected list
+LITESEMRAG_SYSTEMS: dict[str, dict[str, Any]] = {
+    "LiteSemRAG": {},
+    "LiteSemRAG without recovery share": {"litesemrag.recovery_share": 0.0},
+}
+#: every system of a method with its own index stage: name -> (method, overrides)
+STAGE_SYSTEMS: dict[str, tuple[str, dict[str, Any]]] = {
+    **{name: ("spectrag", values) for name, values in SPECTRAG_SYSTEMS.items()},
+    **{name: ("litesemrag", values) for name, values in LITESEMRAG_SYSTEMS.items()},
+}
 BASELINES = ("NaiveRAG", "BM25", "Hybrid")
-ALL_SYSTEMS = (*BASELINES, *TIGRAG_SYSTEMS, *PRESET_SYSTEMS, *SPECTRAG_SYSTEMS)
+ALL_SYSTEMS = (*BASELINES, *TIGRAG_SYSTEMS, *PRESET_SYSTEMS, *SPECTRAG_SYSTEMS, *LITESEMRAG_SYSTEMS)
 
 
 def _sweepable(symbol: str) -> bool:
@@ -162,7 +172,7 @@ def throughput(results: Sequence[QueryResult], seconds: float, timer: StageTimer
 
 
 def run_retriever(name: str, retriever: Any, texts: Sequence[str], show_progress: bool = False) -> SystemRun:
-    """A method's retriever (TIGRAG, SpectRAG) over `texts` at DEPTH; the stage timer is reset first,
+    """A method's retriever (TIGRAG, SpectRAG, LiteSemRAG) over `texts` at DEPTH; the stage timer is reset first,
     so the throughput report covers this call alone."""
     retriever.timer.seconds.clear()
     retriever.timer.encoded_texts = 0
@@ -224,9 +234,10 @@ class Experiment:
     def run_system(self, name: str) -> SystemRun:
         """A named system of ALL_SYSTEMS: a baseline, a Table-10 variant of `base`, a preset system,
         or SpectRAG (the paper's settings, with `base`'s shared ones) and its ablations."""
-        if name in SPECTRAG_SYSTEMS:
-            config = dataclasses.replace(self.base, method="spectrag")
-            for path, value in SPECTRAG_SYSTEMS[name].items():
+        if name in STAGE_SYSTEMS:
+            method, overrides = STAGE_SYSTEMS[name]
+            config = dataclasses.replace(self.base, method=method)
+            for path, value in overrides.items():
                 config = replace_path(config, path, value)
             return self.run_config(name, config)
         if name in BASELINES:
@@ -280,9 +291,11 @@ def with_window(index: Index, window: int) -> Index:
     return dataclasses.replace(index, graph=graph, config=config)
 
 
-def available_systems(index: Index, systems: Sequence[str]) -> tuple[list[str], list[str]]:
-    """(`systems` this index can run, those it cannot: SpectRAG's need the index's SpectRAG stage)."""
-    missing = [s for s in systems if s in SPECTRAG_SYSTEMS and not method_available(index, "spectrag")]
+def available_systems(index: Index, systems: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """(`systems` this index can run, {system it cannot: the method whose index stage it lacks}):
+    SpectRAG's and LiteSemRAG's systems need their method's stage."""
+    missing = {s: STAGE_SYSTEMS[s][0] for s in systems
+               if s in STAGE_SYSTEMS and not method_available(index, STAGE_SYSTEMS[s][0])}
     return [s for s in systems if s not in missing], missing
 
 

@@ -100,6 +100,12 @@ def add_passages(
         grown.spectrag = build_method_stage(grown, "spectrag", be, encoder, show_progress)
         log.info("rebuilt the SpectRAG chunk graph over the grown index (%s chunks): the graph is global, new "
                  "chunks change old neighbours and the eigenvectors", f"{grown.n_chunks:,}")
+    if index.litesemrag is not None:
+        from .build import build_method_stage
+
+        grown.litesemrag = build_method_stage(grown, "litesemrag", be, encoder, show_progress)
+        log.info("rebuilt the LiteSemRAG semantic graph over the grown index (%s chunks): prototypes are built "
+                 "from all occurrences of a string at once, and new ones move them", f"{grown.n_chunks:,}")
     return derive_origin(index, grown)
 
 

@@ -8,7 +8,7 @@ import time
 from typing import Sequence
 
 from ..backend import Backend, get_backend
-from ..config import METHODS, ChunkGraphConfig, IndexConfig
+from ..config import METHODS, ChunkGraphConfig, IndexConfig, SemanticGraphConfig
 from ..errors import TigragError
 from ..corpus import Passage, duplicate_passages
 from ..text.pipeline import assemble_chunks, chunk_and_tokenise, split_passages
@@ -71,9 +71,14 @@ def build_index(
         token_indptr=chunks.token_indptr, token_ids=chunks.token_ids, graph=graph, bm25=bm25,
         embeddings=embeddings, entity_lists=names, encoder=encoder, timings=timings,
     )
-    if "spectrag" in methods:
-        index.spectrag = build_method_stage(index, "spectrag", be, encoder, show_progress)
+    for method in STAGE_METHODS:
+        if method in methods:
+            setattr(index, method, build_method_stage(index, method, be, encoder, show_progress))
     return index
+
+
+#: methods with an index stage of their own, each stored in the Index field and IndexConfig field of its name
+STAGE_METHODS: tuple[str, ...] = ("spectrag", "litesemrag")
 
 
 def check_methods(methods: Sequence[str] | str) -> tuple[str, ...]:
@@ -89,17 +94,24 @@ def check_methods(methods: Sequence[str] | str) -> tuple[str, ...]:
 def build_method_stage(index: Index, method: str, backend: Backend | None = None, encoder: Encoder | None = None,
                        show_progress: bool = False, eigensolver: str = "host"):
     """The index stage of `method` over `index` with the settings in `index.config` (timed into
-    `index.timings[method]`); only "spectrag" has one."""
-    if method != "spectrag":
-        raise TigragError(f"method {method!r} has no index stage of its own (stages: spectrag)")
+    `index.timings[method]`): SpectRAG's chunk graph, LiteSemRAG's semantic graph."""
+    if method not in STAGE_METHODS:
+        raise TigragError(f"method {method!r} has no index stage of its own (stages: {', '.join(STAGE_METHODS)})")
     start = time.perf_counter()
-    stage = build_chunk_graph(index, index.config.spectrag, backend, encoder, show_progress, eigensolver)
-    index.timings["spectrag"] = time.perf_counter() - start
+    if method == "spectrag":
+        stage = build_chunk_graph(index, index.config.spectrag, backend, encoder, show_progress, eigensolver)
+    else:
+        from .semantic_graph import build_semantic_graph
+
+        stage = build_semantic_graph(index.chunk_texts, index.config.litesemrag,
+                                     entity_model=index.config.entities.model, show_progress=show_progress)
+    index.timings[method] = time.perf_counter() - start
     return stage
 
 
-def add_method(index: Index, method: str, config: ChunkGraphConfig | None = None, backend: Backend | None = None,
-               show_progress: bool = False, encoder: Encoder | None = None, eigensolver: str = "host") -> Index:
+def add_method(index: Index, method: str, config: ChunkGraphConfig | SemanticGraphConfig | None = None,
+               backend: Backend | None = None, show_progress: bool = False, encoder: Encoder | None = None,
+               eigensolver: str = "host") -> Index:
     """A copy of `index` with the index stage of `method` built (rebuilt if there was one), e.g. SpectRAG's
     chunk graph; `config` replaces the index's settings of that stage (recorded in its configuration).
     The input is not modified; the copy remembers the directory the input was read from, as a
@@ -107,12 +119,12 @@ def add_method(index: Index, method: str, config: ChunkGraphConfig | None = None
     from .store import derive_origin
 
     (method,) = check_methods([method])
-    settings = index.config if config is None else dataclasses.replace(index.config, spectrag=config)
-    grown = dataclasses.replace(index, config=settings, timings=dict(index.timings))
     if method == "tigrag":
         raise TigragError("tigrag is the base index, built by `tigrag index`; there is no stage to add")
-    rebuilt = index.spectrag is not None
-    grown.spectrag = build_method_stage(grown, method, backend, encoder, show_progress, eigensolver)
+    settings = index.config if config is None else dataclasses.replace(index.config, **{method: config})
+    grown = dataclasses.replace(index, config=settings, timings=dict(index.timings))
+    rebuilt = getattr(index, method) is not None
+    setattr(grown, method, build_method_stage(grown, method, backend, encoder, show_progress, eigensolver))
     if rebuilt:
         log.info("rebuilt the %s stage over the index's %s chunks", method, f"{index.n_chunks:,}")
     return derive_origin(index, grown)

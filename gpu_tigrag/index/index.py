@@ -12,6 +12,7 @@ from ..config import IndexConfig
 from ..text.tokens import Vocabulary
 from .chunk_graph import ChunkGraph
 from .entities import ChunkEntities
+from .semantic_graph import SemanticGraph
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Index:
     stats: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     spectrag: ChunkGraph | None = None  # SpectRAG's stage, when built (`tigrag index --methods spectrag`)
+    litesemrag: SemanticGraph | None = None  # LiteSemRAG's stage, when built (`--methods litesemrag`)
 
     @property
     def n_chunks(self) -> int:

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
+import numpy as np
+
 from ..config import EntityConfig
 from ..errors import ModelError
 from .entities import load_spacy
@@ -190,17 +192,32 @@ def spans_of_doc(doc) -> list[Span]:
 
 
 def extract_spans(
-    texts: Sequence[str], nlp=None, batch_size: int = 128, show_progress: bool = False
+    texts: Sequence[str], nlp=None, batch_size: int = 128, show_progress: bool = False,
+    protect_single_capitals: bool = False,
 ) -> list[list[Span]]:
     """Spans of each text (see the module doc), offsets into `clean_text(text)`.
 
     `nlp`: a spaCy pipeline with tagger, parser and NER; default `load_span_pipeline()`."""
+    return parse_spans(texts, nlp, batch_size, show_progress, protect_single_capitals)[0]
+
+
+def parse_spans(
+    texts: Sequence[str], nlp=None, batch_size: int = 128, show_progress: bool = False,
+    protect_single_capitals: bool = False,
+) -> tuple[list[list[Span]], np.ndarray]:
+    """(spans of each text, spaCy tokens of each cleaned text): the spans of `extract_spans` and the
+    lengths LiteSemRAG's BM25 normalises by (notes B1: len_c in spaCy tokens)."""
     nlp = nlp if nlp is not None else load_span_pipeline(EntityConfig().model)
-    cleaned = [clean_text(t) for t in texts]
+    cleaned = [clean_text(t, protect_single_capitals) for t in texts]
+    spans: list[list[Span]] = []
+    lengths = np.zeros(len(cleaned), dtype=np.int32)
     docs = nlp.pipe(cleaned, batch_size=batch_size)
-    return [spans_of_doc(doc) for doc in progress(docs, "spans", show_progress, total=len(cleaned), unit="text")]
+    for i, doc in enumerate(progress(docs, "spans", show_progress, total=len(cleaned), unit="text")):
+        spans.append(spans_of_doc(doc))
+        lengths[i] = len(doc)
+    return spans, lengths
 
 
-def query_spans(queries: Sequence[str], nlp=None) -> list[list[Span]]:
+def query_spans(queries: Sequence[str], nlp=None, protect_single_capitals: bool = False) -> list[list[Span]]:
     """The index-time extraction applied to queries (paper 3.3: "the same preprocessing pipeline")."""
-    return extract_spans(queries, nlp=nlp)
+    return extract_spans(queries, nlp=nlp, protect_single_capitals=protect_single_capitals)

@@ -28,13 +28,14 @@ import scipy.sparse
 from .. import __version__
 from ..atomic import atomic_directory, remove_stale_temporaries, stale_siblings
 from ..checksums import sha256_file, sha256_json
-from ..config import ENTITY_LABELS, ChunkGraphConfig, IndexConfig, config_from_dict, config_to_dict
+from ..config import ENTITY_LABELS, ChunkGraphConfig, IndexConfig, SemanticGraphConfig, config_from_dict, config_to_dict
 from ..errors import IndexFormatError, TigragError, WriterLockError
 from ..locking import writer_lock
 from ..text.tokens import Vocabulary
 from .chunk_graph import ChunkGraph
 from .entities import ChunkEntities
 from .index import Index
+from .semantic_graph import SemanticGraph
 
 FORMAT_VERSION = 3  # 2: entity labels per occurrence (entity_chunk_masks); 3: the config's checksum
 MANIFEST = "manifest.json"
@@ -77,6 +78,8 @@ def _index_arrays(index: Index) -> dict[str, np.ndarray]:
     arrays.update(_csr_arrays("bm25", index.bm25))
     if index.spectrag is not None:
         arrays.update(_spectrag_arrays(index.spectrag))
+    if index.litesemrag is not None:
+        arrays.update(_litesemrag_arrays(index.litesemrag))
     return arrays
 
 
@@ -93,12 +96,31 @@ def _spectrag_arrays(stage: ChunkGraph) -> dict[str, np.ndarray]:
     return arrays
 
 
+#: LiteSemRAG's stage: its arrays' file names (without .npy), and its string table
+LITESEMRAG_ARRAYS = ("litesemrag_tf_indptr", "litesemrag_tf_indices", "litesemrag_tf_data",
+                     "litesemrag_proto_ptr", "litesemrag_proto_vectors", "litesemrag_chunk_len")
+LITESEMRAG_STRINGS = "litesemrag_strings"
+
+
+def _litesemrag_arrays(stage: SemanticGraph) -> dict[str, np.ndarray]:
+    arrays = _csr_arrays("litesemrag_tf", stage.tf)
+    arrays["litesemrag_proto_ptr"] = np.asarray(stage.proto_ptr, dtype=np.int64)
+    arrays["litesemrag_proto_vectors"] = np.ascontiguousarray(stage.proto_vectors, dtype=np.float32)
+    arrays["litesemrag_chunk_len"] = np.asarray(stage.chunk_len, dtype=np.int32)
+    return arrays
+
+
 def _methods_section(index: Index) -> dict[str, Any]:
     """The manifest's `methods`: each built method stage's configuration and statistics."""
-    if index.spectrag is None:
-        return {}
-    return {"spectrag": {"config": config_to_dict(index.config.spectrag), "stats": index.spectrag.stats,
-                         "files": [f"{name}.npy" for name in SPECTRAG_ARRAYS]}}
+    section: dict[str, Any] = {}
+    if index.spectrag is not None:
+        section["spectrag"] = {"config": config_to_dict(index.config.spectrag), "stats": index.spectrag.stats,
+                               "files": [f"{name}.npy" for name in SPECTRAG_ARRAYS]}
+    if index.litesemrag is not None:
+        section["litesemrag"] = {"config": config_to_dict(index.config.litesemrag), "stats": index.litesemrag.stats,
+                                 "files": [f"{name}.npy" for name in LITESEMRAG_ARRAYS]
+                                 + [f"{LITESEMRAG_STRINGS}.parquet"]}
+    return section
 
 
 def _index_strings(index: Index) -> dict[str, tuple[str, list[str]]]:
@@ -108,6 +130,7 @@ def _index_strings(index: Index) -> dict[str, tuple[str, list[str]]]:
         "chunks": ("text", index.chunk_texts),
         "vocab": ("token", index.vocab.tokens),
         "entities": ("text", index.entities.texts),
+        **({LITESEMRAG_STRINGS: ("text", index.litesemrag.strings)} if index.litesemrag is not None else {}),
     }
 
 
@@ -328,6 +351,7 @@ def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
         raise IndexFormatError(f"{path}: inconsistent index ({type(exc).__name__}: {exc}); rebuild it") from None
     _check_shapes(path, index)
     index.spectrag = _load_spectrag(path, manifest, index, load_npy)
+    index.litesemrag = _load_litesemrag(path, manifest, index, load_npy, strings)
     _set_origin(index, Origin(str(path.resolve()), manifest_digest))
     return index
 
@@ -367,6 +391,50 @@ def _load_spectrag(path: Path, manifest: dict[str, Any], index: Index,
         raise IndexFormatError(f"{path / 'spectrag_weights_indptr.npy'}: not a valid chunk graph ({exc})") from None
     return ChunkGraph(weights=weights, coords=arrays["spectrag_coords"], eigenvalues=arrays["spectrag_eigenvalues"],
                       chunk_tokens=arrays["spectrag_chunk_tokens"], stats=section.get("stats", {}))
+
+
+def _load_litesemrag(path: Path, manifest: dict[str, Any], index: Index, load_npy: Callable[[str], np.ndarray],
+                     strings: Callable[[str, str], list[str]]) -> SemanticGraph | None:
+    """LiteSemRAG's stage when the manifest lists it (else None), every array checked against the
+    index's n chunks, the stage's strings and prototypes; a file that does not fit is named."""
+    section = (manifest.get("methods") or {}).get("litesemrag")
+    if section is None:
+        return None
+    try:
+        config = config_from_dict(SemanticGraphConfig, section["config"])
+    except (KeyError, TypeError, TigragError) as exc:
+        raise IndexFormatError(f"{path / MANIFEST}: methods.litesemrag has no valid configuration ({exc}); "
+                               "rebuild the stage with `tigrag extend`") from None
+    if config != index.config.litesemrag:
+        raise IndexFormatError(f"{path / MANIFEST}: methods.litesemrag.config differs from the index's "
+                               "litesemrag settings; rebuild the stage with `tigrag extend`")
+    arrays = {name: load_npy(name) for name in LITESEMRAG_ARRAYS}
+    texts = strings(LITESEMRAG_STRINGS, "text")
+    n, n_strings = index.n_chunks, len(texts)
+    ptr, vectors = arrays["litesemrag_proto_ptr"], arrays["litesemrag_proto_vectors"]
+    expected = {"litesemrag_proto_ptr": ((n_strings + 1,), "i"), "litesemrag_chunk_len": ((n,), "i"),
+                "litesemrag_tf_indptr": ((vectors.shape[0] + 1,), "i")}
+    for name, (shape, kind) in expected.items():
+        if arrays[name].shape != shape or arrays[name].dtype.kind != kind:
+            raise IndexFormatError(f"{path / (name + '.npy')}: {arrays[name].dtype} array of shape "
+                                   f"{arrays[name].shape}, expected {shape} for {n} chunks, {n_strings} strings "
+                                   f"and {vectors.shape[0]} prototypes")
+    if vectors.ndim != 2 or vectors.dtype.kind != "f" or (ptr.size and int(ptr[-1]) != vectors.shape[0]) \
+            or (ptr.size > 1 and int(np.diff(ptr).min()) < 1):
+        raise IndexFormatError(f"{path / 'litesemrag_proto_vectors.npy'}: {vectors.shape} prototypes do not match "
+                               "the string → prototype pointers")
+    indptr, indices, data = (arrays[f"litesemrag_tf_{part}"] for part in ("indptr", "indices", "data"))
+    nnz = int(indptr[-1]) if indptr.size else 0
+    outside = nnz and not 0 <= int(indices.min()) <= int(indices.max()) < n
+    if indices.shape != (nnz,) or data.shape != (nnz,) or outside:
+        raise IndexFormatError(f"{path / 'litesemrag_tf_indices.npy'}: the postings do not fit a "
+                               f"{vectors.shape[0]} × {n} matrix with {nnz} entries")
+    try:
+        tf = scipy.sparse.csr_matrix((data, indices, indptr), shape=(vectors.shape[0], n))
+    except ValueError as exc:
+        raise IndexFormatError(f"{path / 'litesemrag_tf_indptr.npy'}: not valid postings ({exc})") from None
+    return SemanticGraph(strings=texts, proto_ptr=ptr, proto_vectors=vectors, tf=tf,
+                         chunk_len=arrays["litesemrag_chunk_len"], stats=section.get("stats", {}))
 
 
 def _check_shapes(path: Path, index: Index) -> None:

@@ -335,10 +335,12 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
     with timed(timings, "assemble_bm25"):
         index = _assemble(build, n_parts, vocab, graph, stats, encoder)
     index.timings = timings
-    if "spectrag" in methods:
-        from .build import build_method_stage
+    from .build import STAGE_METHODS, build_method_stage
 
-        index.spectrag = build_method_stage(index, "spectrag", get_backend(build.backend), encoder, show_progress)
+    for method in STAGE_METHODS:
+        if method in methods:
+            setattr(index, method, build_method_stage(index, method, get_backend(build.backend), encoder,
+                                                      show_progress))
     save_index(index, build.output)
     shutil.rmtree(build.work, ignore_errors=True)
     return index

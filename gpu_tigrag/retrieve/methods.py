@@ -18,11 +18,16 @@ def make_retriever(index: Index, config: RetrievalConfig | None = None, **option
 
     if config is None or config.method == "tigrag":
         return Retriever(index, config, **options)
+    if config.method == "litesemrag":
+        from .litesemrag import LitesemragRetriever
+
+        options.pop("entity_extractor", None)
+        return LitesemragRetriever(index, config, **options)
     from .spectrag import SpectragRetriever
 
     return SpectragRetriever(index, config, **options)
 
 
 def method_available(index: Index, method: str) -> bool:
-    """Whether `index` holds the arrays `method` needs (TIGRAG: always; SpectRAG: its stage)."""
-    return method == "tigrag" or (method == "spectrag" and index.spectrag is not None)
+    """Whether `index` holds the arrays `method` needs (TIGRAG: always; SpectRAG, LiteSemRAG: their stage)."""
+    return method == "tigrag" or getattr(index, method, None) is not None

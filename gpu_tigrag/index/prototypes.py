@@ -1,0 +1,114 @@
+"""LiteSemRAG's semantic nodes: prototypes of each string's contextual vectors (paper 3.2 "Dynamic
+semantic node creation"; notes B1 "Prototypes"), built in one shot over all occurrences.
+
+Per string t with m occurrences (unit vectors e_i):
+
+- m < `min_occurrences`: one prototype, normalize(mean e_i).
+- m >= `min_occurrences`, t a single word and mean_i cos(e_i, μ) > τ_conc (μ the normalised mean):
+  one prototype (a concentrated word has one sense).
+- otherwise HDBSCAN(min_cluster_size = max(2, m // cluster_divisor)) on PCA(`pca_dimensions`) of the
+  e_i; each cluster becomes a prototype (normalised mean of its members), HDBSCAN's noise points
+  go to their nearest prototype by cosine (the code's final state: its re-clustering of anomalies
+  is dead code, so every anomaly ends in its nearest prototype). No cluster: one prototype.
+- `chunk_aggregation` (paper 3.2 "chunk-level context aggregation", off in the code) clusters the
+  per-chunk means of a string's occurrences instead, min_cluster_size scaled by the ratio of
+  chunks to occurrences; every occurrence follows its chunk's mean.
+
+Prototypes come sorted by string id (string s owns prototypes ptr[s]..ptr[s+1]-1), each string's
+in cluster-label order, so a build is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse
+
+from ..config import SemanticGraphConfig
+from ..progress import progress
+
+
+@dataclass
+class Prototypes:
+    ptr: np.ndarray  # int64 (strings + 1): string s owns prototypes ptr[s]..ptr[s+1]-1
+    vectors: np.ndarray  # float32 prototypes × d, unit rows
+    assignment: np.ndarray  # int32 per occurrence: its prototype
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def unit_rows(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return (x / np.where(norms > 0, norms, 1)).astype(np.float32)
+
+
+def cluster_senses(unit: np.ndarray, chunks: np.ndarray, config: SemanticGraphConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(centres k × d unit, label per occurrence in 0..k-1) of one string's occurrences `unit` by
+    HDBSCAN (see the module doc); one centre when HDBSCAN finds no cluster."""
+    from sklearn.cluster import HDBSCAN
+    from sklearn.decomposition import PCA
+
+    m = unit.shape[0]
+    points, owner = unit, np.arange(m)
+    min_size = max(2, m // config.cluster_divisor)
+    if config.chunk_aggregation:
+        keys, owner = np.unique(chunks, return_inverse=True)
+        sums = np.zeros((keys.size, unit.shape[1]), dtype=np.float64)
+        np.add.at(sums, owner, unit)
+        points = unit_rows(sums / np.bincount(owner)[:, None])
+        min_size = max(2, math.ceil((m // config.cluster_divisor) * keys.size / m))
+    labels = np.full(points.shape[0], -1)
+    if points.shape[0] > min_size:
+        dims = min(config.pca_dimensions, points.shape[1], points.shape[0])
+        reduced = PCA(n_components=dims, svd_solver="full").fit_transform(points)
+        labels = HDBSCAN(min_cluster_size=min_size, copy=True).fit_predict(reduced)
+    found = sorted(set(labels.tolist()) - {-1})
+    if not found:
+        return unit_rows(unit.mean(axis=0, keepdims=True)), np.zeros(m, dtype=np.int64)
+    centres = unit_rows(np.stack([points[labels == c].mean(axis=0) for c in found]))
+    remap = np.full(labels.max() + 2, -1)
+    remap[np.array(found) + 1] = np.arange(len(found))
+    occurrence_labels = remap[labels[owner] + 1]
+    noise = occurrence_labels < 0
+    if noise.any():
+        occurrence_labels[noise] = np.argmax(unit[noise] @ centres.T, axis=1)
+    return centres, occurrence_labels
+
+
+def build_prototypes(string_ids: np.ndarray, vectors: np.ndarray, chunk_ids: np.ndarray, n_strings: int,
+                     single_word: np.ndarray, config: SemanticGraphConfig, show_progress: bool = False) -> Prototypes:
+    """The prototypes of every string (module doc) from its occurrences: `string_ids`, `vectors` and
+    `chunk_ids` per occurrence; `single_word[s]` says whether string s is one word."""
+    unit = unit_rows(np.asarray(vectors, dtype=np.float32))
+    n_occ, dim = unit.shape
+    counts = np.bincount(string_ids, minlength=n_strings)
+    members = scipy.sparse.csr_matrix((np.ones(n_occ, dtype=np.float32), (string_ids, np.arange(n_occ))),
+                                      shape=(n_strings, n_occ))
+    means = unit_rows(np.asarray(members @ unit))  # one prototype per string, replaced below where clustered
+    order = np.argsort(string_ids, kind="stable")
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    senses: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    concentrated = 0
+    frequent = np.nonzero(counts >= config.min_occurrences)[0]
+    for s in progress(frequent, "senses", show_progress, unit="string"):
+        occ = order[bounds[s] : bounds[s + 1]]
+        if single_word[s] and float((unit[occ] @ means[s]).mean()) > config.concentration:
+            concentrated += 1
+            continue
+        senses[int(s)] = (occ, *cluster_senses(unit[occ], chunk_ids[occ], config))
+    per_string = np.ones(n_strings, dtype=np.int64)
+    for s, (_, centres, _) in senses.items():
+        per_string[s] = centres.shape[0]
+    ptr = np.concatenate([[0], np.cumsum(per_string)]).astype(np.int64)
+    protos = np.empty((int(ptr[-1]), dim), dtype=np.float32)
+    single = per_string == 1
+    protos[ptr[:-1][single]] = means[single]
+    assignment = ptr[string_ids].astype(np.int32)  # first prototype of its string; clustered strings below
+    for s, (occ, centres, labels) in senses.items():
+        protos[ptr[s] : ptr[s + 1]] = centres
+        assignment[occ] = ptr[s] + labels
+    stats = {"strings": int(n_strings), "prototypes": int(ptr[-1]), "frequent_strings": int(frequent.size),
+             "concentrated_strings": concentrated, "clustered_strings": len(senses),
+             "multi_sense_strings": int((per_string > 1).sum())}
+    return Prototypes(ptr=ptr, vectors=protos, assignment=assignment, stats=stats)

@@ -1,0 +1,148 @@
+"""LiteSemRAG's index stage (paper 3.1-3.2; notes B1): the heterogeneous semantic graph over the
+index's chunks, stored as arrays.
+
+- *Token nodes* are the distinct span strings (entities, noun-chunk phrases, content tokens:
+  `spans.py`), `strings`.
+- *Semantic nodes* are their prototypes (`prototypes.py`): `proto_ptr` (string → its prototypes)
+  and `proto_vectors` (unit rows).
+- *Chunk edges*: `tf`, prototypes × chunks, how often a chunk's occurrences of the string were
+  assigned to the prototype; `chunk_len`, the chunk's length in spaCy tokens. BM25 per prototype
+  (`bm25`) derives from them: idf_p = ln((N+1)/(df_p+1)) + 1, k1 and b of the config.
+- The word → phrase index of partial matching derives from `strings` (`phrase_index`).
+
+The chunks are the index's own (`Index.chunk_texts`), so LiteSemRAG, TIGRAG and SpectRAG rank
+the same units.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import scipy.sparse
+
+from ..config import SemanticGraphConfig
+from ..errors import TigragError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SemanticGraph:
+    strings: list[str]  # token nodes: distinct span keys
+    proto_ptr: np.ndarray  # int64 (strings + 1)
+    proto_vectors: np.ndarray  # float32 prototypes × d, unit rows
+    tf: scipy.sparse.csr_matrix  # float32 prototypes × chunks, occurrence counts
+    chunk_len: np.ndarray  # int32 per chunk, spaCy tokens of its cleaned text
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_chunks(self) -> int:
+        return int(self.chunk_len.size)
+
+    @property
+    def n_prototypes(self) -> int:
+        return int(self.proto_vectors.shape[0])
+
+    @cached_property
+    def proto_string(self) -> np.ndarray:
+        """int64 per prototype: its string."""
+        return np.repeat(np.arange(len(self.strings)), np.diff(self.proto_ptr))
+
+    @cached_property
+    def string_ids(self) -> dict[str, int]:
+        return {s: i for i, s in enumerate(self.strings)}
+
+    @cached_property
+    def phrase_index(self) -> dict[str, np.ndarray]:
+        """word → ids of the phrase strings (>= 2 words) that contain it (notes B1 "word → phrase index")."""
+        index: dict[str, list[int]] = {}
+        for i, s in enumerate(self.strings):
+            words = s.split()
+            if len(words) >= 2:
+                for w in set(words):
+                    index.setdefault(w, []).append(i)
+        return {w: np.array(ids, dtype=np.int64) for w, ids in index.items()}
+
+    def bm25(self, k1: float, b: float) -> scipy.sparse.csr_matrix:
+        """Prototypes × chunks float32 BM25 weights (module doc)."""
+        n = self.n_chunks
+        tf = self.tf.tocsr()
+        df = np.diff(tf.indptr).astype(np.float64)
+        idf = np.log((n + 1) / (df + 1)) + 1.0
+        lengths = self.chunk_len.astype(np.float64)
+        avg = float(lengths.mean()) if n and lengths.mean() > 0 else 1.0
+        counts = tf.data.astype(np.float64)
+        norm = k1 * (1 - b + b * lengths[tf.indices] / avg)
+        rows = np.repeat(np.arange(tf.shape[0]), np.diff(tf.indptr))
+        data = idf[rows] * counts * (k1 + 1) / (counts + norm)
+        return scipy.sparse.csr_matrix((data.astype(np.float32), tf.indices.copy(), tf.indptr.copy()), shape=tf.shape)
+
+
+def build_semantic_graph(chunk_texts: list[str], config: SemanticGraphConfig, nlp=None, encoder=None,
+                         entity_model: str | None = None, show_progress: bool = False) -> SemanticGraph:
+    """The stage over `chunk_texts` (module doc). `nlp`: the span pipeline (default: `entity_model`'s,
+    `spans.load_span_pipeline`); `encoder`: a `TokenStateEncoder` (default: config.token_encoder)."""
+    from .prototypes import build_prototypes
+    from .spans import clean_text, load_span_pipeline, parse_spans
+    from .token_states import TokenStateEncoder
+
+    timings: dict[str, float] = {}
+    t = time.perf_counter()
+    if nlp is None:
+        nlp = load_span_pipeline(entity_model) if entity_model else load_span_pipeline()
+    spans, lengths = parse_spans(chunk_texts, nlp, show_progress=show_progress,
+                                 protect_single_capitals=config.protect_single_capitals)
+    t = _lap(timings, "spans", t)
+    encoder = encoder or TokenStateEncoder(config.token_encoder, config.layer, config.max_length, config.batch_size)
+    cleaned = [clean_text(text, config.protect_single_capitals) for text in chunk_texts]
+    vectors, keep = encoder.span_vectors(cleaned, spans, show_progress)
+    t = _lap(timings, "token_states", t)
+    keys = [span.text for chunk_spans in spans for span in chunk_spans]
+    chunk_of = np.repeat(np.arange(len(spans)), [len(s) for s in spans])
+    kept = np.nonzero(keep)[0]
+    strings = sorted({keys[i] for i in kept})
+    ids = {s: i for i, s in enumerate(strings)}
+    string_ids = np.array([ids[keys[i]] for i in kept], dtype=np.int64)
+    single_word = np.array([" " not in s for s in strings], dtype=bool)
+    protos = build_prototypes(string_ids, vectors[kept], chunk_of[kept], len(strings), single_word, config,
+                              show_progress)
+    t = _lap(timings, "prototypes", t)
+    n_protos = protos.vectors.shape[0]
+    tf = scipy.sparse.csr_matrix((np.ones(kept.size, dtype=np.float32), (protos.assignment, chunk_of[kept])),
+                                 shape=(n_protos, len(chunk_texts)))
+    tf.sum_duplicates()
+    tf.sort_indices()
+    _lap(timings, "postings", t)
+    stats = {**protos.stats, "spans": int(len(keys)), "dropped_spans": int(len(keys) - kept.size),
+             "token_encoder": encoder.name, "token_encoder_fingerprint": encoder.fingerprint,
+             "token_encoder_dim": int(encoder.dim), "seconds": {k: round(v, 3) for k, v in timings.items()}}
+    if stats["dropped_spans"]:
+        log.info("LiteSemRAG: %d of %d spans lie past the token encoder's %d sub-words and were dropped",
+                 stats["dropped_spans"], len(keys), encoder.max_length)
+    return SemanticGraph(strings=strings, proto_ptr=protos.ptr, proto_vectors=protos.vectors, tf=tf,
+                         chunk_len=lengths.astype(np.int32), stats=stats)
+
+
+def _lap(timings: dict[str, float], stage: str, start: float) -> float:
+    now = time.perf_counter()
+    timings[stage] = now - start
+    return now
+
+
+def check_stage(graph: SemanticGraph, n_chunks: int) -> None:
+    """TigragError unless the stage's arrays agree with each other and with an index of `n_chunks`."""
+    problems = []
+    if graph.n_chunks != n_chunks:
+        problems.append(f"it covers {graph.n_chunks} chunks but the index has {n_chunks}")
+    if graph.proto_ptr.size != len(graph.strings) + 1 or int(graph.proto_ptr[-1]) != graph.n_prototypes:
+        problems.append("its string → prototype pointers do not match its prototypes")
+    if graph.tf.shape != (graph.n_prototypes, graph.n_chunks):
+        problems.append(f"its postings are {graph.tf.shape}, not prototypes × chunks")
+    if problems:
+        raise TigragError("the index's LiteSemRAG stage is inconsistent: " + "; ".join(problems)
+                          + "; rebuild it with `tigrag extend INDEX --methods litesemrag`")

@@ -1,0 +1,463 @@
+"""The LiteSemRAG retriever (papers/litesemrag.txt 3.3-3.4; the public code's `multi_level_query`,
+notes B2), batched over blocks of queries on the index's LiteSemRAG stage (`index.litesemrag`).
+
+Per block of B queries:
+
+1. **Spans and vectors** (host): the index-time span extraction on the queries, and their span
+   vectors from the same token encoder and layer (`index/token_states.py`).
+2. **Matching** (host lookups, device scores). Each query's spans are read in order (entities,
+   phrases, tokens); a token is skipped when it is a word of an exactly matched entity or phrase
+   read before it. Per span x:
+   - *exact*: x's string exists → its prototype of highest cosine to x's vector;
+   - *partial*: the phrase strings (>= 2 words) holding every word of x, x itself excluded → the
+     prototype of highest cosine among all of theirs;
+   - *similarity*, only when neither exists: the prototype of highest cosine among all (one
+     matrix product of the block's such spans against the prototypes).
+   Levels (λ): exact entity 0 (1.2); exact other 1 (1.0); partial of an entity 1; partial of
+   another span 2 (0.8); similarity 3 (0.5). The node list is the exact, lone-partial and
+   similarity matches in reading order, then the partial matches of exactly matched spans. A
+   prototype matched twice in a query counts once, at its first place (the code links it to
+   itself, notes B6).
+3. **Co-occurrence weights**: w_ab = |C_a ∩ C_b| / √(|C_a||C_b|) between the matched nodes of a
+   query (C: the chunks holding the prototype), one sparse product Y_sel·Y_selᵀ for the block;
+   W(a) = λ_a Σ_b w_ab. A node with Σ_b w_ab > 0 is *connected*, otherwise *isolated*.
+4. **Connected scores**: S(c) = Σ_a W(a)·BM25_a(c) over connected nodes, one sparse product; a
+   string counts once per chunk (its first node in list order), as in the code.
+5. **Recovery** (the code's version; the paper's W_prop is in neither the text nor the code,
+   notes B2.5): R_ℓ(c) = Σ BM25_p(c) over all matched nodes of level ℓ; the recovery order is the
+   chunks of R_0 by score, then those of R_1, R_2, R_3, each chunk at its first place.
+6. **Merge** (host), at the paper's K = `split_depth` (10): n_rec = ⌊K·recovery_share⌋ (2),
+   n_con = K − n_rec (8); the top n_con connected chunks, then the first n_rec recovery chunks not
+   already taken; when one side runs short, the other fills the rest (the code's refill re-took
+   n_con connected chunks, notes B2.6; here the connected list is read on from where it stopped,
+   so no chunk repeats). Ranks past K continue with the remaining connected chunks, then the
+   remaining recovery order, so a deeper k (the evaluation's) keeps the same top K.
+
+What a `QueryResult` holds: up to k chunks in that order; a connected chunk's score is S(c), a
+recovered one's R_ℓ(c) of the level that placed it. A query none of whose spans
+matches a chunk gets fewer chunks (or none): LiteSemRAG has no dense fallback. `hops` holds one
+trace: `seeds` = matched nodes, `pool_size` = chunks with S > 0.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import scipy.sparse
+
+from ..backend import Backend, get_backend
+from ..config import LitesemragConfig, RetrievalConfig
+from ..errors import TigragError
+from ..index.index import Index
+from ..index.semantic_graph import SemanticGraph, check_stage
+from ..index.spans import ENTITY, PHRASE, TOKEN, Span
+from .results import HopTrace, QueryResult
+from .retriever import Retriever, StageTimer
+from .spectrag import ranked_top_k
+
+MISSING_STAGE = ("this index has no LiteSemRAG stage; build it with `tigrag extend INDEX --methods litesemrag` "
+                 "(or `tigrag index ... --methods tigrag,litesemrag`)")
+LEVELS = 4
+#: (query, string) pairs scored per block before a device transfer: bounds the gathered vectors
+PAIR_BLOCK = 1 << 16
+
+
+@dataclass
+class SpanBatch:
+    """The host work of a block: each query's spans and their vectors (unit rows; `keep` False for
+    a span past the encoder's window, which is not matched)."""
+
+    queries: list[str]
+    spans: list[list[Span]]
+    vectors: np.ndarray  # float32 spans × d, all queries' spans in order
+    keep: np.ndarray  # bool per span
+    offsets: np.ndarray  # int64 (B + 1): query q's spans are rows offsets[q]..offsets[q+1]-1
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def part(self, start: int, stop: int) -> "SpanBatch":
+        lo, hi = int(self.offsets[start]), int(self.offsets[stop])
+        return SpanBatch(self.queries[start:stop], self.spans[start:stop], self.vectors[lo:hi], self.keep[lo:hi],
+                         self.offsets[start : stop + 1] - lo)
+
+
+@dataclass
+class MatchedNodes:
+    """The block's matched semantic nodes, each query's in its list order."""
+
+    query: np.ndarray  # int64 per node
+    proto: np.ndarray  # int64 per node
+    level: np.ndarray  # int64 per node, 0..3
+
+    def __len__(self) -> int:
+        return int(self.proto.size)
+
+
+def match_spans(graph: SemanticGraph, batch: SpanBatch, pair_scores, global_best) -> MatchedNodes:
+    """The matched nodes of every query of `batch` (module doc, step 2). `pair_scores(spans, protos)`
+    gives the cosine of each (span row, prototype) pair; `global_best(spans)` the prototype of
+    highest cosine to each span row among all."""
+    ptr, ids, phrases = graph.proto_ptr, graph.string_ids, graph.phrase_index
+    plan = []  # per considered span: (query, row, kind is entity, exact string or -1, partial strings)
+    for q, spans in enumerate(batch.spans):
+        base = int(batch.offsets[q])
+        in_matched_phrase: set[str] = set()
+        for j, span in enumerate(spans):
+            if span.kind == TOKEN and span.text in in_matched_phrase:
+                continue
+            if not batch.keep[base + j]:
+                continue
+            exact = ids.get(span.text, -1)
+            if exact >= 0 and span.kind in (ENTITY, PHRASE):
+                in_matched_phrase.update(span.text.split())
+            plan.append((q, base + j, span.kind == ENTITY, exact, _containing(phrases, span.text, exact)))
+    # every candidate (span, prototype) pair: exact candidates, then partial ones, tagged by slot
+    slot_rows, slot_protos, slot_of = [], [], []
+    for p, (_, row, _, exact, partial) in enumerate(plan):
+        for slot, strings in ((2 * p, [exact] if exact >= 0 else []), (2 * p + 1, partial)):
+            if len(strings):
+                protos = _proto_ranges(ptr, np.asarray(strings, dtype=np.int64))
+                slot_protos.append(protos)
+                slot_rows.append(np.full(protos.size, row, dtype=np.int64))
+                slot_of.append(np.full(protos.size, slot, dtype=np.int64))
+    best = np.full(2 * len(plan), -1, dtype=np.int64)
+    if slot_protos:
+        rows, protos, slots = (np.concatenate(a) for a in (slot_rows, slot_protos, slot_of))
+        scores = pair_scores(rows, protos)
+        order = np.lexsort((protos, -scores, slots))  # per slot: best cosine first, equal: lower id
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = slots[order][1:] != slots[order][:-1]
+        best[slots[order][first]] = protos[order][first]
+    lone = [p for p in range(len(plan)) if best[2 * p] < 0 and best[2 * p + 1] < 0]
+    similar = global_best(np.array([plan[p][1] for p in lone], dtype=np.int64)) if lone else np.zeros(0, np.int64)
+    similar_of = dict(zip(lone, similar.tolist()))
+    query, proto, level = [], [], []
+    pending: list[tuple[int, int, int]] = []  # partial matches of exactly matched spans: after the query's list
+
+    def flush() -> None:
+        for item in pending:
+            query.append(item[0]), proto.append(item[1]), level.append(item[2])
+        pending.clear()
+
+    current = -1
+    for p, (q, _, is_entity, _, _) in enumerate(plan):
+        if q != current:
+            flush()
+            current = q
+        exact, partial = int(best[2 * p]), int(best[2 * p + 1])
+        if exact >= 0:
+            query.append(q), proto.append(exact), level.append(0 if is_entity else 1)
+        if partial >= 0:
+            item = (q, partial, 1 if is_entity else 2)
+            if exact >= 0:
+                pending.append(item)
+            else:
+                query.append(q), proto.append(partial), level.append(item[2])
+        if exact < 0 and partial < 0:
+            query.append(q), proto.append(similar_of[p]), level.append(3)
+    flush()
+    nodes = MatchedNodes(np.asarray(query, dtype=np.int64), np.asarray(proto, dtype=np.int64),
+                         np.asarray(level, dtype=np.int64))
+    return _first_of_each_prototype(nodes)
+
+
+def _containing(phrases: dict[str, np.ndarray], text: str, itself: int) -> np.ndarray:
+    """Ids of the phrase strings holding every word of `text`, string `itself` excluded."""
+    found = None
+    for word in set(text.split()):
+        ids = phrases.get(word)
+        if ids is None:
+            return np.zeros(0, dtype=np.int64)
+        found = ids if found is None else np.intersect1d(found, ids, assume_unique=True)
+        if found.size == 0:
+            return found
+    if found is None:
+        return np.zeros(0, dtype=np.int64)
+    return found[found != itself]
+
+
+def _proto_ranges(ptr: np.ndarray, strings: np.ndarray) -> np.ndarray:
+    """The prototype ids of `strings`, concatenated."""
+    lo, hi = ptr[strings], ptr[strings + 1]
+    sizes = hi - lo
+    return np.repeat(lo - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes) + np.arange(int(sizes.sum()))
+
+
+def _first_of_each_prototype(nodes: MatchedNodes) -> MatchedNodes:
+    key = nodes.query * (int(nodes.proto.max(initial=0)) + 1) + nodes.proto
+    _, first = np.unique(key, return_index=True)
+    keep = np.sort(first)
+    return MatchedNodes(nodes.query[keep], nodes.proto[keep], nodes.level[keep])
+
+
+class LitesemragRetriever:
+    """Batched LiteSemRAG retrieval over an `Index` with its LiteSemRAG stage (`index.litesemrag`).
+
+    Same protocol as `Retriever`: `prepare(queries)` (spans and span vectors, CPU) then
+    `run_prepared(batch, k)` (blocks halved on out-of-memory errors), or `retrieve(queries, k)`."""
+
+    #: bytes per (chunk, query) of the dense chunks × B blocks alive at once: connected scores,
+    #: one recovery level, their top-k temporaries
+    CHUNK_BYTES_PER_QUERY = 4 * 4
+
+    def __init__(self, index: Index, config: RetrievalConfig | None = None, encoder: Any = None,
+                 backend: str | Backend = "auto", vector_cache: Any = None, allow_mixed_encoder: bool = False,
+                 nlp: Any = None):
+        """`config.litesemrag` holds the settings (default: `RetrievalConfig(method="litesemrag")`).
+        `encoder`: a `TokenStateEncoder`; default: the stage's token encoder and layer, whose weights
+        must be the ones that built the stage. `nlp`: the span pipeline (default: the index's spaCy
+        model). `vector_cache` and `allow_mixed_encoder` are accepted for the common protocol; the
+        passage encoder is not used."""
+        graph = index.litesemrag
+        if graph is None:
+            raise TigragError(MISSING_STAGE)
+        check_stage(graph, index.n_chunks)
+        self.index, self.graph = index, graph
+        self.config = config or RetrievalConfig(method="litesemrag")
+        self.settings: LitesemragConfig = self.config.litesemrag
+        self.stage_config = index.config.litesemrag
+        self.be = backend if isinstance(backend, Backend) else get_backend(backend)
+        self.encoder = encoder if encoder is not None and hasattr(encoder, "span_vectors") else self._token_encoder()
+        if self.encoder.dim != graph.proto_vectors.shape[1]:
+            raise TigragError(f"the token encoder gives {self.encoder.dim}-d vectors but the stage's prototypes are "
+                              f"{graph.proto_vectors.shape[1]}-d")
+        self.nlp = nlp
+        be = self.be
+        tf = graph.tf.tocsr()
+        pattern = scipy.sparse.csr_matrix((np.ones(tf.nnz, dtype=np.float32), tf.indices, tf.indptr), shape=tf.shape)
+        self.df = np.diff(tf.indptr).astype(np.float64)
+        self.pattern = be.csr(pattern)
+        self.bm25_host = graph.bm25(self.stage_config.k1, self.stage_config.b)
+        self.bm25 = be.csr(self.bm25_host)
+        self.protos = be.asarray(graph.proto_vectors)
+        self.timer = StageTimer()
+
+    def _token_encoder(self) -> Any:
+        from ..index.token_states import TokenStateEncoder
+
+        cfg = self.stage_config
+        encoder = TokenStateEncoder(cfg.token_encoder, cfg.layer, cfg.max_length, cfg.batch_size)
+        built = self.graph.stats.get("token_encoder_fingerprint")
+        if built and built != encoder.fingerprint:
+            raise TigragError(f"the token encoder {cfg.token_encoder!r} here has weights {encoder.fingerprint}, but "
+                              f"the LiteSemRAG stage was built with {built}; rebuild it with `tigrag extend`")
+        return encoder
+
+    # -- the block protocol, shared with Retriever (progress, out-of-memory halving) -----------
+    run_prepared = Retriever.run_prepared
+    _retrieve_splitting = Retriever._retrieve_splitting
+    _check_k = Retriever._check_k
+
+    def retrieve(self, queries: Sequence[str], k: int | None = None, show_progress: bool = False) -> list[QueryResult]:
+        """The top-k chunks (default β) of every query (module doc)."""
+        return Retriever.retrieve(self, queries, k, show_progress)
+
+    def prepare(self, queries: Sequence[str]) -> SpanBatch:
+        """Spans and span vectors of a block (CPU work; may run ahead of `run_prepared`)."""
+        from ..index.spans import clean_text, load_span_pipeline, parse_spans
+
+        queries = list(queries)
+        t = time.perf_counter()
+        if self.nlp is None:
+            self.nlp = load_span_pipeline(self.index.config.entities.model)
+        protect = self.stage_config.protect_single_capitals
+        spans, _ = parse_spans(queries, self.nlp, protect_single_capitals=protect)
+        t = self.timer.add("spans", t)
+        vectors, keep = self.encoder.span_vectors([clean_text(q, protect) for q in queries], spans)
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        vectors = (vectors / np.where(norms > 0, norms, 1)).astype(np.float32)
+        self.timer.add("encode", t)
+        self.timer.encoded_texts += len(queries)
+        offsets = np.concatenate([[0], np.cumsum([len(s) for s in spans])]).astype(np.int64)
+        return SpanBatch(queries, spans, vectors, keep, offsets)
+
+    def batch_size(self) -> int:
+        """Queries per block: the configured size, lowered so one block's dense chunks × B arrays fit
+        `memory_budget_mb` and, on a GPU, 80% of the device memory free now."""
+        budget = self.config.memory_budget_mb << 20
+        free = self.be.free_memory_bytes()
+        if free is not None:
+            budget = min(budget, int(0.8 * free))
+        fits = max(1, budget // max(self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY, 1))
+        return int(min(self.config.batch_size, fits))
+
+    # -- device side ----------------------------------------------------------------------
+    def _pair_scores(self, vectors: Any, rows: np.ndarray, protos: np.ndarray) -> np.ndarray:
+        be, xp = self.be, self.be.xp
+        out = np.empty(rows.size, dtype=np.float32)
+        for lo in range(0, rows.size, PAIR_BLOCK):
+            r, p = xp.asarray(rows[lo : lo + PAIR_BLOCK]), xp.asarray(protos[lo : lo + PAIR_BLOCK])
+            out[lo : lo + PAIR_BLOCK] = be.to_host((vectors[r] * self.protos[p]).sum(axis=1))
+        return out
+
+    def _global_best(self, vectors: Any, rows: np.ndarray) -> np.ndarray:
+        be, xp = self.be, self.be.xp
+        step = max(1, (64 << 20) // max(4 * self.graph.n_prototypes, 1))  # ~64 MiB of cosines at once
+        out = []
+        for lo in range(0, rows.size, step):
+            sims = vectors[xp.asarray(rows[lo : lo + step])] @ self.protos.T
+            out.append(be.to_host(xp.argmax(sims, axis=1)))
+        return np.concatenate(out).astype(np.int64)
+
+    def _retrieve_batch(self, batch: SpanBatch, k: int) -> list[QueryResult]:
+        be, xp = self.be, self.be.xp
+        if len(batch) == 0:
+            return []
+        t = time.perf_counter()
+        vectors = be.asarray(batch.vectors)
+        nodes = match_spans(self.graph, batch,
+                            lambda rows, protos: self._pair_scores(vectors, rows, protos),
+                            lambda rows: self._global_best(vectors, rows))
+        t = self.timer.add("match", t)
+        weight, connected = self._cooccurrence(nodes)
+        t = self.timer.add("cooccurrence", t)
+        depth = max(k, self.settings.split_depth)
+        connected_ranked = self._connected_ranking(nodes, weight, connected, len(batch), depth)
+        t = self.timer.add("score", t)
+        recovery = self._recovery_ranking(nodes, len(batch), 3 * depth)
+        t = self.timer.add("recover", t)
+        results = self._merge(batch, nodes, connected_ranked, recovery, k)
+        self.timer.add("merge", t)
+        return results
+
+    def _selection(self, nodes: MatchedNodes, rows: np.ndarray, values: np.ndarray, n_queries: int) -> Any:
+        """queries × prototypes sparse matrix on the backend, `values` at (query, prototype) of `rows`."""
+        host = scipy.sparse.csr_matrix((values.astype(np.float32), (nodes.query[rows], nodes.proto[rows])),
+                                       shape=(n_queries, self.graph.n_prototypes))
+        return self.be.csr(host)
+
+    def _cooccurrence(self, nodes: MatchedNodes) -> tuple[np.ndarray, np.ndarray]:
+        """(W per node, connected per node): step 3 of the module doc."""
+        be, xp = self.be, self.be.xp
+        n = len(nodes)
+        if n == 0:
+            return np.zeros(0), np.zeros(0, dtype=bool)
+        pick = scipy.sparse.csr_matrix((np.ones(n, dtype=np.float32), (np.arange(n), nodes.proto)),
+                                       shape=(n, self.graph.n_prototypes))
+        chosen = be.csr(pick) @ self.pattern  # nodes × chunks, 0/1
+        shared = be.to_host((chosen @ chosen.T).toarray())
+        same = (nodes.query[:, None] == nodes.query[None, :]) & ~np.eye(n, dtype=bool)
+        df = self.df[nodes.proto]
+        w = np.where(same, shared, 0.0) / np.sqrt(np.outer(df, df))
+        total = w.sum(axis=1)
+        levels = np.asarray(self.settings.level_weights, dtype=np.float64)
+        return levels[nodes.level] * total, total > 0
+
+    def _connected_ranking(self, nodes: MatchedNodes, weight: np.ndarray, connected: np.ndarray,
+                           n_queries: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(ids, scores, candidates): B × k on the host, chunks by S(c), best first (equal: lower id),
+        -1 past the chunks with S > 0; and the count of chunks with S > 0 per query."""
+        be, xp = self.be, self.be.xp
+        rows = np.nonzero(connected)[0]
+        omega = self._selection(nodes, rows, weight[rows], n_queries)
+        scores = omega @ self.bm25  # queries × chunks, sparse
+        scores = scores.toarray() if hasattr(scores, "toarray") else scores
+        scores = xp.asarray(scores, dtype=xp.float32)
+        correction = self._repeated_strings(nodes, weight, rows, n_queries)
+        if correction is not None:
+            scores -= be.asarray(correction)
+        return (*self._ranked(scores, k), be.to_host((scores > 0).sum(axis=1)).astype(np.int64))
+
+    def _repeated_strings(self, nodes: MatchedNodes, weight: np.ndarray, rows: np.ndarray,
+                          n_queries: int) -> np.ndarray | None:
+        """queries × chunks (host) to subtract so each string counts once per chunk, at its first
+        connected node (several prototypes of one string in a query; rare); None when none repeats."""
+        strings = self.graph.proto_string[nodes.proto[rows]]
+        key = nodes.query[rows] * len(self.graph.strings) + strings
+        _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
+        repeated = np.nonzero(counts[inverse] > 1)[0]
+        if repeated.size == 0:
+            return None
+        out = np.zeros((n_queries, self.index.n_chunks), dtype=np.float32)
+        covered: dict[int, np.ndarray] = {}
+        for i in repeated:  # list order: a group's first node claims its chunks
+            node = rows[i]
+            row = self.bm25_host.getrow(int(nodes.proto[node]))
+            seen = covered.get(int(key[i]))
+            if seen is None:
+                covered[int(key[i])] = row.indices.copy()
+                continue
+            dup = np.isin(row.indices, seen)
+            out[nodes.query[node], row.indices[dup]] += weight[node] * row.data[dup]
+            covered[int(key[i])] = np.union1d(seen, row.indices)
+        return out
+
+    def _recovery_ranking(self, nodes: MatchedNodes, n_queries: int, depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per level ℓ: (ids, scores), B × depth on the host, chunks by R_ℓ best first, -1 past R_ℓ > 0."""
+        xp = self.be.xp
+        out = []
+        for level in range(LEVELS):
+            rows = np.nonzero(nodes.level == level)[0]
+            if rows.size == 0:
+                out.append((np.full((n_queries, 0), -1, dtype=np.int64), np.zeros((n_queries, 0), np.float32)))
+                continue
+            scores = self._selection(nodes, rows, np.ones(rows.size), n_queries) @ self.bm25
+            scores = scores.toarray() if hasattr(scores, "toarray") else scores
+            out.append(self._ranked(xp.asarray(scores, dtype=xp.float32), depth))
+        return out
+
+    def _ranked(self, scores: Any, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        be = self.be
+        ids, vals = ranked_top_k(be, scores.T, depth)
+        ids, vals = be.to_host(ids).T.astype(np.int64), be.to_host(vals).T
+        ids[~(vals > 0)] = -1
+        return ids, vals
+
+    def _merge(self, batch: SpanBatch, nodes: MatchedNodes, connected: tuple[np.ndarray, np.ndarray, np.ndarray],
+               recovery: list[tuple[np.ndarray, np.ndarray]], k: int) -> list[QueryResult]:
+        index, cfg = self.index, self.settings
+        split = cfg.split_depth
+        n_con = split - int(np.floor(split * cfg.recovery_share))
+        con_ids, con_vals, con_pool = connected
+        per_query = np.bincount(nodes.query, minlength=len(batch))
+        out = []
+        for q, query in enumerate(batch.queries):
+            ranked = [(int(c), float(s)) for c, s in zip(con_ids[q], con_vals[q]) if c >= 0]
+            order = recovery_order([(ids[q], vals[q]) for ids, vals in recovery])
+            final = merge_rankings(ranked, order, split, n_con)[:k]
+            passages = [int(index.chunk_passage[c]) for c, _ in final]
+            out.append(QueryResult(
+                query=query, chunk_ids=[c for c, _ in final], scores=[s for _, s in final],
+                titles=[index.passage_titles[p] for p in passages], passage_ids=passages, dense_fallback=False,
+                hops=[HopTrace(hop=1, seeds=int(per_query[q]), pool_size=int(con_pool[q]), top_chunks=[],
+                               new_entities=[], dense_fallback=False)],
+            ))
+        return out
+
+
+def recovery_order(levels: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[tuple[int, float]]:
+    """The recovery order: each level's chunks by R_ℓ (ids -1 end a level), level 0 first, each chunk
+    at its first place."""
+    seen: set[int] = set()
+    order = []
+    for ids, vals in levels:
+        for c, v in zip(ids.tolist(), vals.tolist()):
+            if c < 0:
+                break
+            if c not in seen:
+                seen.add(c)
+                order.append((c, v))
+    return order
+
+
+def merge_rankings(connected: list[tuple[int, float]], recovered: list[tuple[int, float]], split: int,
+                   n_con: int) -> list[tuple[int, float]]:
+    """The final ranking (module doc, step 6): the first `split` ranks take the top `n_con` connected
+    chunks and then recovered ones not already taken, either side filling what the other lacks;
+    after them the remaining connected chunks, then the remaining recovered ones. No chunk repeats."""
+    head = connected[:n_con]
+    taken = {c for c, _ in head}
+    rec = [(c, s) for c, s in recovered if c not in taken]
+    extra_rec = rec[: split - len(head)]
+    taken |= {c for c, _ in extra_rec}
+    rest_con = [(c, s) for c, s in connected[n_con:] if c not in taken]
+    fill = rest_con[: split - len(head) - len(extra_rec)]
+    top = head + fill + extra_rec
+    taken |= {c for c, _ in fill}
+    tail = [(c, s) for c, s in connected[n_con:] if c not in taken]
+    tail += [(c, s) for c, s in rec if c not in taken and c not in {t for t, _ in tail}]
+    return top + tail
