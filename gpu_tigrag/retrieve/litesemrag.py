@@ -304,7 +304,7 @@ class LitesemragRetriever:
         return np.concatenate(out).astype(np.int64)
 
     def _retrieve_batch(self, batch: SpanBatch, k: int) -> list[QueryResult]:
-        be, xp = self.be, self.be.xp
+        be = self.be
         if len(batch) == 0:
             return []
         t = time.perf_counter()
@@ -332,7 +332,7 @@ class LitesemragRetriever:
 
     def _cooccurrence(self, nodes: MatchedNodes) -> tuple[np.ndarray, np.ndarray]:
         """(W per node, connected per node): step 3 of the module doc."""
-        be, xp = self.be, self.be.xp
+        be = self.be
         n = len(nodes)
         if n == 0:
             return np.zeros(0), np.zeros(0, dtype=bool)
