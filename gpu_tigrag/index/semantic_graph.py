@@ -83,11 +83,25 @@ class SemanticGraph:
         return scipy.sparse.csr_matrix((data.astype(np.float32), tf.indices.copy(), tf.indptr.copy()), shape=tf.shape)
 
 
-def build_semantic_graph(chunk_texts: list[str], config: SemanticGraphConfig, nlp=None, encoder=None,
-                         entity_model: str | None = None, show_progress: bool = False) -> SemanticGraph:
-    """The stage over `chunk_texts` (module doc). `nlp`: the span pipeline (default: `entity_model`'s,
-    `spans.load_span_pipeline`); `encoder`: a `TokenStateEncoder` (default: config.token_encoder)."""
-    from .prototypes import build_prototypes
+@dataclass
+class SpanOccurrences:
+    """Every span of the chunks with its vector(s): the inputs of the prototypes (a layer sweep keeps
+    these and assembles one graph per setting)."""
+
+    spans: list  # per chunk: its spans (spans.Span)
+    lengths: np.ndarray  # int32 per chunk: spaCy tokens
+    vectors: list[np.ndarray]  # per requested layer: float32 spans × d
+    keep: np.ndarray  # bool per span: it overlapped an encoded sub-word
+    encoder_name: str
+    encoder_fingerprint: str
+    encoder_max_length: int
+    seconds: dict[str, float]
+
+
+def extract_occurrences(chunk_texts: list[str], config: SemanticGraphConfig, nlp=None, encoder=None,
+                        entity_model: str | None = None, show_progress: bool = False,
+                        layers: list[int] | None = None) -> SpanOccurrences:
+    """Spans of `chunk_texts` and their vectors at `layers` (default: config.layer)."""
     from .spans import clean_text, load_span_pipeline, parse_spans
     from .token_states import TokenStateEncoder
 
@@ -100,8 +114,28 @@ def build_semantic_graph(chunk_texts: list[str], config: SemanticGraphConfig, nl
     t = _lap(timings, "spans", t)
     encoder = encoder or TokenStateEncoder(config.token_encoder, config.layer, config.max_length, config.batch_size)
     cleaned = [clean_text(text, config.protect_single_capitals) for text in chunk_texts]
-    vectors, keep = encoder.span_vectors(cleaned, spans, show_progress)
-    t = _lap(timings, "token_states", t)
+    vectors, keep = encoder.span_vectors_by_layer(cleaned, spans, layers or [config.layer], show_progress)
+    _lap(timings, "token_states", t)
+    return SpanOccurrences(spans, lengths.astype(np.int32), vectors, keep, encoder.name, encoder.fingerprint,
+                           encoder.max_length, timings)
+
+
+def build_semantic_graph(chunk_texts: list[str], config: SemanticGraphConfig, nlp=None, encoder=None,
+                         entity_model: str | None = None, show_progress: bool = False) -> SemanticGraph:
+    """The stage over `chunk_texts` (module doc). `nlp`: the span pipeline (default: `entity_model`'s,
+    `spans.load_span_pipeline`); `encoder`: a `TokenStateEncoder` (default: config.token_encoder)."""
+    found = extract_occurrences(chunk_texts, config, nlp, encoder, entity_model, show_progress)
+    return assemble_semantic_graph(found, 0, config, show_progress)
+
+
+def assemble_semantic_graph(found: SpanOccurrences, layer_slot: int, config: SemanticGraphConfig,
+                            show_progress: bool = False) -> SemanticGraph:
+    """The stage from extracted occurrences, with the vectors of `found.vectors[layer_slot]`."""
+    from .prototypes import build_prototypes
+
+    timings = dict(found.seconds)
+    t = time.perf_counter()
+    spans, keep, vectors = found.spans, found.keep, found.vectors[layer_slot]
     keys = [span.text for chunk_spans in spans for span in chunk_spans]
     chunk_of = np.repeat(np.arange(len(spans)), [len(s) for s in spans])
     kept = np.nonzero(keep)[0]
@@ -114,18 +148,18 @@ def build_semantic_graph(chunk_texts: list[str], config: SemanticGraphConfig, nl
     t = _lap(timings, "prototypes", t)
     n_protos = protos.vectors.shape[0]
     tf = scipy.sparse.csr_matrix((np.ones(kept.size, dtype=np.float32), (protos.assignment, chunk_of[kept])),
-                                 shape=(n_protos, len(chunk_texts)))
+                                 shape=(n_protos, len(spans)))
     tf.sum_duplicates()
     tf.sort_indices()
     _lap(timings, "postings", t)
     stats = {**protos.stats, "spans": int(len(keys)), "dropped_spans": int(len(keys) - kept.size),
-             "token_encoder": encoder.name, "token_encoder_fingerprint": encoder.fingerprint,
-             "token_encoder_dim": int(encoder.dim), "seconds": {k: round(v, 3) for k, v in timings.items()}}
+             "token_encoder": found.encoder_name, "token_encoder_fingerprint": found.encoder_fingerprint,
+             "token_encoder_dim": int(vectors.shape[1]), "seconds": {k: round(v, 3) for k, v in timings.items()}}
     if stats["dropped_spans"]:
         log.info("LiteSemRAG: %d of %d spans lie past the token encoder's %d sub-words and were dropped",
-                 stats["dropped_spans"], len(keys), encoder.max_length)
+                 stats["dropped_spans"], len(keys), found.encoder_max_length)
     return SemanticGraph(strings=strings, proto_ptr=protos.ptr, proto_vectors=protos.vectors, tf=tf,
-                         chunk_len=lengths.astype(np.int32), stats=stats)
+                         chunk_len=found.lengths, stats=stats)
 
 
 def _lap(timings: dict[str, float], stage: str, start: float) -> float:

@@ -66,10 +66,20 @@ class TokenStateEncoder:
                      show_progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """(vectors, keep): one float32 row per span of every text, in text then span order, and
         whether the span overlapped an encoded sub-word (a dropped span's row is zero)."""
+        layers, keep = self.span_vectors_by_layer(texts, spans, [self.layer], show_progress)
+        return layers[0], keep
+
+    def span_vectors_by_layer(self, texts: Sequence[str], spans: Sequence[Sequence[Span]], layers: Sequence[int],
+                              show_progress: bool = False) -> tuple[list[np.ndarray], np.ndarray]:
+        """`span_vectors` for each of `layers` from one forward pass (a layer sweep's inputs)."""
         if len(texts) != len(spans):
             raise ValueError(f"{len(texts)} texts but {len(spans)} span lists")
+        depth = int(self.model.config.num_hidden_layers)
+        bad = [layer for layer in layers if layer == 0 or not -depth <= layer <= depth]
+        if bad:
+            raise ModelError(f"token encoder {self.name!r} has {depth} layers; got layer(s) {bad}")
         starts = np.cumsum([0] + [len(s) for s in spans])
-        vectors = np.zeros((int(starts[-1]), self.dim), dtype=np.float32)
+        vectors = [np.zeros((int(starts[-1]), self.dim), dtype=np.float32) for _ in layers]
         keep = np.zeros(int(starts[-1]), dtype=bool)
         torch = self._torch
         todo = [i for i in range(len(texts)) if spans[i]]
@@ -84,13 +94,13 @@ class TokenStateEncoder:
                 mask = encoded["attention_mask"].numpy().astype(bool)
                 with torch.inference_mode():
                     out = self.model(**{k: v.to(self.device) for k, v in encoded.items()}, output_hidden_states=True)
-                    states = out.hidden_states[self.layer]
                     for row, i in enumerate(batch):
                         weights = overlap_weights(offsets[row], mask[row], spans[i])
-                        got = weights.sum(axis=1) > 0
-                        means = torch.from_numpy(weights).to(states.device, states.dtype) @ states[row]
-                        vectors[starts[i] : starts[i + 1]] = means.float().cpu().numpy()
-                        keep[starts[i] : starts[i + 1]] = got
+                        keep[starts[i] : starts[i + 1]] = weights.sum(axis=1) > 0
+                        for target, layer in zip(vectors, layers):
+                            states = out.hidden_states[layer]
+                            means = torch.from_numpy(weights).to(states.device, states.dtype) @ states[row]
+                            target[starts[i] : starts[i + 1]] = means.float().cpu().numpy()
                 bar.update(len(batch))
         finally:
             bar.close()
