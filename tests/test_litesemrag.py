@@ -184,12 +184,8 @@ def test_build_prototypes_with_chunk_aggregation():
         np.testing.assert_array_equal(protos.vectors[protos.ptr[s]], plain.vectors[plain.ptr[s]])
 
 
-# LIBRARY BUG (reported, not fixed here): with chunk_aggregation, a chunk whose *mean* HDBSCAN calls
-# noise has its occurrences reassigned one by one (`unit[noise] @ centres.T` in cluster_senses), so the
-# occurrences of one chunk can land in different prototypes, against the module doc's "every occurrence
-# follows its chunk's mean" (the chunk mean should go to its nearest prototype, and its occurrences follow).
-@pytest.mark.xfail(strict=True, reason="prototypes.cluster_senses: noise chunk means are reassigned per "
-                                       "occurrence under chunk_aggregation (library bug)")
+# with chunk_aggregation, a chunk whose *mean* HDBSCAN calls noise goes to its mean's nearest prototype
+# and all its occurrences follow (a per-occurrence reassignment would split the chunk)
 def test_chunk_aggregation_noise_chunk_follows_its_mean():
     from gpu_tigrag.index.prototypes import cluster_senses
 

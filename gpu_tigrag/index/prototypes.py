@@ -69,11 +69,11 @@ def cluster_senses(unit: np.ndarray, chunks: np.ndarray, config: SemanticGraphCo
     centres = unit_rows(np.stack([points[labels == c].mean(axis=0) for c in found]))
     remap = np.full(labels.max() + 2, -1)
     remap[np.array(found) + 1] = np.arange(len(found))
-    occurrence_labels = remap[labels[owner] + 1]
-    noise = occurrence_labels < 0
-    if noise.any():
-        occurrence_labels[noise] = np.argmax(unit[noise] @ centres.T, axis=1)
-    return centres, occurrence_labels
+    point_labels = remap[labels + 1]
+    noise = point_labels < 0
+    if noise.any():  # a noise point (an occurrence, or a chunk's mean) joins its nearest centre
+        point_labels[noise] = np.argmax(points[noise] @ centres.T, axis=1)
+    return centres, point_labels[owner]
 
 
 def build_prototypes(string_ids: np.ndarray, vectors: np.ndarray, chunk_ids: np.ndarray, n_strings: int,

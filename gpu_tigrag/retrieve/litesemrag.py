@@ -342,7 +342,7 @@ class LitesemragRetriever:
         shared = be.to_host((chosen @ chosen.T).toarray())
         same = (nodes.query[:, None] == nodes.query[None, :]) & ~np.eye(n, dtype=bool)
         df = self.df[nodes.proto]
-        w = np.where(same, shared, 0.0) / np.sqrt(np.outer(df, df))
+        w = np.where(same, shared, 0.0) / np.sqrt(np.maximum(np.outer(df, df), 1.0))
         total = w.sum(axis=1)
         levels = np.asarray(self.settings.level_weights, dtype=np.float64)
         return levels[nodes.level] * total, total > 0
