@@ -3,6 +3,7 @@
     python bench/litesemrag.py                         # SciFact, 2Wiki and MuSiQue-100
     python bench/litesemrag.py --datasets musique_train100 --smoke
     python bench/litesemrag.py --sweep                 # layer × τ_conc on SciFact's training queries
+    python bench/litesemrag.py --passage-chunks        # SciFact with one chunk per passage (the paper's unit)
 
 For each dataset: the cached reference index (bench/encoders.py's `base_index`: all-MiniLM-L6-v2),
 its LiteSemRAG stage (built once, timed, and cached beside it as `index_<name>_litesemrag`), its
@@ -11,6 +12,10 @@ LiteSemRAG with its ablation, each to the evaluation depth through the one evalu
 LiteSemRAG's paper reports Recall@10 and MRR@10 on BEIR HotpotQA, SciFact and FEVER; only SciFact
 is here, and this copy of the paper lost its table values, so the claim checked is the ordering:
 LiteSemRAG's MRR@10 the best of the systems on SciFact. Writes bench/results/litesemrag.md/.json.
+
+`--passage-chunks` (notes, open question 10): SciFact on an index whose chunks are whole passages
+(`chunk.sentences_per_chunk=1000`, no overlap), the unit LiteSemRAG's code gives a JSON record and
+its paper's chunk-level gold; every system ranks those units. Writes litesemrag_passages.md/.json.
 
 `--sweep` (notes, open question 9): the token-state layer in {-1, -2, -3} × τ_conc in {.80, .85,
 .90, .95}, then chunk-level aggregation on at the best pair, on SciFact's 809 *training* queries
@@ -42,14 +47,31 @@ LAYERS = (-1, -2, -3)
 CONCENTRATIONS = (0.80, 0.85, 0.90, 0.95)
 
 
-def stage_index(name: str):
-    """The reference index of `name` with its LiteSemRAG stage (default settings), cached on disk."""
-    path = CACHE / f"index_{name}_litesemrag"
+def stage_index(name: str, passage_chunks: bool = False):
+    """The reference index of `name` (or its one-chunk-per-passage twin) with its LiteSemRAG stage
+    (default settings), cached on disk."""
+    suffix = "_passages" if passage_chunks else ""
+    path = CACHE / f"index_{name}{suffix}_litesemrag"
     if (path / "manifest.json").is_file():
         return load_index(path)
-    index = add_method(base_index(name), "litesemrag", show_progress=True)
+    index = passage_index(name) if passage_chunks else base_index(name)
+    index = add_method(index, "litesemrag", show_progress=True)
     save_index(index, path)
     return index
+
+
+def passage_index(name: str):
+    """The reference configuration with one chunk per passage (sentence windows of 1000, no overlap)."""
+    from common import bench_index_config
+
+    from gpu_tigrag.config import ChunkConfig
+    from gpu_tigrag.corpus import load_corpus
+    from gpu_tigrag.index.build import build_index
+
+    config = dataclasses.replace(bench_index_config(), chunk=ChunkConfig(sentences_per_chunk=1000, overlap=0))
+    passages = load_corpus(load_dataset(DATA / DATASETS[name]).corpus_paths)
+    print(f"[{name}] building the one-chunk-per-passage index", file=sys.stderr)
+    return build_index(passages, config, show_progress=True)
 
 
 def main() -> int:
@@ -57,14 +79,20 @@ def main() -> int:
     parser.add_argument("--datasets", nargs="+", default=list(ORDER), choices=list(DATASETS))
     parser.add_argument("--smoke", action="store_true", help="the first 20 queries only, no results written")
     parser.add_argument("--sweep", action="store_true", help="the layer × τ_conc sweep on SciFact's training queries")
+    parser.add_argument("--passage-chunks", action="store_true",
+                        help="SciFact on an index with one chunk per passage (results: litesemrag_passages)")
     args = parser.parse_args()
-    return sweep(args.smoke) if args.sweep else compare(args.datasets, args.smoke)
+    if args.sweep:
+        return sweep(args.smoke)
+    if args.passage_chunks:
+        return compare(["beir_scifact"], args.smoke, passage_chunks=True)
+    return compare(args.datasets, args.smoke)
 
 
-def compare(names: list[str], smoke: bool) -> int:
+def compare(names: list[str], smoke: bool, passage_chunks: bool = False) -> int:
     out: dict[str, dict] = {}
     for name in names:
-        index = stage_index(name)
+        index = stage_index(name, passage_chunks)
         start = time.perf_counter()
         index = add_method(index, "spectrag")
         spectrag_seconds = time.perf_counter() - start
@@ -89,14 +117,19 @@ def compare(names: list[str], smoke: bool) -> int:
                                                        if k not in ("spectrag", "litesemrag"))),
                      "systems": systems}
     if not smoke:
-        write_results("litesemrag", {"datasets": out}, markdown(out))
+        stem = "litesemrag_passages" if passage_chunks else "litesemrag"
+        write_results(stem, {"datasets": out, "passage_chunks": passage_chunks}, markdown(out, passage_chunks))
     return 0
 
 
-def markdown(out: dict[str, dict]) -> str:
-    lines = ["# LiteSemRAG beside the baselines, TIGRAG and SpectRAG (issue 14)", "",
-             "Command: `python bench/litesemrag.py` (2-core CPU, numpy backend; the cached indexes of the benchmark "
-             "scripts: every system ranks the same chunks, the dense ones with all-MiniLM-L6-v2). LiteSemRAG's token "
+def markdown(out: dict[str, dict], passage_chunks: bool = False) -> str:
+    units = ("one chunk per passage (`chunk.sentences_per_chunk=1000`, no overlap: the unit LiteSemRAG's code gives "
+             "a JSON record)" if passage_chunks else "the cached indexes of the benchmark scripts")
+    command = "python bench/litesemrag.py" + (" --passage-chunks" if passage_chunks else "")
+    lines = ["# LiteSemRAG beside the baselines, TIGRAG and SpectRAG (issue 14)"
+             + (": SciFact, one chunk per passage" if passage_chunks else ""), "",
+             f"Command: `{command}` (2-core CPU, numpy backend; {units}: every system ranks the same chunks, "
+             "the dense ones with all-MiniLM-L6-v2). LiteSemRAG's token "
              "states come from all-MiniLM-L6-v2's layer −2 (the stand-in for DeBERTa-v3-large, which no offline "
              "package ships), its spans from the project's spaCy model. Its paper evaluates on BEIR HotpotQA, SciFact "
              "and FEVER with Recall@10 and MRR@10; this copy of the paper lost its table values, so no figure can be "
