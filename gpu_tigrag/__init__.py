@@ -44,6 +44,7 @@ _EXPORTS: dict[str, str] = {
     # retrieval
     "Retriever": ".retrieve.retriever",
     "SpectragRetriever": ".retrieve.spectrag",
+    "LitesemragRetriever": ".retrieve.litesemrag",
     "make_retriever": ".retrieve.methods",
     "QueryResult": ".retrieve.results",
     "get_backend": ".backend",
@@ -56,7 +57,7 @@ _EXPORTS: dict[str, str] = {
 
 #: the public names: those of _EXPORTS (a test checks that the two agree) and the version
 __all__ = [
-    "Index", "IndexConfig", "PRESETS", "Passage", "Query", "QueryResult", "RetrievalConfig", "Retriever",
+    "Index", "IndexConfig", "LitesemragRetriever", "PRESETS", "Passage", "Query", "QueryResult", "RetrievalConfig", "Retriever",
     "SpectragRetriever", "TigragError", "__version__", "add_method", "add_passages", "build_index",
     "build_index_streaming", "get_backend", "load_corpus", "load_dataset", "load_index", "load_queries",
     "make_retriever", "preset", "run_distributed", "run_queries", "save_index",
@@ -95,4 +96,5 @@ if TYPE_CHECKING:  # for type checkers and editors; never executed
     from .retrieve.results import QueryResult
     from .retrieve.methods import make_retriever
     from .retrieve.retriever import Retriever
+    from .retrieve.litesemrag import LitesemragRetriever
     from .retrieve.spectrag import SpectragRetriever
