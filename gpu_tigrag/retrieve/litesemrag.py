@@ -209,8 +209,8 @@ class LitesemragRetriever:
                  nlp: Any = None):
         """`config.litesemrag` holds the settings (default: `RetrievalConfig(method="litesemrag")`).
         `encoder`: a `TokenStateEncoder`; default: the stage's token encoder and layer, whose weights
-        must be the ones that built the stage. `nlp`: the span pipeline (default: the index's spaCy
-        model). `vector_cache` and `allow_mixed_encoder` are accepted for the common protocol; the
+        must be the ones that built the stage. `nlp`: the span pipeline (default: the stage's spaCy
+        model, `litesemrag.spacy_model`). `vector_cache` and `allow_mixed_encoder` are accepted for the common protocol; the
         passage encoder is not used."""
         graph = index.litesemrag
         if graph is None:
@@ -263,7 +263,7 @@ class LitesemragRetriever:
         queries = list(queries)
         t = time.perf_counter()
         if self.nlp is None:
-            self.nlp = load_span_pipeline(self.index.config.entities.model)
+            self.nlp = load_span_pipeline(self.stage_config.spacy_model)
         protect = self.stage_config.protect_single_capitals
         spans, _ = parse_spans(queries, self.nlp, protect_single_capitals=protect)
         t = self.timer.add("spans", t)
