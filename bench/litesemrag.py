@@ -4,6 +4,7 @@
     python bench/litesemrag.py --datasets musique_train100 --smoke
     python bench/litesemrag.py --sweep                 # layer × τ_conc on SciFact's training queries
     python bench/litesemrag.py --passage-chunks        # SciFact with one chunk per passage (the paper's unit)
+    python bench/litesemrag.py --diagnose              # what the matched nodes reach, per dataset
 
 For each dataset: the cached reference index (bench/encoders.py's `base_index`: all-MiniLM-L6-v2),
 its LiteSemRAG stage (built once, timed, and cached beside it as `index_<name>_litesemrag`), its
@@ -16,6 +17,11 @@ LiteSemRAG's MRR@10 the best of the systems on SciFact. Writes bench/results/lit
 `--passage-chunks` (notes, open question 10): SciFact on an index whose chunks are whole passages
 (`chunk.sentences_per_chunk=1000`, no overlap), the unit LiteSemRAG's code gives a JSON record and
 its paper's chunk-level gold; every system ranks those units. Writes litesemrag_passages.md/.json.
+
+`--diagnose`: per dataset, how many semantic nodes a query matches at each level, how many are
+connected, how many queries have none connected (all their results come from recovery), and
+how many gold passages hold at least one matched node at all (an upper bound on what the
+node-based ranking can find). Writes litesemrag_diagnosis.md/.json.
 
 `--sweep` (notes, open question 9): the token-state layer in {-1, -2, -3} × τ_conc in {.80, .85,
 .90, .95}, then chunk-level aggregation on at the best pair, on SciFact's 809 *training* queries
@@ -79,6 +85,7 @@ def main() -> int:
     parser.add_argument("--datasets", nargs="+", default=list(ORDER), choices=list(DATASETS))
     parser.add_argument("--smoke", action="store_true", help="the first 20 queries only, no results written")
     parser.add_argument("--sweep", action="store_true", help="the layer × τ_conc sweep on SciFact's training queries")
+    parser.add_argument("--diagnose", action="store_true", help="matched-node statistics (litesemrag_diagnosis)")
     parser.add_argument("--passage-chunks", action="store_true",
                         help="SciFact on an index with one chunk per passage (results: litesemrag_passages)")
     args = parser.parse_args()
@@ -86,6 +93,8 @@ def main() -> int:
         return sweep(args.smoke)
     if args.passage_chunks:
         return compare(["beir_scifact"], args.smoke, passage_chunks=True)
+    if args.diagnose:
+        return diagnose(args.datasets, args.smoke)
     return compare(args.datasets, args.smoke)
 
 
@@ -161,6 +170,59 @@ def markdown(out: dict[str, dict], passage_chunks: bool = False) -> str:
     lines.append("Queries/s: the retrieval call; for the dense systems the query vectors are encoded beforehand, "
                  "LiteSemRAG's count includes its own span extraction (spaCy) and token states.")
     return "\n".join(lines)
+
+
+def diagnose(names: list[str], smoke: bool) -> int:
+    import numpy as np
+
+    from gpu_tigrag.retrieve.litesemrag import LitesemragRetriever, match_spans
+
+    out = {}
+    for name in names:
+        index = stage_index(name)
+        dataset = load_dataset(DATA / DATASETS[name])
+        if smoke:
+            dataset.queries = dataset.queries[:20]
+        retriever = LitesemragRetriever(index, RetrievalConfig(method="litesemrag"), backend="numpy")
+        batch = retriever.prepare([q.text for q in dataset.queries])
+        vectors = retriever.be.asarray(batch.vectors)
+        nodes = match_spans(retriever.graph, batch, lambda r, p: retriever._pair_scores(vectors, r, p),
+                            lambda r: retriever._global_best(vectors, r))
+        _, connected = retriever._cooccurrence(nodes)
+        n = len(dataset.queries)
+        keys = index.passage_titles if dataset.match == "title" else index.passage_ids
+        holds = retriever.graph.tf.tocsr()
+        gold_total = gold_reached = 0
+        for q, query in enumerate(dataset.queries):
+            chunks = np.unique(holds[nodes.proto[nodes.query == q]].indices)
+            reached = {keys[int(index.chunk_passage[c])] for c in chunks}
+            gold_total += len(query.gold)
+            gold_reached += sum(g in reached for g in query.gold)
+        per_query_connected = np.bincount(nodes.query[connected], minlength=n)
+        out[name] = {"queries": n, "spans_per_query": float(np.mean([len(s) for s in batch.spans])),
+                     "nodes_per_query": len(nodes) / n,
+                     "nodes_by_level": np.bincount(nodes.level, minlength=4).tolist(),
+                     "connected_nodes": int(connected.sum()),
+                     "queries_without_connected_node": int((per_query_connected == 0).sum()),
+                     "gold_passages": gold_total, "gold_passages_holding_a_matched_node": gold_reached}
+        print(f"[{name}] {out[name]}", file=sys.stderr)
+    if not smoke:
+        lines = ["# LiteSemRAG: what the matched semantic nodes reach", "",
+                 "Command: `python bench/litesemrag.py --diagnose` (the stages of `bench/litesemrag.py`). Levels: "
+                 "0 exact entity, 1 exact other or partial entity, 2 partial other, 3 similarity. A query without a "
+                 "connected node takes all its results from recovery. A gold passage none of whose chunks holds a "
+                 "matched node cannot be found by the node scores at all.", "",
+                 "| dataset | queries | spans / query | nodes / query | nodes by level 0/1/2/3 | connected nodes | "
+                 "queries without a connected node | gold passages holding a matched node |",
+                 "|---|---|---|---|---|---|---|---|"]
+        for name, d in out.items():
+            lines.append(f"| {LABELS.get(name, name)} | {d['queries']} | {d['spans_per_query']:.1f} | "
+                         f"{d['nodes_per_query']:.1f} | {'/'.join(map(str, d['nodes_by_level']))} | "
+                         f"{d['connected_nodes']:,} | {d['queries_without_connected_node']} | "
+                         f"{d['gold_passages_holding_a_matched_node']:,} of {d['gold_passages']:,} "
+                         f"({100 * d['gold_passages_holding_a_matched_node'] / max(d['gold_passages'], 1):.1f} %) |")
+        write_results("litesemrag_diagnosis", {"datasets": out}, "\n".join(lines))
+    return 0
 
 
 def sweep(smoke: bool) -> int:
