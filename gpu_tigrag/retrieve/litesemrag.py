@@ -339,7 +339,7 @@ class LitesemragRetriever:
         pick = scipy.sparse.csr_matrix((np.ones(n, dtype=np.float32), (np.arange(n), nodes.proto)),
                                        shape=(n, self.graph.n_prototypes))
         chosen = be.csr(pick) @ self.pattern  # nodes × chunks, 0/1
-        shared = be.to_host((chosen @ chosen.T).toarray())
+        shared = be.to_host((chosen @ chosen.T.tocsr()).toarray())  # csr @ csr on both backends
         same = (nodes.query[:, None] == nodes.query[None, :]) & ~np.eye(n, dtype=bool)
         df = self.df[nodes.proto]
         w = np.where(same, shared, 0.0) / np.sqrt(np.maximum(np.outer(df, df), 1.0))
