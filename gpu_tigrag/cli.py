@@ -389,10 +389,11 @@ def _eval_experiment(args: argparse.Namespace, dataset) -> int:
     systems, missing = available_systems(index, systems)
     if missing:
         stages = ",".join(dict.fromkeys(missing.values()))
-        needs = f"{args.index} lacks the index stage ({stages}) that {', '.join(missing)} need(s)"
         if not every:
-            raise TigragError(f"{needs}; build it with `tigrag extend {args.index} --methods {stages}`")
-        log.warning("skipping %s (build it with `tigrag extend %s --methods %s`)", needs, args.index, stages)
+            raise TigragError(f"{args.index} lacks the index stage ({stages}) that {', '.join(missing)} need(s); "
+                              f"build it with `tigrag extend {args.index} --methods {stages}`")
+        log.warning("skipping %s: %s lacks their index stage (%s); build it with `tigrag extend %s --methods %s`",
+                    ", ".join(missing), args.index, stages, args.index, stages)
     qa = None
     if args.qa_endpoint:
         from .evaluate.qa import QAConfig

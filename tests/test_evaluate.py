@@ -23,7 +23,7 @@ from gpu_tigrag.index.store import save_index
 def example_index(tmp_path_factory):
     config = IndexConfig(encoder=EncoderConfig(model="hashing:128"))
     index = build_index(load_corpus(EXAMPLES / "corpus.json"), config, encoder=load_encoder(config.encoder),
-                        entity_extractor=string_entities, methods=("tigrag", "spectrag"))
+                        entity_extractor=string_entities, methods=("tigrag", "spectrag", "litesemrag"))
     path = tmp_path_factory.mktemp("eval") / "index"
     save_index(index, path)
     return index, path
@@ -89,6 +89,7 @@ def test_full_run_writes_tables_plots_and_compares(example_index, tmp_path):
     assert 1 <= spectrag["context_chunks"] <= index.n_chunks and 0 <= spectrag["context_recall"] <= 1
     assert systems["NaiveRAG"]["metrics"]["context_chunks"] == 5  # fixed-k systems: the top β
     assert systems["SpectRAG"]["queries_per_second_without_encoder"] > 0
+    assert 0 < systems["LiteSemRAG"]["metrics"]["recall@10"] <= 1 and systems["LiteSemRAG"]["config"]["method"] == "litesemrag"
     assert set(results["qa"]["systems"]) == {"NoRAG", "NaiveRAG", "TIGRAG"}
     assert all(0 <= s["f1"] <= 1 for s in results["qa"]["systems"].values())
     payload = {"run": {"dataset": "example", "queries": 15, "chunks": index.n_chunks, "code_version": "test",
@@ -97,7 +98,8 @@ def test_full_run_writes_tables_plots_and_compares(example_index, tmp_path):
     folder = write_run(tmp_path / "run", payload)
     report = (folder / "report.md").read_text()
     for heading in ("Retrieval (Table 2 layout)", "Question answering (Table 3 layout", "Ablations (Table 10 layout)",
-                    "Table 9 (th_ρ)", "The paper's claims on this run", "SpectRAG's context recall above Hybrid's R@10"):
+                    "Table 9 (th_ρ)", "The paper's claims on this run", "SpectRAG's context recall above Hybrid's R@10",
+                    "LiteSemRAG's MRR@10 the best of the systems"):
         assert heading in report
     assert {p.name for p in folder.glob("*.png")} == {"recall_at_k.png", "sweep_th.png", "latency.png"}
     assert json.loads((folder / "results.json").read_text())["results"]["systems"]["TIGRAG"]["metrics"]
