@@ -356,39 +356,62 @@ def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
     return index
 
 
+def _stage_section(path: Path, manifest: dict[str, Any], index: Index, method: str,
+                   cls: type) -> tuple[dict[str, Any], Any] | None:
+    """(manifest section, stage configuration) of `method`'s stage, None when the manifest lists none;
+    the configuration must parse and equal the index's settings of that stage."""
+    section = (manifest.get("methods") or {}).get(method)
+    if section is None:
+        return None
+    try:
+        config = config_from_dict(cls, section["config"])
+    except (KeyError, TypeError, TigragError) as exc:
+        raise IndexFormatError(f"{path / MANIFEST}: methods.{method} has no valid configuration ({exc}); "
+                               "rebuild the stage with `tigrag extend`") from None
+    if config != getattr(index.config, method):
+        raise IndexFormatError(f"{path / MANIFEST}: methods.{method}.config differs from the index's "
+                               f"{method} settings; rebuild the stage with `tigrag extend`")
+    return section, config
+
+
+def _check_arrays(path: Path, arrays: dict[str, np.ndarray], expected: dict[str, tuple[tuple[int, ...], str]],
+                  what: str) -> None:
+    """IndexFormatError naming the first array whose shape or dtype kind is not the expected one."""
+    for name, (shape, kind) in expected.items():
+        if arrays[name].shape != shape or arrays[name].dtype.kind != kind:
+            raise IndexFormatError(f"{path / (name + '.npy')}: {arrays[name].dtype} array of shape "
+                                   f"{arrays[name].shape}, expected {shape} for {what}")
+
+
+def _stage_csr(path: Path, arrays: dict[str, np.ndarray], prefix: str, shape: tuple[int, int],
+               what: str) -> scipy.sparse.csr_matrix:
+    """The CSR matrix of arrays `prefix`_{indptr,indices,data}, its entries checked against `shape`."""
+    indptr, indices, data = (arrays[f"{prefix}_{part}"] for part in ("indptr", "indices", "data"))
+    nnz = int(indptr[-1]) if indptr.size else 0
+    outside = nnz and not 0 <= int(indices.min()) <= int(indices.max()) < shape[1]
+    if indices.shape != (nnz,) or data.shape != (nnz,) or outside:
+        raise IndexFormatError(f"{path / (prefix + '_indices.npy')}: {what} do not fit "
+                               f"a {shape[0]} × {shape[1]} matrix with {nnz} entries")
+    try:
+        return scipy.sparse.csr_matrix((data, indices, indptr), shape=shape)
+    except ValueError as exc:
+        raise IndexFormatError(f"{path / (prefix + '_indptr.npy')}: not valid {what} ({exc})") from None
+
+
 def _load_spectrag(path: Path, manifest: dict[str, Any], index: Index,
                    load_npy: Callable[[str], np.ndarray]) -> ChunkGraph | None:
     """SpectRAG's stage when the manifest lists it (else None), its arrays' shapes checked: a file
     that does not fit the index's n chunks and the stage's d dimensions is named in the error."""
-    section = (manifest.get("methods") or {}).get("spectrag")
-    if section is None:
+    found = _stage_section(path, manifest, index, "spectrag", ChunkGraphConfig)
+    if found is None:
         return None
-    try:
-        config = config_from_dict(ChunkGraphConfig, section["config"])
-    except (KeyError, TypeError, TigragError) as exc:
-        raise IndexFormatError(f"{path / MANIFEST}: methods.spectrag has no valid configuration ({exc}); "
-                               "rebuild the stage with `tigrag extend`") from None
-    if config != index.config.spectrag:
-        raise IndexFormatError(f"{path / MANIFEST}: methods.spectrag.config differs from the index's "
-                               "spectrag settings; rebuild the stage with `tigrag extend`")
+    section, config = found
     arrays = {name: load_npy(name) for name in SPECTRAG_ARRAYS}
     n, d = index.n_chunks, config.dimensions
-    expected = {"spectrag_weights_indptr": ((n + 1,), "i"), "spectrag_coords": ((n, d), "f"),
-                "spectrag_eigenvalues": ((d + 1,), "f"), "spectrag_chunk_tokens": ((n,), "i")}
-    for name, (shape, kind) in expected.items():
-        if arrays[name].shape != shape or arrays[name].dtype.kind != kind:
-            raise IndexFormatError(f"{path / (name + '.npy')}: {arrays[name].dtype} array of shape "
-                                   f"{arrays[name].shape}, expected {shape} for {n} chunks and {d} dimensions")
-    indptr, indices, data = (arrays[f"spectrag_weights_{part}"] for part in ("indptr", "indices", "data"))
-    nnz = int(indptr[-1]) if indptr.size else 0
-    outside = nnz and not 0 <= int(indices.min()) <= int(indices.max()) < n
-    if indices.shape != (nnz,) or data.shape != (nnz,) or outside:
-        raise IndexFormatError(f"{path / 'spectrag_weights_indices.npy'}: the chunk graph's entries do not fit "
-                               f"an {n} × {n} matrix with {nnz} entries")
-    try:
-        weights = scipy.sparse.csr_matrix((data, indices, indptr), shape=(n, n))
-    except ValueError as exc:
-        raise IndexFormatError(f"{path / 'spectrag_weights_indptr.npy'}: not a valid chunk graph ({exc})") from None
+    _check_arrays(path, arrays, {"spectrag_weights_indptr": ((n + 1,), "i"), "spectrag_coords": ((n, d), "f"),
+                                 "spectrag_eigenvalues": ((d + 1,), "f"), "spectrag_chunk_tokens": ((n,), "i")},
+                  f"{n} chunks and {d} dimensions")
+    weights = _stage_csr(path, arrays, "spectrag_weights", (n, n), "the chunk graph's entries")
     return ChunkGraph(weights=weights, coords=arrays["spectrag_coords"], eigenvalues=arrays["spectrag_eigenvalues"],
                       chunk_tokens=arrays["spectrag_chunk_tokens"], stats=section.get("stats", {}))
 
@@ -397,42 +420,22 @@ def _load_litesemrag(path: Path, manifest: dict[str, Any], index: Index, load_np
                      strings: Callable[[str, str], list[str]]) -> SemanticGraph | None:
     """LiteSemRAG's stage when the manifest lists it (else None), every array checked against the
     index's n chunks, the stage's strings and prototypes; a file that does not fit is named."""
-    section = (manifest.get("methods") or {}).get("litesemrag")
-    if section is None:
+    found = _stage_section(path, manifest, index, "litesemrag", SemanticGraphConfig)
+    if found is None:
         return None
-    try:
-        config = config_from_dict(SemanticGraphConfig, section["config"])
-    except (KeyError, TypeError, TigragError) as exc:
-        raise IndexFormatError(f"{path / MANIFEST}: methods.litesemrag has no valid configuration ({exc}); "
-                               "rebuild the stage with `tigrag extend`") from None
-    if config != index.config.litesemrag:
-        raise IndexFormatError(f"{path / MANIFEST}: methods.litesemrag.config differs from the index's "
-                               "litesemrag settings; rebuild the stage with `tigrag extend`")
+    section, _ = found
     arrays = {name: load_npy(name) for name in LITESEMRAG_ARRAYS}
     texts = strings(LITESEMRAG_STRINGS, "text")
     n, n_strings = index.n_chunks, len(texts)
     ptr, vectors = arrays["litesemrag_proto_ptr"], arrays["litesemrag_proto_vectors"]
-    expected = {"litesemrag_proto_ptr": ((n_strings + 1,), "i"), "litesemrag_chunk_len": ((n,), "i"),
-                "litesemrag_tf_indptr": ((vectors.shape[0] + 1,), "i")}
-    for name, (shape, kind) in expected.items():
-        if arrays[name].shape != shape or arrays[name].dtype.kind != kind:
-            raise IndexFormatError(f"{path / (name + '.npy')}: {arrays[name].dtype} array of shape "
-                                   f"{arrays[name].shape}, expected {shape} for {n} chunks, {n_strings} strings "
-                                   f"and {vectors.shape[0]} prototypes")
+    _check_arrays(path, arrays, {"litesemrag_proto_ptr": ((n_strings + 1,), "i"), "litesemrag_chunk_len": ((n,), "i"),
+                                 "litesemrag_tf_indptr": ((vectors.shape[0] + 1,), "i")},
+                  f"{n} chunks, {n_strings} strings and {vectors.shape[0]} prototypes")
     if vectors.ndim != 2 or vectors.dtype.kind != "f" or (ptr.size and int(ptr[-1]) != vectors.shape[0]) \
             or (ptr.size > 1 and int(np.diff(ptr).min()) < 1):
         raise IndexFormatError(f"{path / 'litesemrag_proto_vectors.npy'}: {vectors.shape} prototypes do not match "
                                "the string → prototype pointers")
-    indptr, indices, data = (arrays[f"litesemrag_tf_{part}"] for part in ("indptr", "indices", "data"))
-    nnz = int(indptr[-1]) if indptr.size else 0
-    outside = nnz and not 0 <= int(indices.min()) <= int(indices.max()) < n
-    if indices.shape != (nnz,) or data.shape != (nnz,) or outside:
-        raise IndexFormatError(f"{path / 'litesemrag_tf_indices.npy'}: the postings do not fit a "
-                               f"{vectors.shape[0]} × {n} matrix with {nnz} entries")
-    try:
-        tf = scipy.sparse.csr_matrix((data, indices, indptr), shape=(vectors.shape[0], n))
-    except ValueError as exc:
-        raise IndexFormatError(f"{path / 'litesemrag_tf_indptr.npy'}: not valid postings ({exc})") from None
+    tf = _stage_csr(path, arrays, "litesemrag_tf", (vectors.shape[0], n), "the postings")
     return SemanticGraph(strings=texts, proto_ptr=ptr, proto_vectors=vectors, tf=tf,
                          chunk_len=arrays["litesemrag_chunk_len"], stats=section.get("stats", {}))
 
