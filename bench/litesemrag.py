@@ -59,9 +59,13 @@ def stage_index(name: str, passage_chunks: bool = False):
     suffix = "_passages" if passage_chunks else ""
     path = CACHE / f"index_{name}{suffix}_litesemrag"
     if (path / "manifest.json").is_file():
-        return load_index(path)
-    index = passage_index(name) if passage_chunks else base_index(name)
-    index = add_method(index, "litesemrag", show_progress=True)
+        index = load_index(path)
+        if index.config.litesemrag == SemanticGraphConfig():
+            return index
+        print(f"[{name}] the cached stage has other settings than the defaults: rebuilding it", file=sys.stderr)
+    else:
+        index = passage_index(name) if passage_chunks else base_index(name)
+    index = add_method(index, "litesemrag", config=SemanticGraphConfig(), show_progress=True)
     save_index(index, path)
     return index
 
