@@ -143,7 +143,8 @@ def markdown(out: dict[str, dict], passage_chunks: bool = False) -> str:
              + (": SciFact, one chunk per passage" if passage_chunks else ""), "",
              f"Command: `{command}` (2-core CPU, numpy backend; {units}: every system ranks the same chunks, "
              "the dense ones with all-MiniLM-L6-v2). LiteSemRAG's token "
-             "states come from all-MiniLM-L6-v2's layer −2 (the stand-in for DeBERTa-v3-large, which no offline "
+             f"states come from all-MiniLM-L6-v2's layer {SemanticGraphConfig().layer} (the code takes DeBERTa-v3-large's −2; "
+             "the layer measured on SciFact's training queries, litesemrag_sweep.md; DeBERTa: no offline "
              "package ships), its spans from the project's spaCy model. Its paper evaluates on BEIR HotpotQA, SciFact "
              "and FEVER with Recall@10 and MRR@10; this copy of the paper lost its table values, so no figure can be "
              "compared, and the claim checked is the ordering on SciFact (the one of its datasets here): "

