@@ -1,7 +1,9 @@
 """Fingerprints of everything retrieval produces, to prove a restructuring changed nothing.
 
 For 2Wiki and MuSiQue-100 (cached indexes of bench/common.py) and both presets, the sha256 of
-the ranked chunk ids and scores of every query, with R@2/R@5; then, on the MuSiQue corpus, the
+the ranked chunk ids and scores of every query, with R@2/R@5, and on MuSiQue-100 the same for
+SpectRAG (its stage built in memory) and LiteSemRAG (its stage cached by bench/litesemrag.py);
+then, on the MuSiQue corpus, the
 per-array sha256 of a fresh in-memory build, of a streaming build and of a build grown by `add`
 (manifest checksums). Run it before and after a change and compare the two files:
 
@@ -9,7 +11,8 @@ per-array sha256 of a fresh in-memory build, of a streaming build and of a build
     (change the code)
     python bench/identity.py --out bench/results/identity_after.json --compare bench/results/identity_before.json
 
-Any difference is listed and the exit code is 1. Takes ~6 min on 2 cores.
+Any difference is listed and the exit code is 1. Takes ~8 min on 2 cores (plus ~6 min the first
+time, to build the MuSiQue LiteSemRAG stage).
 """
 
 from __future__ import annotations
@@ -59,6 +62,32 @@ def retrieval_fingerprints() -> dict[str, dict[str, object]]:
             }
             print(f"{name}/{preset_name}: {out[f'{name}/{preset_name}']} "
                   f"({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+    out.update(method_fingerprints("musique_train100"))
+    return out
+
+
+def method_fingerprints(name: str) -> dict[str, dict[str, object]]:
+    """SpectRAG's and LiteSemRAG's rankings (default settings, depth 20) on dataset `name`."""
+    from litesemrag import stage_index
+
+    from gpu_tigrag.config import RetrievalConfig
+    from gpu_tigrag.evaluate.metrics import recall_at_k
+    from gpu_tigrag.index.build import add_method
+    from gpu_tigrag.retrieve.methods import make_retriever
+
+    queries = dataset_queries(name)
+    base = dataset_index(name)
+    indexes = {"spectrag": add_method(base, "spectrag"), "litesemrag": stage_index(name)}
+    out: dict[str, dict[str, object]] = {}
+    for method, index in indexes.items():
+        start = time.perf_counter()
+        options = {"encoder": CachingEncoder(load_encoder(index_encoder_config(index)))} if method != "litesemrag" else {}
+        results = make_retriever(index, RetrievalConfig(method=method), backend="numpy", **options).retrieve(
+            [q.text for q in queries], k=20)
+        titles, gold = [r.titles for r in results], [q.gold for q in queries]
+        out[f"{name}/{method}"] = {"rankings_sha256": _ranking_digest(results),
+                                   "recall@2": recall_at_k(titles, gold, 2), "recall@5": recall_at_k(titles, gold, 5)}
+        print(f"{name}/{method}: {out[f'{name}/{method}']} ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
     return out
 
 
