@@ -202,7 +202,7 @@ def bench_pair_count(sizes: list[int], cpu_max: int) -> dict[str, Any]:
 
 def bench_ppr(index: Any, seeds: list[np.ndarray], batches: list[int], cpu_max: int) -> dict[str, Any]:
     """Batched PPR + top-γ queries/s per backend and batch, and the bytes/s one sweep must move."""
-    from gpu_tigrag.graph.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
+    from gpu_tigrag.ops.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
 
     config = PPRConfig()
     rows = []
@@ -239,7 +239,7 @@ def bench_engine(index: Any, queries: list[str], encoder: Any, batches: list[int
     import dataclasses
 
     from gpu_tigrag.presets import preset
-    from gpu_tigrag.retrieve.retriever import Retriever
+    from gpu_tigrag.methods.tigrag.retriever import Retriever
 
     rows, top5 = [], {}
     for preset_name in presets:
@@ -318,7 +318,7 @@ def bench_encoder(index: Any, queries: list[str], model: str, weights: str, cpu_
     from gpu_tigrag.config import EncoderConfig
     from gpu_tigrag.encoders.sentence import SentenceTransformerEncoder
     from gpu_tigrag.presets import preset
-    from gpu_tigrag.retrieve.retriever import Retriever
+    from gpu_tigrag.methods.tigrag.retriever import Retriever
 
     texts = index.chunk_texts
     out: dict[str, Any] = {"model": model, "weights": weights, "passages": len(texts), "queries": len(queries)}
@@ -472,7 +472,7 @@ def main() -> int:
                 "vocab": loaded["index"].n_vocab, "queries": len(loaded["queries"])}
 
     def ppr() -> dict[str, Any]:
-        from gpu_tigrag.retrieve.retriever import Retriever
+        from gpu_tigrag.methods.tigrag.retriever import Retriever
 
         index, queries = need("index"), need("queries")
         seeds = Retriever(index, RetrievalConfig(), encoder=need("encoder"), backend="numpy").query_seeds(queries)

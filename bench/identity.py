@@ -44,7 +44,7 @@ def _ranking_digest(results) -> str:
 def retrieval_fingerprints() -> dict[str, dict[str, object]]:
     from gpu_tigrag.evaluate.metrics import recall_at_k
     from gpu_tigrag.presets import preset
-    from gpu_tigrag.retrieve.retriever import Retriever
+    from gpu_tigrag.methods.tigrag.retriever import Retriever
 
     out: dict[str, dict[str, object]] = {}
     for name in DATASETS:
@@ -73,7 +73,7 @@ def method_fingerprints(name: str) -> dict[str, dict[str, object]]:
     from gpu_tigrag.config import RetrievalConfig
     from gpu_tigrag.evaluate.metrics import recall_at_k
     from gpu_tigrag.index.build import add_method
-    from gpu_tigrag.retrieve.methods import make_retriever
+    from gpu_tigrag.methods.registry import make_retriever
 
     queries = dataset_queries(name)
     base = dataset_index(name)

@@ -180,7 +180,7 @@ def markdown(out: dict[str, dict], passage_chunks: bool = False) -> str:
 def diagnose(names: list[str], smoke: bool) -> int:
     import numpy as np
 
-    from gpu_tigrag.retrieve.litesemrag import LitesemragRetriever, match_spans
+    from gpu_tigrag.methods.litesemrag.retriever import LitesemragRetriever, match_spans
 
     out = {}
     for name in names:
@@ -231,7 +231,7 @@ def diagnose(names: list[str], smoke: bool) -> int:
 
 
 def sweep(smoke: bool) -> int:
-    from gpu_tigrag.index.semantic_graph import assemble_semantic_graph, extract_occurrences
+    from gpu_tigrag.methods.litesemrag.semantic_graph import assemble_semantic_graph, extract_occurrences
 
     name = "beir_scifact"
     index = base_index(name)

@@ -31,7 +31,7 @@ from common import CACHE, ROOT, dataset_index, dataset_queries
 from gpu_tigrag.presets import PRESETS, preset
 from gpu_tigrag.encoders import QUERY, Encoder, PrecomputedEncoder, index_encoder_config, load_encoder
 from gpu_tigrag.index.index import Index
-from gpu_tigrag.retrieve.retriever import Retriever
+from gpu_tigrag.methods.tigrag.retriever import Retriever
 
 INPUTS = CACHE / "gpu_inputs"
 INDEX = CACHE / "index_2wikimultihopqa"

@@ -23,9 +23,9 @@ import dataclasses
 from gpu_tigrag.config import PPRConfig, RetrievalConfig
 from gpu_tigrag.presets import preset
 from gpu_tigrag.corpus import load_corpus
-from gpu_tigrag.graph.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
+from gpu_tigrag.ops.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
 from gpu_tigrag.index.build import build_index
-from gpu_tigrag.retrieve.retriever import Retriever
+from gpu_tigrag.methods.tigrag.retriever import Retriever
 
 
 def igraph_graph(adjacency: scipy.sparse.csr_matrix):

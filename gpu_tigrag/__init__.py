@@ -4,7 +4,7 @@ on NumPy/SciPy/Numba or CuPy with one code path.
 
 The main entry points are importable from the package itself::
 
-    from gpu_tigrag import IndexConfig, Retriever, build_index, load_corpus, preset
+    from . import IndexConfig, Retriever, build_index, load_corpus, preset
 
     index = build_index(load_corpus("corpus.json"), IndexConfig())
     results = Retriever(index, preset("best")).retrieve(["Who directed The Glass Orchard?"], k=5)
@@ -42,10 +42,10 @@ _EXPORTS: dict[str, str] = {
     "load_index": ".index.store",
     "save_index": ".index.store",
     # retrieval
-    "Retriever": ".retrieve.retriever",
-    "SpectragRetriever": ".retrieve.spectrag",
-    "LitesemragRetriever": ".retrieve.litesemrag",
-    "make_retriever": ".retrieve.methods",
+    "Retriever": ".methods.tigrag.retriever",
+    "SpectragRetriever": ".methods.spectrag.retriever",
+    "LitesemragRetriever": ".methods.litesemrag.retriever",
+    "make_retriever": ".methods.registry",
     "QueryResult": ".retrieve.results",
     "get_backend": ".backend",
     # query runs over files
@@ -94,7 +94,7 @@ if TYPE_CHECKING:  # for type checkers and editors; never executed
     from .index.stream import build_index_streaming
     from .presets import PRESETS, preset
     from .retrieve.results import QueryResult
-    from .retrieve.methods import make_retriever
-    from .retrieve.retriever import Retriever
-    from .retrieve.litesemrag import LitesemragRetriever
-    from .retrieve.spectrag import SpectragRetriever
+    from .methods.registry import make_retriever
+    from .methods.tigrag.retriever import Retriever
+    from .methods.litesemrag.retriever import LitesemragRetriever
+    from .methods.spectrag.retriever import SpectragRetriever

@@ -288,7 +288,7 @@ def _extend(args: argparse.Namespace) -> int:
 
 def _retriever(args: argparse.Namespace):
     from .index.store import load_index
-    from .retrieve.methods import make_retriever
+    from .methods.registry import make_retriever
 
     index = load_index(args.index, verify_checksums=not args.no_verify)
     return make_retriever(index, _retrieval_config(args), backend=args.backend, **_encoder_options(args))

@@ -8,7 +8,7 @@ from gpu_tigrag.corpus import Passage, load_corpus
 from gpu_tigrag.index.add import add_passages
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.encoders import load_encoder
-from gpu_tigrag.retrieve.retriever import Retriever
+from gpu_tigrag.methods.tigrag.retriever import Retriever
 
 
 def test_add_equals_rebuild(backend):

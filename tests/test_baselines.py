@@ -9,9 +9,9 @@ from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.evaluate.queries import load_queries
 from gpu_tigrag.index.build import build_index
-from gpu_tigrag.retrieve.baselines import HYBRID_DEPTH, HYBRID_RRF_K, hybrid_search
-from gpu_tigrag.retrieve.methods import make_retriever, method_available
-from gpu_tigrag.retrieve.retriever import Retriever
+from gpu_tigrag.methods.baselines.retriever import HYBRID_DEPTH, HYBRID_RRF_K, hybrid_search
+from gpu_tigrag.methods.registry import make_retriever, method_available
+from gpu_tigrag.methods.tigrag.retriever import Retriever
 
 
 @pytest.fixture(scope="module")

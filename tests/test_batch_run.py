@@ -22,7 +22,7 @@ from gpu_tigrag.errors import OutputError, TigragError
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.index.store import save_index
-from gpu_tigrag.retrieve.retriever import Retriever
+from gpu_tigrag.methods.tigrag.retriever import Retriever
 
 
 @pytest.fixture(scope="module")

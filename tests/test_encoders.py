@@ -21,7 +21,7 @@ from gpu_tigrag.index.add import add_passages
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.index.store import load_index, save_index
 from gpu_tigrag.presets import preset
-from gpu_tigrag.retrieve.retriever import Retriever
+from gpu_tigrag.methods.tigrag.retriever import Retriever
 
 CONFIG = IndexConfig(encoder=EncoderConfig(model="hashing:64"), entities=EntityConfig(model="capitalized"))
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from gpu_tigrag.retrieve.fusion import bm25_scores, link_mask, reciprocal_rank
-from gpu_tigrag.retrieve.bridging import Bridge, rank_bridges
+from gpu_tigrag.methods.tigrag.fusion import bm25_scores, link_mask, reciprocal_rank
+from gpu_tigrag.methods.tigrag.bridging import Bridge, rank_bridges
 
 
 def plain_rrf(scores: np.ndarray, depth: int, k: int) -> np.ndarray:
@@ -71,7 +71,7 @@ def test_link_bonus_counts_in_the_queries_cosine_spread_or_in_cosine(backend, un
     from types import SimpleNamespace
 
     from gpu_tigrag.config import FusionConfig, RetrievalConfig
-    from gpu_tigrag.retrieve.retriever import Retriever
+    from gpu_tigrag.methods.tigrag.retriever import Retriever
 
     rng = np.random.default_rng(3)
     dense = rng.normal(0.5, [0.1, 0.02], size=(30, 2)).astype(np.float32)  # two encoders' spreads

@@ -8,12 +8,12 @@ import textwrap
 import numpy as np
 import pytest
 
-from kernels.cooccurrence import emit_pairs_cpu, slots_per_window, window_bounds
+from gpu_tigrag.kernels.cooccurrence import emit_pairs_cpu, slots_per_window, window_bounds
 
 SIM_SCRIPT = textwrap.dedent("""
     import numpy as np
     from numba import cuda
-    from kernels.cooccurrence import emit_pairs_cpu, emit_pairs_cuda, slots_per_window, window_bounds
+    from gpu_tigrag.kernels.cooccurrence import emit_pairs_cpu, emit_pairs_cuda, slots_per_window, window_bounds
     rng = np.random.default_rng(1)
     lengths = rng.integers(0, 9, size=12)
     indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
@@ -29,7 +29,7 @@ SIM_SCRIPT = textwrap.dedent("""
         assert np.array_equal(cpu.reshape(-1, slots_per_window(window)), gpu.reshape(-1, slots_per_window(window)))
 
     import scipy.sparse
-    from kernels.ppr import ppr_sweep_cpu, ppr_sweep_cuda
+    from gpu_tigrag.kernels.ppr import ppr_sweep_cpu, ppr_sweep_cuda
     w = scipy.sparse.random(9, 9, density=0.4, random_state=2, dtype=np.float32, format="csr")
     p = (w + w.T).tocsr()
     x = rng.random((9, 3)).astype(np.float32)
@@ -66,7 +66,7 @@ def test_njit_twin_emits_distinct_pairs_per_window():
     assert sorted(out[out >= 0].tolist()) == [1 * 5 + 3]
 
 
-KERNEL_MODULES = ("kernels.cooccurrence", "kernels.ppr", "kernels.pair_count", "kernels.subgraph_ppr")
+KERNEL_MODULES = ("gpu_tigrag.kernels.cooccurrence", "gpu_tigrag.kernels.ppr", "gpu_tigrag.kernels.pair_count", "gpu_tigrag.kernels.subgraph_ppr")
 PTX_SCRIPT = textwrap.dedent(f"""
     import importlib
     KERNEL_MODULES = {KERNEL_MODULES!r}
@@ -75,7 +75,7 @@ PTX_SCRIPT = textwrap.dedent(f"""
         for kernel, signature in importlib.import_module(name).ptx_signatures():
             ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
             assert ".target sm_90" in ptx, name
-            if name == "kernels.pair_count":  # the simulator accepts any atomic dtype; the device needs these
+            if name == "gpu_tigrag.kernels.pair_count":  # the simulator accepts any atomic dtype; the device needs these
                 assert "atom.global.cas.b64" in ptx and "atom.global.add.u64" in ptx, "expected 64-bit CAS and add"
             print("PTX-OK", name, kernel.py_func.__name__)
 """)

@@ -20,11 +20,11 @@ from gpu_tigrag.config import (EncoderConfig, EntityConfig, IndexConfig, Litesem
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.errors import IndexFormatError, TigragError
-from gpu_tigrag.index.prototypes import build_prototypes, unit_rows
-from gpu_tigrag.index.semantic_graph import SemanticGraph, check_stage
-from gpu_tigrag.index.spans import ENTITY, PHRASE, TOKEN, Span
-from gpu_tigrag.index.token_states import overlap_weights
-from gpu_tigrag.retrieve.litesemrag import (LitesemragRetriever, MatchedNodes, SpanBatch, match_spans,
+from gpu_tigrag.methods.litesemrag.prototypes import build_prototypes, unit_rows
+from gpu_tigrag.methods.litesemrag.semantic_graph import SemanticGraph, check_stage
+from gpu_tigrag.methods.litesemrag.spans import ENTITY, PHRASE, TOKEN, Span
+from gpu_tigrag.methods.litesemrag.token_states import overlap_weights
+from gpu_tigrag.methods.litesemrag.retriever import (LitesemragRetriever, MatchedNodes, SpanBatch, match_spans,
                                             merge_rankings, recovery_order)
 
 CONFIG = IndexConfig(encoder=EncoderConfig(model="hashing:64"))
@@ -187,7 +187,7 @@ def test_build_prototypes_with_chunk_aggregation():
 # with chunk_aggregation, a chunk whose *mean* HDBSCAN calls noise goes to its mean's nearest prototype
 # and all its occurrences follow (a per-occurrence reassignment would split the chunk)
 def test_chunk_aggregation_noise_chunk_follows_its_mean():
-    from gpu_tigrag.index.prototypes import cluster_senses
+    from gpu_tigrag.methods.litesemrag.prototypes import cluster_senses
 
     rng = np.random.default_rng(0)
     e = np.eye(8)
@@ -434,8 +434,8 @@ def retriever(staged, token_encoder):
 
 
 def test_token_states_padding_and_window(token_encoder):
-    from gpu_tigrag.index.spans import clean_text, extract_spans
-    from gpu_tigrag.index.token_states import TokenStateEncoder as Cached  # this module's cache (fixture)
+    from gpu_tigrag.methods.litesemrag.spans import clean_text, extract_spans
+    from gpu_tigrag.methods.litesemrag.token_states import TokenStateEncoder as Cached  # this module's cache (fixture)
 
     texts = ["The Glass Orchard is a drama film directed by Mirela Vantz in the harbour town.",
              "A short lighthouse."]
@@ -633,7 +633,7 @@ def test_cupy_results_equal_numpy(staged, token_encoder, backend):
 # --- wiring, configuration ------------------------------------------------------------------------
 
 def test_make_retriever_and_a_missing_stage(staged, base_index, token_encoder):
-    from gpu_tigrag.retrieve.methods import make_retriever, method_available
+    from gpu_tigrag.methods.registry import make_retriever, method_available
 
     made = make_retriever(staged, RetrievalConfig(method="litesemrag"), backend="numpy", encoder=token_encoder)
     assert isinstance(made, LitesemragRetriever)

@@ -7,7 +7,7 @@ from gpu_tigrag.config import EncoderConfig, IndexConfig, RetrievalConfig
 from gpu_tigrag.corpus import Passage
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.encoders import load_encoder
-from gpu_tigrag.retrieve.retriever import Retriever
+from gpu_tigrag.methods.tigrag.retriever import Retriever
 
 PASSAGES = [
     Passage("The Glass Orchard", "The Glass Orchard is a drama film directed by Mirela Vantz.", "0"),

@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from kernels.pair_count import EMPTY, count_keys, count_keys_cpu, table_capacity
+from gpu_tigrag.kernels.pair_count import EMPTY, count_keys, count_keys_cpu, table_capacity
 
 RNG = np.random.default_rng(7)
 CASES = {
@@ -51,7 +51,7 @@ SIM_SCRIPT = textwrap.dedent("""
     import warnings
     import numpy as np
     from numba import cuda
-    from kernels.pair_count import EMPTY, count_keys_cpu, count_keys_cuda, table_capacity
+    from gpu_tigrag.kernels.pair_count import EMPTY, count_keys_cpu, count_keys_cuda, table_capacity
     warnings.simplefilter("ignore", RuntimeWarning)  # the simulator's uint64 hash wraps on purpose
     rng = np.random.default_rng(3)
     for keys in (rng.integers(0, 9, size=60), np.array([5]), rng.integers(0, 2**40, size=40)):

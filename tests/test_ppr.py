@@ -2,8 +2,8 @@ import numpy as np
 import scipy.sparse
 
 from gpu_tigrag.config import PPRConfig
-from gpu_tigrag.graph.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
-from gpu_tigrag.topk import top_k_rows
+from gpu_tigrag.ops.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
+from gpu_tigrag.ops.topk import top_k_rows
 
 
 def random_graph(n=40, seed=0, isolated=(7,)):

@@ -8,7 +8,7 @@ from gpu_tigrag.errors import TigragError
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.presets import preset
-from gpu_tigrag.retrieve.retriever import Retriever
+from gpu_tigrag.methods.tigrag.retriever import Retriever
 
 LONG = " ".join(f"Sentence {i} of the long Harbour Almanac mentions tides and boats." for i in range(20))
 PASSAGES = [

@@ -26,7 +26,7 @@ from gpu_tigrag.index.store import load_index, save_index
 from gpu_tigrag.index.stream import build_index_streaming
 from gpu_tigrag.locking import lock_path, writer_lock
 from gpu_tigrag.presets import preset
-from gpu_tigrag.retrieve.retriever import Retriever
+from gpu_tigrag.methods.tigrag.retriever import Retriever
 
 CONFIG = IndexConfig(encoder=EncoderConfig(model="hashing:64"), entities=EntityConfig(model="capitalized"))
 FAST = ["--set", "encoder.model=hashing:64", "--set", "entities.model=capitalized"]

@@ -1,7 +1,7 @@
 import numpy as np
 import scipy.sparse
 
-from gpu_tigrag.retrieve.scoring import cumulative_mass_pool, ppr_weighted_bm25
+from gpu_tigrag.methods.tigrag.scoring import cumulative_mass_pool, ppr_weighted_bm25
 
 
 def test_ppr_weighted_bm25_is_weighted_sum_over_expanded_tokens(backend):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_tigrag.config import EntityConfig
-from gpu_tigrag.index.spans import Span, clean_text, extract_spans, query_spans, span_key, spans_of_doc
+from gpu_tigrag.methods.litesemrag.spans import Span, clean_text, extract_spans, query_spans, span_key, spans_of_doc
 
 pytest.importorskip("spacy")
 pytest.importorskip(EntityConfig().model)
@@ -21,7 +21,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def nlp():
-    from gpu_tigrag.index.spans import load_span_pipeline
+    from gpu_tigrag.methods.litesemrag.spans import load_span_pipeline
 
     return load_span_pipeline()
 

@@ -15,11 +15,11 @@ from gpu_tigrag.errors import IndexFormatError, TigragError
 from gpu_tigrag.index import chunk_signals
 from gpu_tigrag.index.add import add_passages
 from gpu_tigrag.index.build import add_method, build_index, check_methods
-from gpu_tigrag.index.chunk_graph import combine_signals, count_tokens, min_max
-from gpu_tigrag.index.chunk_signals import (adjacency_signal, citation_keys, citation_signal, entity_signal,
+from gpu_tigrag.methods.spectrag.chunk_graph import combine_signals, count_tokens, min_max
+from gpu_tigrag.methods.spectrag.chunk_signals import (adjacency_signal, citation_keys, citation_signal, entity_signal,
                                             question_signal, section_signal, semantic_signal, symmetric_max)
 from gpu_tigrag.index.entities import ChunkEntities, label_mask
-from gpu_tigrag.index.spectral import (normalized_laplacian, principal_angles, spectral_coordinates)
+from gpu_tigrag.methods.spectrag.spectral import (normalized_laplacian, principal_angles, spectral_coordinates)
 from gpu_tigrag.index.store import index_fingerprint, load_index, save_index
 
 CONFIG = IndexConfig(encoder=EncoderConfig(model="hashing:64"))
@@ -366,7 +366,7 @@ def test_cli_index_with_spectrag_and_extend(tmp_path, capsys):
 def test_calibrated_weights_share_the_budget_by_edges_and_dispersion():
     import scipy.sparse
 
-    from gpu_tigrag.index.chunk_graph import calibrated_weights
+    from gpu_tigrag.methods.spectrag.chunk_graph import calibrated_weights
 
     def upper(values):  # a symmetric signal whose upper-triangle scores are `values`
         n = len(values) + 1

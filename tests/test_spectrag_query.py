@@ -16,12 +16,12 @@ from gpu_tigrag.config import ChunkConfig, EncoderConfig, IndexConfig, Retrieval
 from gpu_tigrag.corpus import Passage
 from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.errors import TigragError
-from gpu_tigrag.graph.subgraph_ppr import CandidatePairs, subgraph_pagerank
+from gpu_tigrag.ops.subgraph_ppr import CandidatePairs, subgraph_pagerank
 from gpu_tigrag.index.build import build_index
-from gpu_tigrag.index.chunk_graph import ChunkGraph
-from gpu_tigrag.retrieve.spectrag import (SpectragRetriever, expand, fused_seeds, relevance, spectral_proximity,
+from gpu_tigrag.methods.spectrag.chunk_graph import ChunkGraph
+from gpu_tigrag.methods.spectrag.retriever import (SpectragRetriever, expand, fused_seeds, relevance, spectral_proximity,
                                           _unit_rows)
-from gpu_tigrag.retrieve.token_budget import select_contexts
+from gpu_tigrag.methods.spectrag.token_budget import select_contexts
 
 
 def random_weights(n, seed, density=0.15, isolated=()):
@@ -105,7 +105,7 @@ SIM_SCRIPT = textwrap.dedent("""
     import numpy as np
     import scipy.sparse
     from numba import cuda
-    from kernels.subgraph_ppr import subgraph_ppr_sweep_cpu, subgraph_ppr_sweep_cuda, subgraph_ppr_sweep_serial
+    from gpu_tigrag.kernels.subgraph_ppr import subgraph_ppr_sweep_cpu, subgraph_ppr_sweep_cuda, subgraph_ppr_sweep_serial
     rng = np.random.default_rng(1)
     sizes = [4, 6, 9]  # pairs per query; query 1 is inactive (converged)
     col_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -155,7 +155,7 @@ def test_cuda_sweep_compiles_to_ptx_for_sm90():
         pytest.skip("numba-cuda[cu13] is not installed: PTX compilation not checked")
     script = textwrap.dedent("""
         from numba import cuda
-        from kernels.subgraph_ppr import ptx_signatures
+        from gpu_tigrag.kernels.subgraph_ppr import ptx_signatures
         for kernel, signature in ptx_signatures():
             ptx, _ = cuda.compile_ptx(kernel.py_func, signature, cc=(9, 0))
             assert ".target sm_90" in ptx
@@ -479,7 +479,7 @@ def test_without_edges_or_coordinates_the_score_is_relevance_and_tiny_indexes_wo
     retriever = SpectragRetriever(bare, RetrievalConfig(spectrag=SpectragConfig(seeds=4)), backend="numpy")
     be = retriever.be
     results = retriever.retrieve(QUERIES, k=n)
-    from gpu_tigrag.retrieve.fusion import bm25_scores
+    from gpu_tigrag.methods.tigrag.fusion import bm25_scores
 
     dense = index.embeddings @ retriever.encoder.encode(QUERIES, kind="query").T
     rel, _ = relevance(be, dense, bm25_scores(be, retriever.bm25, retriever.query_seeds(QUERIES), index.n_vocab), 0.7)

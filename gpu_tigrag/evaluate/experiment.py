@@ -24,10 +24,10 @@ from ..errors import TigragError
 from ..encoders import CachingEncoder, Encoder, VectorCache, index_encoder_config, load_encoder
 from ..index.index import Index
 from ..presets import preset_with
-from ..retrieve.baselines import bm25_search, hybrid_search, naive_rag
-from ..retrieve.methods import make_retriever, method_available
+from ..methods.baselines.retriever import bm25_search, hybrid_search, naive_rag
+from ..methods.registry import make_retriever, method_available
 from ..retrieve.results import QueryResult
-from ..retrieve.retriever import StageTimer
+from ..methods.tigrag.retriever import StageTimer
 from ..text.tokens import treebank_words
 from .datasets import Dataset, check_gold
 from .metrics import RECALL_KS, score_rankings

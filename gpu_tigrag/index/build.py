@@ -14,7 +14,7 @@ from ..corpus import Passage, duplicate_passages
 from ..text.pipeline import assemble_chunks, chunk_and_tokenise, split_passages
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .bm25 import bm25_matrix
-from .chunk_graph import build_chunk_graph
+from ..methods.spectrag.chunk_graph import build_chunk_graph
 from ..encoders import Encoder, load_encoder
 from .graph import cooccurrence_graph
 from .index import Index
@@ -101,7 +101,7 @@ def build_method_stage(index: Index, method: str, backend: Backend | None = None
     if method == "spectrag":
         stage = build_chunk_graph(index, index.config.spectrag, backend, encoder, show_progress, eigensolver)
     else:
-        from .semantic_graph import build_semantic_graph
+        from ..methods.litesemrag.semantic_graph import build_semantic_graph
 
         stage = build_semantic_graph(index.chunk_texts, index.config.litesemrag, show_progress=show_progress)
     index.timings[method] = time.perf_counter() - start

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.cooccurrence import emit_pairs_cpu, emit_pairs_cuda, slots_per_window, window_bounds
-from kernels.pair_count import count_keys
+from ..kernels.cooccurrence import emit_pairs_cpu, emit_pairs_cuda, slots_per_window, window_bounds
+from ..kernels.pair_count import count_keys
 
 from ..backend import Backend
 

@@ -10,9 +10,9 @@ import scipy.sparse
 
 from ..config import IndexConfig
 from ..text.tokens import Vocabulary
-from .chunk_graph import ChunkGraph
+from ..methods.spectrag.chunk_graph import ChunkGraph
 from .entities import ChunkEntities
-from .semantic_graph import SemanticGraph
+from ..methods.litesemrag.semantic_graph import SemanticGraph
 
 
 @dataclass

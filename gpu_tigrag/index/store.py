@@ -32,10 +32,10 @@ from ..config import ENTITY_LABELS, ChunkGraphConfig, IndexConfig, SemanticGraph
 from ..errors import IndexFormatError, TigragError, WriterLockError
 from ..locking import writer_lock
 from ..text.tokens import Vocabulary
-from .chunk_graph import ChunkGraph
+from ..methods.spectrag.chunk_graph import ChunkGraph
 from .entities import ChunkEntities
 from .index import Index
-from .semantic_graph import SemanticGraph
+from ..methods.litesemrag.semantic_graph import SemanticGraph
 
 FORMAT_VERSION = 3  # 2: entity labels per occurrence (entity_chunk_masks); 3: the config's checksum
 MANIFEST = "manifest.json"

@@ -20,17 +20,17 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 import numpy as np
 import scipy.sparse
 
-from ..backend import Backend, get_backend
-from ..config import CHUNK_GRAPH_SIGNALS, SIGNAL_WEIGHTS, ChunkGraphConfig
-from ..errors import ModelError
-from ..text.sentences import split_sentences
+from ...backend import Backend, get_backend
+from ...config import CHUNK_GRAPH_SIGNALS, SIGNAL_WEIGHTS, ChunkGraphConfig
+from ...errors import ModelError
+from ...text.sentences import split_sentences
 from .chunk_signals import (adjacency_signal, chunk_bodies, citation_signal, entity_signal, question_signal,
                             section_signal, semantic_signal)
 from .spectral import spectral_coordinates
 
 if TYPE_CHECKING:
-    from ..encoders import Encoder
-    from .index import Index
+    from ...encoders import Encoder
+    from ...index.index import Index
 
 
 @dataclass
@@ -100,7 +100,7 @@ def _questions(index: Index, config: ChunkGraphConfig, be: Backend, encoder: Enc
     if config.question_signal == "none":
         return None
     if encoder is None:
-        from ..encoders import index_encoder_config, load_encoder
+        from ...encoders import index_encoder_config, load_encoder
 
         encoder = load_encoder(index_encoder_config(index))
     language = index.config.chunk.language

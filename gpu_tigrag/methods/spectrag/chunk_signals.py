@@ -23,10 +23,10 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import scipy.sparse
 
-from ..backend import Backend, get_backend
-from ..progress import counter
-from ..topk import top_k_rows
-from .entities import ChunkEntities, label_mask
+from ...backend import Backend, get_backend
+from ...progress import counter
+from ...ops.topk import top_k_rows
+from ...index.entities import ChunkEntities, label_mask
 
 #: working memory of one block of the blocked similarity products (float32 entries)
 BLOCK_ENTRIES = 1 << 24

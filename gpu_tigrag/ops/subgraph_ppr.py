@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.subgraph_ppr import subgraph_ppr_sweep_cpu, subgraph_ppr_sweep_cuda, subgraph_ppr_sweep_serial
+from ..kernels.subgraph_ppr import subgraph_ppr_sweep_cpu, subgraph_ppr_sweep_cuda, subgraph_ppr_sweep_serial
 
 from ..backend import Backend, expand_counts
 

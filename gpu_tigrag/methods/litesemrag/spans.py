@@ -35,10 +35,10 @@ from typing import Sequence
 
 import numpy as np
 
-from ..config import EntityConfig
-from ..errors import ModelError
-from .entities import load_spacy
-from ..progress import progress
+from ...config import EntityConfig
+from ...errors import ModelError
+from ...index.entities import load_spacy
+from ...progress import progress
 
 #: "word-<newline>word" line-break hyphenation
 _DEHYPHEN = re.compile(r"(\w)-[ \t]*\r?\n[ \t]*(\w)")

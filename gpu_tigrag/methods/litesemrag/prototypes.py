@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse
 
-from ..config import SemanticGraphConfig
-from ..progress import progress
+from ...config import SemanticGraphConfig
+from ...progress import progress
 
 
 @dataclass

@@ -15,20 +15,20 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..backend import Backend, get_backend
-from ..config import RetrievalConfig
-from ..errors import TigragError
-from ..graph.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
-from ..encoders import QUERY, CachingEncoder, Encoder, VectorCache, check_compatible, index_encoder_config, load_encoder
-from ..index.index import Index
-from ..progress import counter
-from ..text.tokens import valid_tokens
-from ..topk import top_k_rows
+from ...backend import Backend, get_backend
+from ...config import RetrievalConfig
+from ...errors import TigragError
+from ...ops.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
+from ...encoders import QUERY, CachingEncoder, Encoder, VectorCache, check_compatible, index_encoder_config, load_encoder
+from ...index.index import Index
+from ...progress import counter
+from ...text.tokens import valid_tokens
+from ...ops.topk import top_k_rows
 from .bridging import Bridge, BridgeFinder, rank_bridges
 from .entity_source import EntityExtractor, IndexEntities, QueryTimeEntities
 from .fusion import bm25_scores, hybrid_first_hop, link_mask, reciprocal_rank
 from .rerank import NEG_INF, masked_max_cosine
-from .results import HopTrace, QueryResult
+from ...retrieve.results import HopTrace, QueryResult
 from .scoring import cumulative_mass_pool, ppr_weighted_bm25
 from .titles import TitleIndex
 
@@ -92,7 +92,7 @@ class Retriever:
         error unless `allow_mixed_encoder`. `vector_cache` keeps query and expansion vectors on
         disk across runs."""
         if config is None:
-            from ..presets import preset
+            from ...presets import preset
 
             config = preset()
         self.index = index

@@ -14,16 +14,16 @@ from ..index.index import Index
 def make_retriever(index: Index, config: RetrievalConfig | None = None, **options: Any) -> Any:
     """The retriever of `config.method` over `index` (default: the `best` preset, TIGRAG). `options`
     go to its constructor: encoder, backend, vector_cache, allow_mixed_encoder."""
-    from .retriever import Retriever
+    from .tigrag.retriever import Retriever
 
     if config is None or config.method == "tigrag":
         return Retriever(index, config, **options)
     if config.method == "litesemrag":
-        from .litesemrag import LitesemragRetriever
+        from .litesemrag.retriever import LitesemragRetriever
 
         options.pop("entity_extractor", None)
         return LitesemragRetriever(index, config, **options)
-    from .spectrag import SpectragRetriever
+    from .spectrag.retriever import SpectragRetriever
 
     return SpectragRetriever(index, config, **options)
 

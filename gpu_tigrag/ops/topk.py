@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from .backend import Backend
+from ..backend import Backend
 
 
 def _top_k_rows_host(be: Backend, scores: Any, k: int) -> Any:
-    from kernels.columns import top_k_rows_cpu
+    from ..kernels.columns import top_k_rows_cpu
 
     out = np.empty((k, scores.shape[1]), dtype=np.int64)
     top_k_rows_cpu(np.ascontiguousarray(scores), k, out)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Backend
+from ...backend import Backend
 
 NEG_INF = np.float32(-np.inf)
 

@@ -16,9 +16,9 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-from ..backend import Backend
-from ..index.index import Index
-from ..text.tokens import valid_tokens
+from ...backend import Backend
+from ...index.index import Index
+from ...text.tokens import valid_tokens
 from .entity_source import IndexEntities
 from .titles import TitleIndex, entity_key
 

@@ -19,11 +19,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from kernels.ppr import ppr_sweep_cpu, ppr_sweep_cuda
+from ..kernels.ppr import ppr_sweep_cpu, ppr_sweep_cuda
 
 from ..backend import Backend
 from ..config import PPRConfig
-from ..topk import top_k_rows
+from .topk import top_k_rows
 
 
 @dataclass

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse
 
-from ..config import SemanticGraphConfig
-from ..errors import TigragError
+from ...config import SemanticGraphConfig
+from ...errors import TigragError
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..backend import Backend
-from ..topk import top_k_rows
+from ...backend import Backend
+from ...ops.topk import top_k_rows
 from .rerank import NEG_INF
 
 

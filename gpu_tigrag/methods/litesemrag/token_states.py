@@ -17,8 +17,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import ModelError
-from ..progress import counter
+from ...errors import ModelError
+from ...progress import counter
 from .spans import Span
 
 log = logging.getLogger(__name__)
@@ -30,8 +30,8 @@ class TokenStateEncoder:
 
     def __init__(self, model: str, layer: int = -2, max_length: int = 512, batch_size: int = 32,
                  device: str = "auto"):
-        from ..encoders.models import resolve_model
-        from ..encoders.sentence import _quiet_offline_hub, resolve_device
+        from ...encoders.models import resolve_model
+        from ...encoders.sentence import _quiet_offline_hub, resolve_device
 
         _quiet_offline_hub()
         import torch

@@ -42,8 +42,8 @@ import scipy.linalg
 import scipy.sparse
 from scipy.sparse.csgraph import connected_components, laplacian
 
-from ..backend import Backend, get_backend
-from ..errors import TigragError
+from ...backend import Backend, get_backend
+from ...errors import TigragError
 
 log = logging.getLogger(__name__)
 

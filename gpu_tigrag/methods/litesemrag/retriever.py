@@ -48,15 +48,15 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse
 
-from ..backend import Backend, get_backend
-from ..config import LitesemragConfig, RetrievalConfig
-from ..errors import TigragError
-from ..index.index import Index
-from ..index.semantic_graph import SemanticGraph, check_stage
-from ..index.spans import ENTITY, PHRASE, TOKEN, Span
-from .results import HopTrace, QueryResult
-from .retriever import Retriever, StageTimer
-from .spectrag import ranked_top_k
+from ...backend import Backend, get_backend
+from ...config import LitesemragConfig, RetrievalConfig
+from ...errors import TigragError
+from ...index.index import Index
+from .semantic_graph import SemanticGraph, check_stage
+from .spans import ENTITY, PHRASE, TOKEN, Span
+from ...retrieve.results import HopTrace, QueryResult
+from ..tigrag.retriever import Retriever, StageTimer
+from ..spectrag.retriever import ranked_top_k
 
 MISSING_STAGE = ("this index has no LiteSemRAG stage; build it with `tigrag extend INDEX --methods litesemrag` "
                  "(or `tigrag index ... --methods tigrag,litesemrag`)")
@@ -237,7 +237,7 @@ class LitesemragRetriever:
         self.timer = StageTimer()
 
     def _token_encoder(self) -> Any:
-        from ..index.token_states import TokenStateEncoder
+        from .token_states import TokenStateEncoder
 
         cfg = self.stage_config
         encoder = TokenStateEncoder(cfg.token_encoder, cfg.layer, cfg.max_length, cfg.batch_size)
@@ -258,7 +258,7 @@ class LitesemragRetriever:
 
     def prepare(self, queries: Sequence[str]) -> SpanBatch:
         """Spans and span vectors of a block (CPU work; may run ahead of `run_prepared`)."""
-        from ..index.spans import clean_text, load_span_pipeline, parse_spans
+        from .spans import clean_text, load_span_pipeline, parse_spans
 
         queries = list(queries)
         t = time.perf_counter()

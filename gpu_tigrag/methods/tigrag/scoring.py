@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..backend import Backend
+from ...backend import Backend
 
 
 def ppr_weighted_bm25(be: Backend, bm25: Any, token_ids: Any, token_weights: Any) -> Any:

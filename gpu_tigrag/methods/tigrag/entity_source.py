@@ -17,8 +17,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..index.entities import entities_from_lists, extract_entities, label_mask, normalise_entity
-from ..index.index import Index
+from ...index.entities import entities_from_lists, extract_entities, label_mask, normalise_entity
+from ...index.index import Index
 
 EntityExtractor = Callable[[Sequence[str]], list[list[tuple[str, str]]]]
 

@@ -42,17 +42,17 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..backend import Backend, get_backend
-from ..config import RetrievalConfig, SpectragConfig
-from ..encoders import CachingEncoder, Encoder, VectorCache, check_compatible, index_encoder_config, load_encoder
-from ..errors import TigragError
-from ..graph.subgraph_ppr import CandidatePairs, subgraph_pagerank
-from ..index.index import Index
-from ..topk import top_k_rows
-from .fusion import bm25_scores
-from .rerank import NEG_INF
-from .results import HopTrace, QueryResult
-from .retriever import PreparedBatch, Retriever, StageTimer
+from ...backend import Backend, get_backend
+from ...config import RetrievalConfig, SpectragConfig
+from ...encoders import CachingEncoder, Encoder, VectorCache, check_compatible, index_encoder_config, load_encoder
+from ...errors import TigragError
+from ...ops.subgraph_ppr import CandidatePairs, subgraph_pagerank
+from ...index.index import Index
+from ...ops.topk import top_k_rows
+from ..tigrag.fusion import bm25_scores
+from ..tigrag.rerank import NEG_INF
+from ...retrieve.results import HopTrace, QueryResult
+from ..tigrag.retriever import PreparedBatch, Retriever, StageTimer
 from .token_budget import select_contexts
 
 MISSING_STAGE = ("this index has no SpectRAG stage; build it with `tigrag extend INDEX --methods spectrag` "

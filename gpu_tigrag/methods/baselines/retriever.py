@@ -7,8 +7,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .fusion import bm25_scores, reciprocal_rank
-from .retriever import Retriever
+from ..tigrag.fusion import bm25_scores, reciprocal_rank
+from ..tigrag.retriever import Retriever
 
 #: RRF of the Hybrid baseline: the constant k of 1 / (k + rank), and the ranks counted per list
 HYBRID_RRF_K = 60

@@ -1,1 +1,0 @@
-"""Graph algorithms on the token co-occurrence graph (batched Personalized PageRank)."""
