@@ -43,6 +43,10 @@ _EXPORTS: dict[str, str] = {
     "save_index": ".index.store",
     # retrieval
     "Retriever": ".methods.tigrag.retriever",
+    "TigragRetriever": ".methods.tigrag.retriever",
+    "BaseRetriever": ".retrieve.base",
+    "Method": ".methods.registry",
+    "register_method": ".methods.registry",
     "SpectragRetriever": ".methods.spectrag.retriever",
     "LitesemragRetriever": ".methods.litesemrag.retriever",
     "make_retriever": ".methods.registry",
@@ -57,10 +61,10 @@ _EXPORTS: dict[str, str] = {
 
 #: the public names: those of _EXPORTS (a test checks that the two agree) and the version
 __all__ = [
-    "Index", "IndexConfig", "LitesemragRetriever", "PRESETS", "Passage", "Query", "QueryResult", "RetrievalConfig", "Retriever",
-    "SpectragRetriever", "TigragError", "__version__", "add_method", "add_passages", "build_index",
+    "BaseRetriever", "Index", "IndexConfig", "Method", "LitesemragRetriever", "PRESETS", "Passage", "Query", "QueryResult", "RetrievalConfig", "Retriever",
+    "SpectragRetriever", "TigragError", "TigragRetriever", "__version__", "add_method", "add_passages", "build_index",
     "build_index_streaming", "get_backend", "load_corpus", "load_dataset", "load_index", "load_queries",
-    "make_retriever", "preset", "run_distributed", "run_queries", "save_index",
+    "make_retriever", "preset", "register_method", "run_distributed", "run_queries", "save_index",
 ]
 
 
@@ -95,6 +99,9 @@ if TYPE_CHECKING:  # for type checkers and editors; never executed
     from .presets import PRESETS, preset
     from .retrieve.results import QueryResult
     from .methods.registry import make_retriever
-    from .methods.tigrag.retriever import Retriever
+    from .methods.registry import Method
+    from .methods.registry import register as register_method
+    from .methods.tigrag.retriever import Retriever, TigragRetriever
+    from .retrieve.base import BaseRetriever
     from .methods.litesemrag.retriever import LitesemragRetriever
     from .methods.spectrag.retriever import SpectragRetriever

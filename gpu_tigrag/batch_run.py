@@ -37,7 +37,7 @@ from .errors import CorpusError, OutputError, ResumeMismatchError, TigragError
 from .locking import writer_lock
 from .progress import counter
 from .records import as_record, query_id, query_text
-from .methods.tigrag.retriever import Retriever  # the protocol every method's retriever follows
+from .retrieve.base import BaseRetriever as Retriever  # the protocol every method's retriever follows
 from .run_resume import HINT, check_meta, check_rows, run_identity, torn_tail_ok, write_meta
 
 log = logging.getLogger(__name__)

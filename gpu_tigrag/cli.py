@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from . import __version__
-from .config import METHODS, IndexConfig, RetrievalConfig, replace_path
+from .config import IndexConfig, RetrievalConfig, replace_path
 from .errors import CorpusError, OutputError, TigragError
 
 if TYPE_CHECKING:
@@ -109,9 +109,13 @@ def _add_retrieval_options(parser: argparse.ArgumentParser) -> None:
                         help="retrieval configuration: 'best' (default; title links, hybrid first hop, bridging "
                              "choice, passage de-duplication) or 'paper' (TIGRAG exactly as published); --set "
                              "overrides apply on top")
-    parser.add_argument("--method", default="tigrag", choices=list(METHODS),
-                        help="retrieval method: tigrag (default), spectrag or litesemrag (each needs its index stage: "
-                             "`tigrag extend INDEX --methods spectrag`; its settings: --set spectrag.KEY=VALUE)")
+    from .methods.registry import methods, stage_methods
+
+    parser.add_argument("--method", default="tigrag", choices=[m.name for m in methods()],
+                        help="retrieval method (default tigrag): " + "; ".join(f"{m.name}: {m.description}"
+                                                                              for m in methods())
+                             + f". {', '.join(m.name for m in stage_methods())} need their index stage "
+                             "(`tigrag extend INDEX --methods NAME`); a method's settings: --set NAME.KEY=VALUE")
     parser.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"],
                         help="array backend (default: auto, the GPU when CuPy sees one)")
     parser.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
@@ -182,21 +186,14 @@ def _drop_duplicates(passages: list[Passage], known: set[tuple[str, str]] | None
 
 
 def _print_stages(index: Any) -> None:
-    """One line per method stage the index holds (SpectRAG's chunk graph, LiteSemRAG's semantic graph)."""
-    if index.litesemrag is not None:
-        stats = index.litesemrag.stats
-        print(f"LiteSemRAG semantic graph: {stats['strings']:,} strings, {stats['prototypes']:,} prototypes "
-              f"({stats['multi_sense_strings']:,} strings with several senses), {stats['spans']:,} spans "
-              f"({stats['dropped_spans']:,} past the token encoder's window); token states: "
-              f"{stats['token_encoder']} layer {index.config.litesemrag.layer}")
-    if index.spectrag is None:
-        return
-    stats = index.spectrag.stats
-    signals = ", ".join(f"{name} {r['kept']:,}/{r['edges']:,}" if not r["dropped"] else f"{name} dropped"
-                        for name, r in stats["signals"].items())
-    print(f"SpectRAG chunk graph: {stats['edges_kept']:,} edges kept of {stats['edges']:,} ({signals}); "
-          f"{stats['components']:,} components, {stats['zero_eigenvalues']} zero eigenvalues of "
-          f"{index.config.spectrag.dimensions + 1} ({stats['eigensolver']})")
+    """One line per method stage the index holds (e.g. SpectRAG's chunk graph)."""
+    from .methods.registry import stage_methods
+
+    for method in stage_methods():
+        if index.has_stage(method.name):
+            line = method.stage.summary(index, index.stage(method.name))
+            if line:
+                print(line)
 
 
 def _index_streaming(args: argparse.Namespace, config: IndexConfig, methods: tuple[str, ...]) -> int:
@@ -264,16 +261,23 @@ def cmd_extend(args: argparse.Namespace) -> int:
 
 def _extend(args: argparse.Namespace) -> int:
     from .backend import get_backend
-    from .index.build import add_method, check_methods
+    from .index.build import add_method
     from .index.store import load_index, save_index
+    from .methods.registry import check_methods, stage_methods
 
-    methods = [m for m in check_methods(args.methods) if m != "tigrag"]
+    staged = [m.name for m in stage_methods()]
+    methods = [m for m in check_methods(args.methods) if m in staged]
     if not methods:
-        raise TigragError("--methods names no stage to add (tigrag is the base index); e.g. --methods spectrag")
+        raise TigragError(f"--methods names no method with an index stage (those with one: {', '.join(staged)}); "
+                          "the others need only the base index")
     for item in args.sets or []:
-        if not item.partition("=")[0].strip().startswith(("spectrag.", "litesemrag.")):
-            raise TigragError(f"--set {item}: extend takes only the settings of a method stage (spectrag.*, "
-                              "litesemrag.*); the base index's settings need `tigrag index`")
+        owner = item.partition("=")[0].strip().partition(".")[0]
+        if owner not in staged:
+            raise TigragError(f"--set {item}: extend takes only the settings of a method stage "
+                              f"({', '.join(m + '.*' for m in staged)}); the base index's settings need `tigrag index`")
+        if owner not in methods:
+            raise TigragError(f"--set {item}: sets a setting of {owner}, which --methods does not build")
+    _parse_sets(IndexConfig(), args.sets)  # a mistyped setting fails before the index is read
     index = load_index(args.index)
     config = _parse_sets(index.config, args.sets)
     start = time.perf_counter()
@@ -290,8 +294,9 @@ def _retriever(args: argparse.Namespace):
     from .index.store import load_index
     from .methods.registry import make_retriever
 
+    config = _retrieval_config(args)  # a mistyped --set fails before the index is read
     index = load_index(args.index, verify_checksums=not args.no_verify)
-    return make_retriever(index, _retrieval_config(args), backend=args.backend, **_encoder_options(args))
+    return make_retriever(index, config, backend=args.backend, **_encoder_options(args))
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -341,13 +346,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     dataset = _dataset(args)
     if _full_run_wanted(args):
         return _eval_experiment(args, dataset)
-    # the quick path is the full run with the one system "TIGRAG" (the --preset configuration), or "SpectRAG"
+    # the quick path is the full run with the one system of the method with its settings (for TIGRAG:
+    # "TIGRAG", the --preset configuration)
     from .evaluate.experiment import run_experiment
     from .index.store import load_index
 
     config = _retrieval_config(args)
     index = load_index(args.index, verify_checksums=not args.no_verify)
-    system = {"spectrag": "SpectRAG", "litesemrag": "LiteSemRAG"}.get(config.method, "TIGRAG")
+    from .methods.registry import get_method
+
+    system = get_method(config.method).systems[0].name
     results = run_experiment(index, dataset, [system], backend=args.backend, base=config,
                              show_progress=not args.quiet, **_encoder_options(args))
     report = {"queries": len(dataset.queries), **results["systems"][system]}
@@ -375,14 +383,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def _eval_experiment(args: argparse.Namespace, dataset) -> int:
     import shlex
 
-    from .evaluate.experiment import ALL_SYSTEMS, available_systems, parse_sweeps, run_experiment
+    from .evaluate.experiment import all_systems, available_systems, parse_sweeps, run_experiment
     from .index.store import load_index
 
     every = not args.systems or args.systems == ["all"]
-    systems = list(ALL_SYSTEMS) if every else args.systems
-    unknown = [s for s in systems if s not in ALL_SYSTEMS]
+    systems = list(all_systems()) if every else args.systems
+    unknown = [s for s in systems if s not in all_systems()]
     if unknown:
-        raise TigragError(f"unknown system(s) {', '.join(map(repr, unknown))}; choose from {', '.join(ALL_SYSTEMS)}")
+        raise TigragError(f"unknown system(s) {', '.join(map(repr, unknown))}; choose from {', '.join(all_systems())}")
     base = _retrieval_config(args)
     sweeps = parse_sweeps(args.sweep, base)
     index = load_index(args.index, verify_checksums=not args.no_verify)
@@ -498,7 +506,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         manifest = read_manifest(args.index)  # fail here, not on every worker
         config = _retrieval_config(args)
-        if config.method != "tigrag" and config.method not in manifest.get("methods", {}):
+        from .methods.registry import get_method
+
+        if get_method(config.method).stage is not None and config.method not in manifest.get("methods", {}):
             raise TigragError(f"{args.index} has no {config.method} stage; build it with "
                               f"`tigrag extend {args.index} --methods {config.method}`")
         stats = run_distributed(args.index, config, args.queries, args.output,
@@ -673,13 +683,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_method_options(parser: argparse.ArgumentParser, default: str | None = "tigrag") -> None:
     """--methods of `index` and `extend`."""
-    from .config import METHODS
+    from .methods.registry import method_names, stage_methods
 
     parser.add_argument("--methods", default=default, required=default is None, metavar="M1,M2",
-                        help=f"retrieval methods whose index stages to build, comma-separated, of {', '.join(METHODS)}"
-                             + (f" (default {default}; spectrag adds its chunk graph and spectral coordinates, "
-                                "litesemrag its semantic graph of span prototypes)"
-                                if default else ""))
+                        help=f"retrieval methods whose index stages to build, comma-separated, of {', '.join(method_names())}"
+                             + f" (methods with a stage: {', '.join(m.name for m in stage_methods())}"
+                             + (f"; default {default})" if default else ")"))
 
 
 VERBOSE_HELP = "also show debug messages (e.g. the seconds of every stage and partition)"

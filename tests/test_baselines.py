@@ -3,23 +3,17 @@
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES, string_entities
-from gpu_tigrag.config import EncoderConfig, IndexConfig, RetrievalConfig
-from gpu_tigrag.corpus import load_corpus
-from gpu_tigrag.encoders import load_encoder
+from conftest import EXAMPLES
+from gpu_tigrag.config import RetrievalConfig
 from gpu_tigrag.evaluate.queries import load_queries
-from gpu_tigrag.index.build import build_index
-from gpu_tigrag.methods.baselines.retriever import HYBRID_DEPTH, HYBRID_RRF_K, hybrid_search
+from gpu_tigrag.methods.baselines.retriever import HYBRID_DEPTH, HYBRID_RRF_K, HybridRetriever
 from gpu_tigrag.methods.registry import make_retriever, method_available
 from gpu_tigrag.methods.tigrag.retriever import Retriever
 
 
 @pytest.fixture(scope="module")
-def example():
-    config = IndexConfig(encoder=EncoderConfig(model="hashing:128"))
-    index = build_index(load_corpus(EXAMPLES / "corpus.json"), config, encoder=load_encoder(config.encoder),
-                        entity_extractor=string_entities)
-    return index, [q.text for q in load_queries(EXAMPLES / "questions.json")]
+def example(example_index):
+    return example_index.index, [q.text for q in load_queries(EXAMPLES / "questions.json")]
 
 
 def plain_hybrid(retriever, query: str, k: int) -> list[int]:
@@ -40,8 +34,8 @@ def plain_hybrid(retriever, query: str, k: int) -> list[int]:
 
 def test_hybrid_is_rrf_of_dense_and_bm25_then_cosine(example):
     index, queries = example
-    retriever = Retriever(index, RetrievalConfig(), backend="numpy")
-    got = hybrid_search(retriever, queries, 12)
+    retriever = HybridRetriever(index, RetrievalConfig(method="hybrid"), backend="numpy")
+    got = [r.chunk_ids for r in retriever.retrieve(queries, k=12)]
     for row, query in zip(got, queries):
         assert list(row) == plain_hybrid(retriever, query, 12)
 

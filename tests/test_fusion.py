@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from gpu_tigrag.methods.tigrag.fusion import bm25_scores, link_mask, reciprocal_rank
+from gpu_tigrag.methods.tigrag.fusion import link_mask
+from gpu_tigrag.ops.fusion import bm25_scores, reciprocal_rank
 from gpu_tigrag.methods.tigrag.bridging import Bridge, rank_bridges
 
 

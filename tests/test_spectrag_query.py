@@ -479,7 +479,7 @@ def test_without_edges_or_coordinates_the_score_is_relevance_and_tiny_indexes_wo
     retriever = SpectragRetriever(bare, RetrievalConfig(spectrag=SpectragConfig(seeds=4)), backend="numpy")
     be = retriever.be
     results = retriever.retrieve(QUERIES, k=n)
-    from gpu_tigrag.methods.tigrag.fusion import bm25_scores
+    from gpu_tigrag.ops.fusion import bm25_scores
 
     dense = index.embeddings @ retriever.encoder.encode(QUERIES, kind="query").T
     rel, _ = relevance(be, dense, bm25_scores(be, retriever.bm25, retriever.query_seeds(QUERIES), index.n_vocab), 0.7)

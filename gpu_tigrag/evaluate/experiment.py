@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -24,10 +24,9 @@ from ..errors import TigragError
 from ..encoders import CachingEncoder, Encoder, VectorCache, index_encoder_config, load_encoder
 from ..index.index import Index
 from ..presets import preset_with
-from ..methods.baselines.retriever import bm25_search, hybrid_search, naive_rag
-from ..methods.registry import make_retriever, method_available
+from ..methods.registry import System, make_retriever, method_available, systems
 from ..retrieve.results import QueryResult
-from ..methods.tigrag.retriever import StageTimer
+from ..retrieve.base import StageTimer
 from ..text.tokens import treebank_words
 from .datasets import Dataset, check_gold
 from .metrics import RECALL_KS, score_rankings
@@ -35,47 +34,16 @@ from .queries import Query
 
 log = logging.getLogger(__name__)
 
-#: retrieval systems: baselines, TIGRAG, and the ablations of the paper's Table 10
-TIGRAG_SYSTEMS: dict[str, dict[str, Any]] = {
-    "TIGRAG": {},
-    "TIGRAG 1-hop": {"hops": 1},
-    "TIGRAG without BM25": {"scoring": "graph"},
-    "TIGRAG degree centrality": {"expansion": "degree"},
-    "TIGRAG without reranking": {"rerank": False},
-}
-#: both presets, each mechanism of `best` added to the paper's method alone, and removed from `best`
-PRESET_SYSTEMS: dict[str, tuple[str, dict[str, Any]]] = {
-    "TIGRAG paper": ("paper", {}),
-    "TIGRAG best": ("best", {}),
-    "paper + title links": ("paper", {"fusion.title_links": True}),
-    "paper + hybrid first hop": ("paper", {"fusion.first_hop": "hybrid"}),
-    "paper + bridging choice (8)": ("paper", {"fusion.bridge_entities": 8}),
-    "paper + passage dedup": ("paper", {"fusion.dedup_passages": True}),
-    "best without title links": ("best", {"fusion.title_links": False}),
-    "best without hybrid first hop": ("best", {"fusion.first_hop": "pool"}),
-    "best expanding every entity": ("best", {"fusion.bridge_entities": 0}),
-    "best without passage dedup": ("best", {"fusion.dedup_passages": False}),
-    "best with RRF hop fusion": ("best", {"fusion.hop_fusion": "rrf"}),
-}
-#: SpectRAG (needs the index's SpectRAG stage) and its ablations: relevance alone, and each proximity term alone
-SPECTRAG_SYSTEMS: dict[str, dict[str, Any]] = {
-    "SpectRAG": {},
-    "SpectRAG relevance only": {"spectrag.alpha": 0.0},
-    "SpectRAG spectral proximity only": {"spectrag.spectral_share": 1.0},
-    "SpectRAG PPR proximity only": {"spectrag.spectral_share": 0.0},
-}
-#: LiteSemRAG (needs the index's LiteSemRAG stage) and its ablation: recovery only fills a short connected list
-LITESEMRAG_SYSTEMS: dict[str, dict[str, Any]] = {
-    "LiteSemRAG": {},
-    "LiteSemRAG without recovery share": {"litesemrag.recovery_share": 0.0},
-}
-#: every system of a method with its own index stage: name -> (method, overrides)
-STAGE_SYSTEMS: dict[str, tuple[str, dict[str, Any]]] = {
-    **{name: ("spectrag", values) for name, values in SPECTRAG_SYSTEMS.items()},
-    **{name: ("litesemrag", values) for name, values in LITESEMRAG_SYSTEMS.items()},
-}
-BASELINES = ("NaiveRAG", "BM25", "Hybrid")
-ALL_SYSTEMS = (*BASELINES, *TIGRAG_SYSTEMS, *PRESET_SYSTEMS, *SPECTRAG_SYSTEMS, *LITESEMRAG_SYSTEMS)
+def all_systems() -> tuple[str, ...]:
+    """Every named system of every registered method (gpu_tigrag.methods), in registry order."""
+    return tuple(systems())
+
+
+def __getattr__(name: str):
+    """`ALL_SYSTEMS`: the system names when first asked for (the registry loads the methods)."""
+    if name == "ALL_SYSTEMS":
+        return all_systems()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _sweepable(symbol: str) -> bool:
@@ -232,29 +200,15 @@ class Experiment:
                               allow_mixed_encoder=self.allow_mixed_encoder)
 
     def run_system(self, name: str) -> SystemRun:
-        """A named system of ALL_SYSTEMS: a baseline, a Table-10 variant of `base`, a preset system,
-        or SpectRAG (the paper's settings, with `base`'s shared ones) and its ablations."""
-        if name in STAGE_SYSTEMS:
-            method, overrides = STAGE_SYSTEMS[name]
-            config = dataclasses.replace(self.base, method=method)
-            for path, value in overrides.items():
-                config = replace_path(config, path, value)
-            return self.run_config(name, config)
-        if name in BASELINES:
-            r = self.retriever(dataclasses.replace(self.base, method="tigrag"))
-            search: Callable = {"NaiveRAG": naive_rag, "BM25": bm25_search, "Hybrid": hybrid_search}[name]
-            start = time.perf_counter()
-            ids = search(r, self.texts, DEPTH)
-            return SystemRun(name, {}, [list(map(int, row)) for row in ids], time.perf_counter() - start)
-        if name in PRESET_SYSTEMS:
-            return self.run_config(name, preset_with(*PRESET_SYSTEMS[name]))
-        if name not in TIGRAG_SYSTEMS:
-            raise TigragError(f"unknown system {name!r}; choose from {', '.join(ALL_SYSTEMS)}")
-        config = dataclasses.replace(self.base, method="tigrag", **TIGRAG_SYSTEMS[name])
-        return self.run_config(name, config)
+        """A named system (`all_systems()`): its method with its settings on top of a preset, or of
+        the experiment's `base` configuration."""
+        system = systems().get(name)
+        if system is None:
+            raise TigragError(f"unknown system {name!r}; choose from {', '.join(all_systems())}")
+        return self.run_config(name, system_config(system, self.base))
 
     def run_config(self, name: str, config: RetrievalConfig, index: Index | None = None) -> SystemRun:
-        """TIGRAG with `config` (on `index`, default the experiment's), with its throughput report."""
+        """The method of `config` (on `index`, default the experiment's), with its throughput report."""
         return run_retriever(name, self.retriever(config, index), self.texts, self.show_progress)
 
     def report(self, run: SystemRun) -> dict[str, Any]:
@@ -291,12 +245,20 @@ def with_window(index: Index, window: int) -> Index:
     return dataclasses.replace(index, graph=graph, config=config)
 
 
-def available_systems(index: Index, systems: Sequence[str]) -> tuple[list[str], dict[str, str]]:
-    """(`systems` this index can run, {system it cannot: the method whose index stage it lacks}):
-    SpectRAG's and LiteSemRAG's systems need their method's stage."""
-    missing = {s: STAGE_SYSTEMS[s][0] for s in systems
-               if s in STAGE_SYSTEMS and not method_available(index, STAGE_SYSTEMS[s][0])}
-    return [s for s in systems if s not in missing], missing
+def system_config(system: System, base: RetrievalConfig) -> RetrievalConfig:
+    """The configuration of `system`: its preset (or `base`) with its method and its settings."""
+    config = preset_with(system.preset, {}) if system.preset else base
+    config = dataclasses.replace(config, method=system.method)
+    for path, value in system.overrides.items():
+        config = replace_path(config, path, value)
+    return config
+
+
+def available_systems(index: Index, names: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+    """(`names` this index can run, {system it cannot: the method whose index stage it lacks})."""
+    table = systems()
+    missing = {s: table[s].method for s in names if s in table and not method_available(index, table[s].method)}
+    return [s for s in names if s not in missing], missing
 
 
 def query_dataset(name: str, queries: Sequence[Query], match: str = "title") -> Dataset:
@@ -305,7 +267,7 @@ def query_dataset(name: str, queries: Sequence[Query], match: str = "title") -> 
     return Dataset(name, [], list(queries), match)
 
 
-def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] = ALL_SYSTEMS,
+def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None = None,
                    sweeps: dict[str, list[str]] | None = None, backend: str = "auto",
                    base: RetrievalConfig = RetrievalConfig(), qa: Any = None,
                    show_progress: bool = False, vector_cache: VectorCache | None = None,
@@ -316,7 +278,7 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] = ALL_
                             allow_mixed_encoder=allow_mixed_encoder)
     runs: dict[str, SystemRun] = {}
     out: dict[str, Any] = {"systems": {}, "sweeps": {}, "hop_gains": None, "qa": None}
-    for name in systems:
+    for name in all_systems() if systems is None else systems:
         log.info("system %s", name)
         run = experiment.run_system(name)
         runs[name] = run

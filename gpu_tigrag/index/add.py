@@ -6,9 +6,8 @@ the old graph is remapped and the new chunks' counts are added. BM25 is recomput
 merged token table, because N and avgdl change. Only the new chunks are embedded and run
 through NER, and the entity table is rebuilt in chunk order, as a rebuild would.
 
-SpectRAG's chunk graph (when the index has that stage) is global: new chunks change old chunks'
-nearest neighbours, the min-max ranges of the signals and every eigenvector, so it is rebuilt
-over the grown index, not patched.
+A method stage the index holds (e.g. SpectRAG's chunk graph) is rebuilt over the grown index,
+not patched: each method's stage says why (`IndexStage.rebuilt_because`).
 
 The grown index remembers the directory its base was read from, so `save_index` refuses to
 write it back over a directory that another writer replaced meanwhile; `add_to_index_dir`
@@ -33,6 +32,8 @@ from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .bm25 import bm25_matrix
 from ..encoders import Encoder, check_compatible, index_encoder_config, load_encoder
 from .graph import cooccurrence_graph
+from ..methods.registry import stage_methods
+from .build import build_method_stage
 from .index import Index
 from .store import INDEX_WRITE, derive_origin, load_index, save_index
 
@@ -94,18 +95,11 @@ def add_passages(
         encoder=index.encoder_identity,
         timings={**index.timings, **timings},
     )
-    if index.spectrag is not None:
-        from .build import build_method_stage
-
-        grown.spectrag = build_method_stage(grown, "spectrag", be, encoder, show_progress)
-        log.info("rebuilt the SpectRAG chunk graph over the grown index (%s chunks): the graph is global, new "
-                 "chunks change old neighbours and the eigenvectors", f"{grown.n_chunks:,}")
-    if index.litesemrag is not None:
-        from .build import build_method_stage
-
-        grown.litesemrag = build_method_stage(grown, "litesemrag", be, encoder, show_progress)
-        log.info("rebuilt the LiteSemRAG semantic graph over the grown index (%s chunks): prototypes are built "
-                 "from all occurrences of a string at once, and new ones move them", f"{grown.n_chunks:,}")
+    for method in stage_methods():
+        if index.has_stage(method.name):
+            grown.stages[method.name] = build_method_stage(grown, method.name, be, encoder, show_progress)
+            log.info("rebuilt the %s stage over the grown index (%s chunks): %s", method.label,
+                     f"{grown.n_chunks:,}", method.stage.rebuilt_because)
     return derive_origin(index, grown)
 
 

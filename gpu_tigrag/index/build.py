@@ -5,16 +5,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..backend import Backend, get_backend
-from ..config import METHODS, ChunkGraphConfig, IndexConfig, SemanticGraphConfig
+from ..config import IndexConfig
 from ..errors import TigragError
 from ..corpus import Passage, duplicate_passages
 from ..text.pipeline import assemble_chunks, chunk_and_tokenise, split_passages
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .bm25 import bm25_matrix
-from ..methods.spectrag.chunk_graph import build_chunk_graph
+from ..methods.registry import check_methods, get_method, stage_methods
 from ..encoders import Encoder, load_encoder
 from .graph import cooccurrence_graph
 from .index import Index
@@ -71,44 +71,33 @@ def build_index(
         token_indptr=chunks.token_indptr, token_ids=chunks.token_ids, graph=graph, bm25=bm25,
         embeddings=embeddings, entity_lists=names, encoder=encoder, timings=timings,
     )
-    for method in STAGE_METHODS:
-        if method in methods:
-            setattr(index, method, build_method_stage(index, method, be, encoder, show_progress))
+    return build_stages(index, methods, be, encoder, show_progress)
+
+
+def build_stages(index: Index, methods: Sequence[str], backend: Backend | None = None, encoder: Encoder | None = None,
+                 show_progress: bool = False) -> Index:
+    """`index` with the stage of each method of `methods` that has one built over it (in place)."""
+    for method in stage_methods():
+        if method.name in methods:
+            index.stages[method.name] = build_method_stage(index, method.name, backend, encoder, show_progress)
     return index
-
-
-#: methods with an index stage of their own, each stored in the Index field and IndexConfig field of its name
-STAGE_METHODS: tuple[str, ...] = ("spectrag", "litesemrag")
-
-
-def check_methods(methods: Sequence[str] | str) -> tuple[str, ...]:
-    """The method names of `methods` (a sequence, or one comma-separated string), each one of
-    config.METHODS; TigragError naming the unknown ones otherwise."""
-    names = [m.strip() for m in (methods.split(",") if isinstance(methods, str) else methods) if m.strip()]
-    unknown = [m for m in names if m not in METHODS]
-    if unknown:
-        raise TigragError(f"unknown method(s) {', '.join(map(repr, unknown))}; known: {', '.join(METHODS)}")
-    return tuple(dict.fromkeys(names))
 
 
 def build_method_stage(index: Index, method: str, backend: Backend | None = None, encoder: Encoder | None = None,
                        show_progress: bool = False, eigensolver: str = "host"):
     """The index stage of `method` over `index` with the settings in `index.config` (timed into
-    `index.timings[method]`): SpectRAG's chunk graph, LiteSemRAG's semantic graph."""
-    if method not in STAGE_METHODS:
-        raise TigragError(f"method {method!r} has no index stage of its own (stages: {', '.join(STAGE_METHODS)})")
+    `index.timings[method]`), e.g. SpectRAG's chunk graph or LiteSemRAG's semantic graph."""
+    spec = get_method(method)
+    if spec.stage is None:
+        raise TigragError(f"method {method!r} has no index stage of its own (stages: "
+                          f"{', '.join(m.name for m in stage_methods())})")
     start = time.perf_counter()
-    if method == "spectrag":
-        stage = build_chunk_graph(index, index.config.spectrag, backend, encoder, show_progress, eigensolver)
-    else:
-        from ..methods.litesemrag.semantic_graph import build_semantic_graph
-
-        stage = build_semantic_graph(index.chunk_texts, index.config.litesemrag, show_progress=show_progress)
+    stage = spec.stage.build(index, getattr(index.config, method), backend, encoder, show_progress, eigensolver)
     index.timings[method] = time.perf_counter() - start
     return stage
 
 
-def add_method(index: Index, method: str, config: ChunkGraphConfig | SemanticGraphConfig | None = None,
+def add_method(index: Index, method: str, config: Any = None,
                backend: Backend | None = None, show_progress: bool = False, encoder: Encoder | None = None,
                eigensolver: str = "host") -> Index:
     """A copy of `index` with the index stage of `method` built (rebuilt if there was one), e.g. SpectRAG's
@@ -118,12 +107,12 @@ def add_method(index: Index, method: str, config: ChunkGraphConfig | SemanticGra
     from .store import derive_origin
 
     (method,) = check_methods([method])
-    if method == "tigrag":
-        raise TigragError("tigrag is the base index, built by `tigrag index`; there is no stage to add")
-    settings = index.config if config is None else dataclasses.replace(index.config, **{method: config})
-    grown = dataclasses.replace(index, config=settings, timings=dict(index.timings))
-    rebuilt = getattr(index, method) is not None
-    setattr(grown, method, build_method_stage(grown, method, backend, encoder, show_progress, eigensolver))
+    if get_method(method).stage is None:
+        raise TigragError(f"{method} needs only the base index, built by `tigrag index`; there is no stage to add")
+    settings = index.config if config is None else index.config.with_section(method, config)
+    grown = dataclasses.replace(index, config=settings, timings=dict(index.timings), stages=dict(index.stages))
+    rebuilt = index.has_stage(method)
+    grown.stages[method] = build_method_stage(grown, method, backend, encoder, show_progress, eigensolver)
     if rebuilt:
         log.info("rebuilt the %s stage over the index's %s chunks", method, f"{index.n_chunks:,}")
     return derive_origin(index, grown)

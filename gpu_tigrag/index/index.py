@@ -1,18 +1,18 @@
-"""The in-memory index: host arrays of every stage plus the configuration that built them."""
+"""The in-memory index: host arrays of the base index, the method stages built over it, and the
+configuration that built them."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse
 
 from ..config import IndexConfig
 from ..text.tokens import Vocabulary
-from ..methods.spectrag.chunk_graph import ChunkGraph
 from .entities import ChunkEntities
-from ..methods.litesemrag.semantic_graph import SemanticGraph
 
 
 @dataclass
@@ -34,8 +34,7 @@ class Index:
     encoder_backend: str = "torch"  # the runtime that computed `embeddings` (indexes before it was recorded: torch)
     stats: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
-    spectrag: ChunkGraph | None = None  # SpectRAG's stage, when built (`tigrag index --methods spectrag`)
-    litesemrag: SemanticGraph | None = None  # LiteSemRAG's stage, when built (`--methods litesemrag`)
+    stages: dict[str, Any] = field(default_factory=dict)  # method name -> its index stage (or a StageLoader)
 
     @property
     def n_chunks(self) -> int:
@@ -50,5 +49,46 @@ class Index:
         """(model name, weights fingerprint, backend) of the passage vectors."""
         return self.encoder_name, self.encoder_fingerprint, self.encoder_backend
 
+    def has_stage(self, method: str) -> bool:
+        """Whether the index holds `method`'s stage (without loading it)."""
+        return self.stages.get(method) is not None
+
+    def stage(self, method: str) -> Any:
+        """`method`'s stage, None when the index has none; a stored stage is read and validated here,
+        on first use, so a damaged stage fails only the method that uses it."""
+        value = self.stages.get(method)
+        if isinstance(value, StageLoader):
+            value = value()
+            self.stages[method] = value
+        return value
+
+    def with_stage(self, method: str, stage: Any) -> "Index":
+        """A copy of this index whose stage of `method` is `stage` (None: without one)."""
+        stages = {**self.stages, method: stage}
+        if stage is None:
+            del stages[method]
+        return dataclasses.replace(self, stages=stages)
+
+    def __getattr__(self, name: str) -> Any:
+        """A stage also reads as an attribute of its method's name (`index.spectrag`)."""
+        if name.startswith("_") or name == "stages":
+            raise AttributeError(name)
+        from ..methods.registry import stage_methods
+
+        if any(m.name == name for m in stage_methods()):
+            return self.stage(name)
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
     def chunk_title(self, chunk: int) -> str:
         return self.passage_titles[int(self.chunk_passage[chunk])]
+
+
+@dataclass
+class StageLoader:
+    """A stored stage not read yet: `load()` reads and validates it (store.py)."""
+
+    method: str
+    load: Callable[[], Any]
+
+    def __call__(self) -> Any:
+        return self.load()

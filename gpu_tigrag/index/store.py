@@ -16,7 +16,9 @@ a killed save are removed by the next save.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import logging
 import json
 import os
 from pathlib import Path
@@ -28,14 +30,16 @@ import scipy.sparse
 from .. import __version__
 from ..atomic import atomic_directory, remove_stale_temporaries, stale_siblings
 from ..checksums import sha256_file, sha256_json
-from ..config import ENTITY_LABELS, ChunkGraphConfig, IndexConfig, SemanticGraphConfig, config_from_dict, config_to_dict
+from ..config import ENTITY_LABELS, IndexConfig, config_from_dict, config_to_dict
 from ..errors import IndexFormatError, TigragError, WriterLockError
 from ..locking import writer_lock
 from ..text.tokens import Vocabulary
-from ..methods.spectrag.chunk_graph import ChunkGraph
 from .entities import ChunkEntities
-from .index import Index
-from ..methods.litesemrag.semantic_graph import SemanticGraph
+from ..methods.registry import get_method, stage_methods
+from .index import Index, StageLoader
+from .stage_arrays import csr_arrays
+
+log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 3  # 2: entity labels per occurrence (entity_chunk_masks); 3: the config's checksum
 MANIFEST = "manifest.json"
@@ -54,14 +58,6 @@ def _read_strings(path: Path, column: str) -> list[str]:
     return pq.read_table(path, columns=[column]).column(column).to_pylist()
 
 
-def _csr_arrays(prefix: str, matrix: scipy.sparse.csr_matrix) -> dict[str, np.ndarray]:
-    return {
-        f"{prefix}_indptr": matrix.indptr.astype(np.int64),
-        f"{prefix}_indices": matrix.indices.astype(np.int32),
-        f"{prefix}_data": matrix.data.astype(np.float32),
-    }
-
-
 def _index_arrays(index: Index) -> dict[str, np.ndarray]:
     arrays = {
         "chunk_passage": index.chunk_passage.astype(np.int32),
@@ -74,53 +70,22 @@ def _index_arrays(index: Index) -> dict[str, np.ndarray]:
         "entity_token_indptr": index.entities.token_indptr.astype(np.int64),
         "entity_token_ids": index.entities.token_ids.astype(np.int32),
     }
-    arrays.update(_csr_arrays("graph", index.graph))
-    arrays.update(_csr_arrays("bm25", index.bm25))
-    if index.spectrag is not None:
-        arrays.update(_spectrag_arrays(index.spectrag))
-    if index.litesemrag is not None:
-        arrays.update(_litesemrag_arrays(index.litesemrag))
+    arrays.update(csr_arrays("graph", index.graph))
+    arrays.update(csr_arrays("bm25", index.bm25))
+    for method in _stored_stages(index):
+        arrays.update(method.stage.to_arrays(index.stage(method.name))[0])
     return arrays
 
 
-#: SpectRAG's stage (DESIGN.md "Several methods on one index"): its arrays' file names (without .npy)
-SPECTRAG_ARRAYS = ("spectrag_weights_indptr", "spectrag_weights_indices", "spectrag_weights_data",
-                   "spectrag_coords", "spectrag_eigenvalues", "spectrag_chunk_tokens")
-
-
-def _spectrag_arrays(stage: ChunkGraph) -> dict[str, np.ndarray]:
-    arrays = _csr_arrays("spectrag_weights", stage.weights)
-    arrays["spectrag_coords"] = np.ascontiguousarray(stage.coords, dtype=np.float32)
-    arrays["spectrag_eigenvalues"] = np.asarray(stage.eigenvalues, dtype=np.float64)
-    arrays["spectrag_chunk_tokens"] = np.asarray(stage.chunk_tokens, dtype=np.int32)
-    return arrays
-
-
-#: LiteSemRAG's stage: its arrays' file names (without .npy), and its string table
-LITESEMRAG_ARRAYS = ("litesemrag_tf_indptr", "litesemrag_tf_indices", "litesemrag_tf_data",
-                     "litesemrag_proto_ptr", "litesemrag_proto_vectors", "litesemrag_chunk_len")
-LITESEMRAG_STRINGS = "litesemrag_strings"
-
-
-def _litesemrag_arrays(stage: SemanticGraph) -> dict[str, np.ndarray]:
-    arrays = _csr_arrays("litesemrag_tf", stage.tf)
-    arrays["litesemrag_proto_ptr"] = np.asarray(stage.proto_ptr, dtype=np.int64)
-    arrays["litesemrag_proto_vectors"] = np.ascontiguousarray(stage.proto_vectors, dtype=np.float32)
-    arrays["litesemrag_chunk_len"] = np.asarray(stage.chunk_len, dtype=np.int32)
-    return arrays
+def _stored_stages(index: Index) -> list[Any]:
+    """The registered methods whose stage `index` holds, in registry order."""
+    return [m for m in stage_methods() if index.has_stage(m.name)]
 
 
 def _methods_section(index: Index) -> dict[str, Any]:
-    """The manifest's `methods`: each built method stage's configuration and statistics."""
-    section: dict[str, Any] = {}
-    if index.spectrag is not None:
-        section["spectrag"] = {"config": config_to_dict(index.config.spectrag), "stats": index.spectrag.stats,
-                               "files": [f"{name}.npy" for name in SPECTRAG_ARRAYS]}
-    if index.litesemrag is not None:
-        section["litesemrag"] = {"config": config_to_dict(index.config.litesemrag), "stats": index.litesemrag.stats,
-                                 "files": [f"{name}.npy" for name in LITESEMRAG_ARRAYS]
-                                 + [f"{LITESEMRAG_STRINGS}.parquet"]}
-    return section
+    """The manifest's `methods`: each built method stage's configuration, statistics and files."""
+    return {m.name: {"config": config_to_dict(getattr(index.config, m.name)), "stats": index.stage(m.name).stats,
+                     "files": m.stage.files} for m in _stored_stages(index)}
 
 
 def _index_strings(index: Index) -> dict[str, tuple[str, list[str]]]:
@@ -130,7 +95,8 @@ def _index_strings(index: Index) -> dict[str, tuple[str, list[str]]]:
         "chunks": ("text", index.chunk_texts),
         "vocab": ("token", index.vocab.tokens),
         "entities": ("text", index.entities.texts),
-        **({LITESEMRAG_STRINGS: ("text", index.litesemrag.strings)} if index.litesemrag is not None else {}),
+        **{name: ("text", values) for m in _stored_stages(index)
+           for name, values in m.stage.to_arrays(index.stage(m.name))[1].items()},
     }
 
 
@@ -350,94 +316,35 @@ def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
     except (KeyError, TypeError, ValueError, TigragError) as exc:
         raise IndexFormatError(f"{path}: inconsistent index ({type(exc).__name__}: {exc}); rebuild it") from None
     _check_shapes(path, index)
-    index.spectrag = _load_spectrag(path, manifest, index, load_npy)
-    index.litesemrag = _load_litesemrag(path, manifest, index, load_npy, strings)
+    for name in manifest.get("methods") or {}:
+        try:
+            method = get_method(name)
+        except TigragError:
+            log.warning("%s holds a stage of method %r, which is not installed here; it is ignored", path, name)
+            continue
+        if method.stage is not None:
+            index.stages[name] = StageLoader(name, functools.partial(
+                _load_stage, path, manifest, index, method, load_npy, strings))
     _set_origin(index, Origin(str(path.resolve()), manifest_digest))
     return index
 
 
-def _stage_section(path: Path, manifest: dict[str, Any], index: Index, method: str,
-                   cls: type) -> tuple[dict[str, Any], Any] | None:
-    """(manifest section, stage configuration) of `method`'s stage, None when the manifest lists none;
-    the configuration must parse and equal the index's settings of that stage."""
-    section = (manifest.get("methods") or {}).get(method)
-    if section is None:
-        return None
+def _load_stage(path: Path, manifest: dict[str, Any], index: Index, method: Any,
+                load_npy: Callable[[str], np.ndarray], strings: Callable[[str, str], list[str]]) -> Any:
+    """`method`'s stage as the manifest lists it: its configuration must parse and equal the index's
+    settings of that stage, and every file is checked (size, checksum) and validated by the method."""
+    section = manifest["methods"][method.name]
     try:
-        config = config_from_dict(cls, section["config"])
+        config = config_from_dict(method.stage.config, section["config"])
     except (KeyError, TypeError, TigragError) as exc:
-        raise IndexFormatError(f"{path / MANIFEST}: methods.{method} has no valid configuration ({exc}); "
+        raise IndexFormatError(f"{path / MANIFEST}: methods.{method.name} has no valid configuration ({exc}); "
                                "rebuild the stage with `tigrag extend`") from None
-    if config != getattr(index.config, method):
-        raise IndexFormatError(f"{path / MANIFEST}: methods.{method}.config differs from the index's "
-                               f"{method} settings; rebuild the stage with `tigrag extend`")
-    return section, config
-
-
-def _check_arrays(path: Path, arrays: dict[str, np.ndarray], expected: dict[str, tuple[tuple[int, ...], str]],
-                  what: str) -> None:
-    """IndexFormatError naming the first array whose shape or dtype kind is not the expected one."""
-    for name, (shape, kind) in expected.items():
-        if arrays[name].shape != shape or arrays[name].dtype.kind != kind:
-            raise IndexFormatError(f"{path / (name + '.npy')}: {arrays[name].dtype} array of shape "
-                                   f"{arrays[name].shape}, expected {shape} for {what}")
-
-
-def _stage_csr(path: Path, arrays: dict[str, np.ndarray], prefix: str, shape: tuple[int, int],
-               what: str) -> scipy.sparse.csr_matrix:
-    """The CSR matrix of arrays `prefix`_{indptr,indices,data}, its entries checked against `shape`."""
-    indptr, indices, data = (arrays[f"{prefix}_{part}"] for part in ("indptr", "indices", "data"))
-    nnz = int(indptr[-1]) if indptr.size else 0
-    outside = nnz and not 0 <= int(indices.min()) <= int(indices.max()) < shape[1]
-    if indices.shape != (nnz,) or data.shape != (nnz,) or outside:
-        raise IndexFormatError(f"{path / (prefix + '_indices.npy')}: {what} do not fit "
-                               f"a {shape[0]} × {shape[1]} matrix with {nnz} entries")
-    try:
-        return scipy.sparse.csr_matrix((data, indices, indptr), shape=shape)
-    except ValueError as exc:
-        raise IndexFormatError(f"{path / (prefix + '_indptr.npy')}: not valid {what} ({exc})") from None
-
-
-def _load_spectrag(path: Path, manifest: dict[str, Any], index: Index,
-                   load_npy: Callable[[str], np.ndarray]) -> ChunkGraph | None:
-    """SpectRAG's stage when the manifest lists it (else None), its arrays' shapes checked: a file
-    that does not fit the index's n chunks and the stage's d dimensions is named in the error."""
-    found = _stage_section(path, manifest, index, "spectrag", ChunkGraphConfig)
-    if found is None:
-        return None
-    section, config = found
-    arrays = {name: load_npy(name) for name in SPECTRAG_ARRAYS}
-    n, d = index.n_chunks, config.dimensions
-    _check_arrays(path, arrays, {"spectrag_weights_indptr": ((n + 1,), "i"), "spectrag_coords": ((n, d), "f"),
-                                 "spectrag_eigenvalues": ((d + 1,), "f"), "spectrag_chunk_tokens": ((n,), "i")},
-                  f"{n} chunks and {d} dimensions")
-    weights = _stage_csr(path, arrays, "spectrag_weights", (n, n), "the chunk graph's entries")
-    return ChunkGraph(weights=weights, coords=arrays["spectrag_coords"], eigenvalues=arrays["spectrag_eigenvalues"],
-                      chunk_tokens=arrays["spectrag_chunk_tokens"], stats=section.get("stats", {}))
-
-
-def _load_litesemrag(path: Path, manifest: dict[str, Any], index: Index, load_npy: Callable[[str], np.ndarray],
-                     strings: Callable[[str, str], list[str]]) -> SemanticGraph | None:
-    """LiteSemRAG's stage when the manifest lists it (else None), every array checked against the
-    index's n chunks, the stage's strings and prototypes; a file that does not fit is named."""
-    found = _stage_section(path, manifest, index, "litesemrag", SemanticGraphConfig)
-    if found is None:
-        return None
-    section, _ = found
-    arrays = {name: load_npy(name) for name in LITESEMRAG_ARRAYS}
-    texts = strings(LITESEMRAG_STRINGS, "text")
-    n, n_strings = index.n_chunks, len(texts)
-    ptr, vectors = arrays["litesemrag_proto_ptr"], arrays["litesemrag_proto_vectors"]
-    _check_arrays(path, arrays, {"litesemrag_proto_ptr": ((n_strings + 1,), "i"), "litesemrag_chunk_len": ((n,), "i"),
-                                 "litesemrag_tf_indptr": ((vectors.shape[0] + 1,), "i")},
-                  f"{n} chunks, {n_strings} strings and {vectors.shape[0]} prototypes")
-    if vectors.ndim != 2 or vectors.dtype.kind != "f" or (ptr.size and int(ptr[-1]) != vectors.shape[0]) \
-            or (ptr.size > 1 and int(np.diff(ptr).min()) < 1):
-        raise IndexFormatError(f"{path / 'litesemrag_proto_vectors.npy'}: {vectors.shape} prototypes do not match "
-                               "the string → prototype pointers")
-    tf = _stage_csr(path, arrays, "litesemrag_tf", (vectors.shape[0], n), "the postings")
-    return SemanticGraph(strings=texts, proto_ptr=ptr, proto_vectors=vectors, tf=tf,
-                         chunk_len=arrays["litesemrag_chunk_len"], stats=section.get("stats", {}))
+    if config != getattr(index.config, method.name):
+        raise IndexFormatError(f"{path / MANIFEST}: methods.{method.name}.config differs from the index's "
+                               f"{method.name} settings; rebuild the stage with `tigrag extend`")
+    arrays = {name: load_npy(name) for name in method.stage.arrays}
+    texts = {name: strings(name, "text") for name in method.stage.strings}
+    return method.stage.from_arrays(arrays, texts, index, config, section.get("stats", {}), path)
 
 
 def _check_shapes(path: Path, index: Index) -> None:

@@ -278,7 +278,7 @@ def build_index_streaming(
     `drop_duplicates=True` keeps only the first of passages with the same title and text.
     `methods` naming "spectrag" builds SpectRAG's chunk graph over the assembled index before it is saved.
     """
-    from .build import check_methods
+    from ..methods.registry import check_methods
 
     methods = check_methods(methods)
     build = StreamBuild(expand_paths(paths), Path(output).resolve(), config, max(workers, 1),
@@ -335,12 +335,9 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
     with timed(timings, "assemble_bm25"):
         index = _assemble(build, n_parts, vocab, graph, stats, encoder)
     index.timings = timings
-    from .build import STAGE_METHODS, build_method_stage
+    from .build import build_stages
 
-    for method in STAGE_METHODS:
-        if method in methods:
-            setattr(index, method, build_method_stage(index, method, get_backend(build.backend), encoder,
-                                                      show_progress))
+    build_stages(index, methods, get_backend(build.backend), encoder, show_progress)
     save_index(index, build.output)
     shutil.rmtree(build.work, ignore_errors=True)
     return index

@@ -41,3 +41,14 @@ def top_k_rows(be: Backend, scores: Any, k: int) -> Any:
     if k >= n:
         return be.xp.broadcast_to(be.xp.arange(n)[:, None], scores.shape).copy()
     return be.kernel(cpu=_top_k_rows_host, cuda=_top_k_rows_device)(be, scores, k)
+
+
+def ranked_top_k(be: Backend, scores: Any, k: int) -> tuple[Any, Any]:
+    """(ids, scores), k × B on the backend, of each column of `scores`, best first; equal scores in
+    row-id order on every backend."""
+    xp = be.xp
+    k = min(k, scores.shape[0])
+    part = top_k_rows(be, scores, k)  # ascending ids, so the stable sort below breaks ties by id
+    vals = xp.take_along_axis(scores, part, axis=0)
+    order = be.argsort_stable(-vals, axis=0)
+    return xp.take_along_axis(part, order, axis=0), xp.take_along_axis(vals, order, axis=0)

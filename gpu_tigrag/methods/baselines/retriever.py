@@ -1,44 +1,75 @@
 """Baselines over the same chunks and encoder, batched: NaiveRAG (dense cosine), BM25, and Hybrid
-(reciprocal-rank fusion of the two, SpectRAG's paper's strongest baseline)."""
+(reciprocal-rank fusion of the two, SpectRAG's paper's strongest baseline). Each is a retriever of
+its own, so the evaluation, `query` and `run` treat them as they treat every method."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any
 
 import numpy as np
 
-from ..tigrag.fusion import bm25_scores, reciprocal_rank
-from ..tigrag.retriever import Retriever
+from ...ops.fusion import bm25_scores, reciprocal_rank
+from ...retrieve.base import BaseRetriever, PreparedBatch
+from ...retrieve.results import QueryResult
 
 #: RRF of the Hybrid baseline: the constant k of 1 / (k + rank), and the ranks counted per list
 HYBRID_RRF_K = 60
 HYBRID_DEPTH = 100
 
 
-def naive_rag(retriever: Retriever, queries: Sequence[str], k: int) -> np.ndarray:
-    """Top-k chunk ids (B × k) by cosine between query and chunk embeddings over all chunks."""
-    sims = retriever.embeddings @ retriever.encode(list(queries)).T
-    ids, _ = retriever._topk(sims, k)
-    return ids
+class _FlatRetriever(BaseRetriever):
+    """A one-shot ranking of every chunk by a chunks × B score block (`scores`)."""
+
+    #: chunks × B blocks alive at once: scores, the top-k temporaries (and Hybrid's fused lists)
+    CHUNK_BYTES_PER_QUERY = 6 * 4
+
+    def bytes_per_query(self) -> int:
+        return self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY
+
+    def scores(self, batch: PreparedBatch) -> Any:
+        raise NotImplementedError
+
+    def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
+        if len(batch) == 0:
+            return []
+        ids, vals = self.top_k(self.scores(batch), k)
+        return [self.result(query, ids[q], vals[q]) for q, query in enumerate(batch.queries)]
 
 
-def bm25_search(retriever: Retriever, queries: Sequence[str], k: int) -> np.ndarray:
-    """Top-k chunk ids (B × k) by BM25 of the query's valid tokens (counted with multiplicity)."""
-    seeds = retriever.query_seeds(queries)
-    scores = bm25_scores(retriever.be, retriever.bm25, seeds, retriever.index.n_vocab)
-    ids, _ = retriever._topk(scores, k)
-    return ids
+class NaiveragRetriever(_FlatRetriever):
+    """NaiveRAG: every chunk by its cosine to the query."""
+
+    method = "naiverag"
+
+    def scores(self, batch: PreparedBatch) -> Any:
+        return self.device.embeddings @ self.be.asarray(batch.vectors).T
 
 
-def hybrid_search(retriever: Retriever, queries: Sequence[str], k: int) -> np.ndarray:
-    """Top-k chunk ids (B × k) by RRF of the dense cosine ranking and the BM25 ranking (chunks with a
-    BM25 score of 0 are not in the BM25 list); chunks in neither list follow by cosine."""
-    be, xp = retriever.be, retriever.be.xp
-    dense = retriever.embeddings @ retriever.encode(list(queries)).T
-    bm25 = bm25_scores(be, retriever.bm25, retriever.query_seeds(queries), retriever.index.n_vocab)
-    bm25 = xp.where(bm25 > 0, bm25, -np.inf).astype(xp.float32)
-    fused = reciprocal_rank(be, dense, HYBRID_DEPTH, HYBRID_RRF_K) + reciprocal_rank(be, bm25, HYBRID_DEPTH, HYBRID_RRF_K)
-    # below every fused score (each > 0): the unlisted chunks keep their cosine order
-    tail = (dense - 3.0) * 1e-6
-    ids, _ = retriever._topk(xp.where(fused > 0, fused, tail).astype(xp.float32), k)
-    return ids
+class Bm25Retriever(_FlatRetriever):
+    """BM25 of the query's valid tokens (counted with multiplicity); queries are not embedded."""
+
+    method = "bm25"
+
+    def prepare(self, queries: Any) -> PreparedBatch:
+        queries = list(queries)
+        return PreparedBatch(queries, self.query_seeds(queries), np.zeros((len(queries), 0), dtype=np.float32))
+
+    def scores(self, batch: PreparedBatch) -> Any:
+        return bm25_scores(self.be, self.device.bm25, batch.seeds, self.index.n_vocab)
+
+
+class HybridRetriever(_FlatRetriever):
+    """RRF of the dense cosine ranking and the BM25 ranking (chunks with a BM25 score of 0 are not in
+    the BM25 list); chunks in neither list follow by cosine."""
+
+    method = "hybrid"
+
+    def scores(self, batch: PreparedBatch) -> Any:
+        be, xp = self.be, self.be.xp
+        dense = self.device.embeddings @ be.asarray(batch.vectors).T
+        bm25 = bm25_scores(be, self.device.bm25, batch.seeds, self.index.n_vocab)
+        bm25 = xp.where(bm25 > 0, bm25, -np.inf).astype(xp.float32)
+        fused = (reciprocal_rank(be, dense, HYBRID_DEPTH, HYBRID_RRF_K)
+                 + reciprocal_rank(be, bm25, HYBRID_DEPTH, HYBRID_RRF_K))
+        tail = (dense - 3.0) * 1e-6  # below every fused score (each > 0): the unlisted chunks keep their cosine order
+        return xp.where(fused > 0, fused, tail).astype(xp.float32)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse
 
-from ...config import SemanticGraphConfig
+from .config import SemanticGraphConfig
 from ...progress import progress
 
 

@@ -48,15 +48,17 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse
 
-from ...backend import Backend, get_backend
-from ...config import LitesemragConfig, RetrievalConfig
+from ...backend import Backend
+from ...config import RetrievalConfig
+from .config import LitesemragConfig
 from ...errors import TigragError
 from ...index.index import Index
 from .semantic_graph import SemanticGraph, check_stage
 from .spans import ENTITY, PHRASE, TOKEN, Span
 from ...retrieve.results import HopTrace, QueryResult
-from ..tigrag.retriever import Retriever, StageTimer
-from ..spectrag.retriever import ranked_top_k
+from ...ops.rows import unit_rows
+from ...ops.topk import ranked_top_k
+from ...retrieve.base import BaseRetriever
 
 MISSING_STAGE = ("this index has no LiteSemRAG stage; build it with `tigrag extend INDEX --methods litesemrag` "
                  "(or `tigrag index ... --methods tigrag,litesemrag`)")
@@ -194,12 +196,13 @@ def _first_of_each_prototype(nodes: MatchedNodes) -> MatchedNodes:
     return MatchedNodes(nodes.query[keep], nodes.proto[keep], nodes.level[keep])
 
 
-class LitesemragRetriever:
-    """Batched LiteSemRAG retrieval over an `Index` with its LiteSemRAG stage (`index.litesemrag`).
+class LitesemragRetriever(BaseRetriever):
+    """Batched LiteSemRAG retrieval over an `Index` with its LiteSemRAG stage (`index.stage("litesemrag")`):
+    `prepare(queries)` (spans and span vectors, CPU) then `run_prepared(batch, k)`."""
 
-    Same protocol as `Retriever`: `prepare(queries)` (spans and span vectors, CPU) then
-    `run_prepared(batch, k)` (blocks halved on out-of-memory errors), or `retrieve(queries, k)`."""
-
+    method = "litesemrag"
+    OPTIONS = BaseRetriever.OPTIONS | {"nlp"}
+    uses_passage_encoder = False  # queries are read by the stage's token encoder, not the passage encoder
     #: bytes per (chunk, query) of the dense chunks × B blocks alive at once: connected scores,
     #: one recovery level, their top-k temporaries
     CHUNK_BYTES_PER_QUERY = 4 * 4
@@ -210,31 +213,33 @@ class LitesemragRetriever:
         """`config.litesemrag` holds the settings (default: `RetrievalConfig(method="litesemrag")`).
         `encoder`: a `TokenStateEncoder`; default: the stage's token encoder and layer, whose weights
         must be the ones that built the stage. `nlp`: the span pipeline (default: the stage's spaCy
-        model, `litesemrag.spacy_model`). `vector_cache` and `allow_mixed_encoder` are accepted for the common protocol; the
-        passage encoder is not used."""
-        graph = index.litesemrag
+        model, `litesemrag.spacy_model`). `vector_cache` and `allow_mixed_encoder` are accepted for the
+        common protocol; the passage encoder is not used."""
+        graph = index.stage("litesemrag")
         if graph is None:
             raise TigragError(MISSING_STAGE)
         check_stage(graph, index.n_chunks)
-        self.index, self.graph = index, graph
-        self.config = config or RetrievalConfig(method="litesemrag")
+        super().__init__(index, config, None, backend)
+        self.graph = graph
         self.settings: LitesemragConfig = self.config.litesemrag
         self.stage_config = index.config.litesemrag
-        self.be = backend if isinstance(backend, Backend) else get_backend(backend)
         self.encoder = encoder if encoder is not None and hasattr(encoder, "span_vectors") else self._token_encoder()
         if self.encoder.dim != graph.proto_vectors.shape[1]:
             raise TigragError(f"the token encoder gives {self.encoder.dim}-d vectors but the stage's prototypes are "
                               f"{graph.proto_vectors.shape[1]}-d")
         self.nlp = nlp
-        be = self.be
+        self.df, self.pattern, self.bm25_host, self.bm25, self.protos = self.device.get(
+            "litesemrag.semantic_graph", self._device_stage)
+
+    def _device_stage(self) -> tuple[np.ndarray, Any, Any, Any, Any]:
+        """(document frequency per prototype, the postings' 0/1 pattern and BM25 (host and backend),
+        the prototype vectors on the backend)."""
+        be, graph, cfg = self.be, self.graph, self.stage_config
         tf = graph.tf.tocsr()
         pattern = scipy.sparse.csr_matrix((np.ones(tf.nnz, dtype=np.float32), tf.indices, tf.indptr), shape=tf.shape)
-        self.df = np.diff(tf.indptr).astype(np.float64)
-        self.pattern = be.csr(pattern)
-        self.bm25_host = graph.bm25(self.stage_config.k1, self.stage_config.b)
-        self.bm25 = be.csr(self.bm25_host)
-        self.protos = be.asarray(graph.proto_vectors)
-        self.timer = StageTimer()
+        bm25_host = graph.bm25(cfg.k1, cfg.b)
+        return (np.diff(tf.indptr).astype(np.float64), be.csr(pattern), bm25_host, be.csr(bm25_host),
+                be.asarray(graph.proto_vectors))
 
     def _token_encoder(self) -> Any:
         from .token_states import TokenStateEncoder
@@ -246,15 +251,6 @@ class LitesemragRetriever:
             raise TigragError(f"the token encoder {cfg.token_encoder!r} here has weights {encoder.fingerprint}, but "
                               f"the LiteSemRAG stage was built with {built}; rebuild it with `tigrag extend`")
         return encoder
-
-    # -- the block protocol, shared with Retriever (progress, out-of-memory halving) -----------
-    run_prepared = Retriever.run_prepared
-    _retrieve_splitting = Retriever._retrieve_splitting
-    _check_k = Retriever._check_k
-
-    def retrieve(self, queries: Sequence[str], k: int | None = None, show_progress: bool = False) -> list[QueryResult]:
-        """The top-k chunks (default β) of every query (module doc)."""
-        return Retriever.retrieve(self, queries, k, show_progress)
 
     def prepare(self, queries: Sequence[str]) -> SpanBatch:
         """Spans and span vectors of a block (CPU work; may run ahead of `run_prepared`)."""
@@ -268,22 +264,14 @@ class LitesemragRetriever:
         spans, _ = parse_spans(queries, self.nlp, protect_single_capitals=protect)
         t = self.timer.add("spans", t)
         vectors, keep = self.encoder.span_vectors([clean_text(q, protect) for q in queries], spans)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        vectors = (vectors / np.where(norms > 0, norms, 1)).astype(np.float32)
+        vectors = unit_rows(vectors)
         self.timer.add("encode", t)
         self.timer.encoded_texts += len(queries)
         offsets = np.concatenate([[0], np.cumsum([len(s) for s in spans])]).astype(np.int64)
         return SpanBatch(queries, spans, vectors, keep, offsets)
 
-    def batch_size(self) -> int:
-        """Queries per block: the configured size, lowered so one block's dense chunks × B arrays fit
-        `memory_budget_mb` and, on a GPU, 80% of the device memory free now."""
-        budget = self.config.memory_budget_mb << 20
-        free = self.be.free_memory_bytes()
-        if free is not None:
-            budget = min(budget, int(0.8 * free))
-        fits = max(1, budget // max(self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY, 1))
-        return int(min(self.config.batch_size, fits))
+    def bytes_per_query(self) -> int:
+        return self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY
 
     # -- device side ----------------------------------------------------------------------
     def _pair_scores(self, vectors: Any, rows: np.ndarray, protos: np.ndarray) -> np.ndarray:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse
 
-from ...config import SemanticGraphConfig
+from .config import SemanticGraphConfig
 from ...errors import TigragError
 
 log = logging.getLogger(__name__)

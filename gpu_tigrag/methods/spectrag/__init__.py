@@ -1,1 +1,23 @@
-"""placeholder"""
+"""SpectRAG (papers/spectrag.txt): hybrid seeds, expansion over a weighted chunk graph, PPR and spectral
+proximity, token-budgeted context selection. Its stage: the chunk graph and spectral coordinates
+(`IndexConfig.spectrag`); its query settings: `RetrievalConfig.spectrag`."""
+
+from ..registry import IndexStage, Method, System, register
+from . import stage
+from .config import SpectragIndexConfig, SpectragQueryConfig
+
+METHOD = register(Method(
+    name="spectrag", label="SpectRAG",
+    description="chunk graph of six signals, PPR and spectral proximity, token-budgeted context",
+    retriever=__name__ + ".retriever:SpectragRetriever",
+    query_config=SpectragQueryConfig,
+    stage=IndexStage(config=SpectragIndexConfig, build=stage.build, to_arrays=stage.to_arrays,
+                     from_arrays=stage.from_arrays, arrays=stage.ARRAYS, summary=stage.summary,
+                     rebuilt_because="the graph is global: new chunks change old neighbours and the eigenvectors"),
+    systems=(
+        System("SpectRAG", "spectrag"),
+        System("SpectRAG relevance only", "spectrag", {"spectrag.alpha": 0.0}),
+        System("SpectRAG spectral proximity only", "spectrag", {"spectrag.spectral_share": 1.0}),
+        System("SpectRAG PPR proximity only", "spectrag", {"spectrag.spectral_share": 0.0}),
+    ),
+))

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse
 
 from ...backend import Backend, get_backend
-from ...config import CHUNK_GRAPH_SIGNALS, SIGNAL_WEIGHTS, ChunkGraphConfig
+from .config import CHUNK_GRAPH_SIGNALS, SIGNAL_WEIGHTS, ChunkGraphConfig
 from ...errors import ModelError
 from ...text.sentences import split_sentences
 from .chunk_signals import (adjacency_signal, chunk_bodies, citation_signal, entity_signal, question_signal,

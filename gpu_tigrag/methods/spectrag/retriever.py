@@ -38,35 +38,26 @@ trace per expansion hop: `seeds` = |S0|, `pool_size` = candidates after that hop
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from ...backend import Backend, get_backend
-from ...config import RetrievalConfig, SpectragConfig
-from ...encoders import CachingEncoder, Encoder, VectorCache, check_compatible, index_encoder_config, load_encoder
+from ...backend import Backend
+from ...config import RetrievalConfig
+from .config import SpectragConfig
+from ...encoders import Encoder, VectorCache
 from ...errors import TigragError
 from ...ops.subgraph_ppr import CandidatePairs, subgraph_pagerank
 from ...index.index import Index
-from ...ops.topk import top_k_rows
-from ..tigrag.fusion import bm25_scores
-from ..tigrag.rerank import NEG_INF
+from ...ops.rows import unit_rows
+from ...ops.topk import ranked_top_k
+from ...ops.fusion import NEG_INF, bm25_scores
 from ...retrieve.results import HopTrace, QueryResult
-from ..tigrag.retriever import PreparedBatch, Retriever, StageTimer
+from ...retrieve.base import BaseRetriever, PreparedBatch
 from .token_budget import select_contexts
 
 MISSING_STAGE = ("this index has no SpectRAG stage; build it with `tigrag extend INDEX --methods spectrag` "
                  "(or `tigrag index ... --methods tigrag,spectrag`)")
-
-
-def ranked_top_k(be: Backend, scores: Any, k: int) -> tuple[Any, Any]:
-    """(ids, scores), k × B on the backend, best first; equal scores in chunk-id order."""
-    xp = be.xp
-    k = min(k, scores.shape[0])
-    part = top_k_rows(be, scores, k)  # ascending ids, so the stable sort below breaks ties by id
-    vals = xp.take_along_axis(scores, part, axis=0)
-    order = be.argsort_stable(-vals, axis=0)
-    return xp.take_along_axis(part, order, axis=0), xp.take_along_axis(vals, order, axis=0)
 
 
 def fused_seeds(be: Backend, dense: Any, bm25: Any, count: int, rrf_k: int) -> Any:
@@ -160,23 +151,27 @@ def spectral_proximity(be: Backend, unit_coords: Any, pairs: CandidatePairs, see
     return best[pairs.cols, pairs.positions]
 
 
-def _unit_rows(coords: np.ndarray) -> np.ndarray:
-    coords = np.asarray(coords, dtype=np.float32)
-    norms = np.linalg.norm(coords, axis=1, keepdims=True)
-    return (coords / np.where(norms > 0, norms, 1)).astype(np.float32)
+def _chunk_graph(be: Backend, weights: Any) -> tuple[Any, Any, float]:
+    """(W, its 0/1 pattern, both CSR on the backend; the mean degree of a node reached along edges,
+    Σd²/Σd: W entries read per candidate)."""
+    weights = weights.tocsr().astype(np.float32)
+    weights.sum_duplicates()
+    pattern = weights.copy()
+    pattern.data = (pattern.data != 0).astype(np.float32)
+    degree = np.diff(weights.indptr).astype(np.float64)
+    reach = float((degree ** 2).sum() / degree.sum()) if degree.sum() else 0.0
+    return be.csr(weights), be.csr(pattern), reach
 
 
-class SpectragRetriever:
-    """Batched SpectRAG retrieval over an `Index` with its SpectRAG stage (`index.spectrag`).
+class SpectragRetriever(BaseRetriever):
+    """Batched SpectRAG retrieval over an `Index` with its SpectRAG stage (`index.stage("spectrag")`);
+    see the module docstring for what the `QueryResult`s hold."""
 
-    Same protocol as `Retriever`, with its code: `prepare(queries)` (tokens and query vectors,
-    CPU) then `run_prepared(batch, k)` (device, blocks halved on out-of-memory errors), or
-    `retrieve(queries, k)` for both; see the module docstring for what the `QueryResult`s hold."""
-
+    method = "spectrag"
     #: bytes per (chunk, query) of the dense chunks × B blocks alive at once: cosine, BM25 (and its
     #: sparse product), relevance and its temporaries, the BFS frontier, reach and masks
     CHUNK_BYTES_PER_QUERY = 10 * 4
-    #: bytes per W entry read when the induced subgraphs are gathered (graph/subgraph_ppr.py)
+    #: bytes per W entry read when the induced subgraphs are gathered (ops/subgraph_ppr.py)
     EDGE_BYTES = 48
 
     def __init__(self, index: Index, config: RetrievalConfig | None = None, encoder: Encoder | None = None,
@@ -185,76 +180,35 @@ class SpectragRetriever:
         """`config.spectrag` holds the settings (default: `RetrievalConfig(method="spectrag")`).
         `encoder` defaults to the model and runtime that embedded the index; another one is an
         error unless `allow_mixed_encoder`. `vector_cache` keeps query vectors on disk across runs."""
-        graph = index.spectrag
+        graph = index.stage("spectrag")
         if graph is None:
             raise TigragError(MISSING_STAGE)
         if graph.n_chunks != index.n_chunks or len(graph.chunk_tokens) != index.n_chunks:
             raise TigragError(f"the index's SpectRAG stage covers {graph.n_chunks} chunks but the index has "
                               f"{index.n_chunks}; rebuild it with `tigrag extend INDEX --methods spectrag`")
-        self.index = index
-        self.config = config or RetrievalConfig(method="spectrag")
+        super().__init__(index, config, encoder, backend, vector_cache, allow_mixed_encoder)
         self.settings: SpectragConfig = self.config.spectrag
-        self.be = backend if isinstance(backend, Backend) else get_backend(backend)
-        self.encoder = encoder or load_encoder(index_encoder_config(index))
-        check_compatible(index.encoder_identity, self.encoder, allow_mixed_encoder)
-        if vector_cache is not None:
-            self.encoder = CachingEncoder(self.encoder, vector_cache)
-        be = self.be
-        weights = graph.weights.tocsr().astype(np.float32)
-        weights.sum_duplicates()
-        pattern = weights.copy()
-        pattern.data = (pattern.data != 0).astype(np.float32)
-        self.weights = be.csr(weights)
-        self.adjacency = be.csr(pattern)
-        self.bm25 = be.csr(index.bm25)
-        self.embeddings = be.asarray(index.embeddings)
-        self.unit_coords = be.asarray(_unit_rows(graph.coords)) if graph.coords.ndim == 2 and graph.coords.shape[1] \
-            else None
+        device = self.device
+        self.weights, self.adjacency, self.reach_degree = device.get("spectrag.chunk_graph", lambda: _chunk_graph(
+            self.be, graph.weights))
+        self.bm25 = device.bm25
+        self.embeddings = device.embeddings
+        self.unit_coords = device.get("spectrag.unit_coords", lambda: self.be.asarray(unit_rows(graph.coords))
+                                      if graph.coords.ndim == 2 and graph.coords.shape[1] else None)
         self.chunk_tokens = np.asarray(graph.chunk_tokens, dtype=np.int64)
         budget = self.settings.token_budget
         if budget == 0:
             budget = int(round(10 * float(self.chunk_tokens.mean()))) if self.chunk_tokens.size else 0
         self.token_budget = max(int(budget), 1)
-        # W entries read per candidate: a node reached along edges has degree Σd²/Σd on average
-        degree = np.diff(weights.indptr).astype(np.float64)
-        self.reach_degree = float((degree ** 2).sum() / degree.sum()) if degree.sum() else 0.0
-        self.timer = StageTimer()
 
-    # -- the block protocol: Retriever's own code (it needs only index, encoder, be, timer,
-    # _check_k, batch_size and _retrieve_batch), so both methods tokenise, embed, time, split
-    # blocks on out-of-memory errors and report progress the same way
-    query_seeds = Retriever.query_seeds  # valid token ids of each query: the BM25 query terms
-    encode = Retriever.encode
-    encode_host = Retriever.encode_host
-    prepare = Retriever.prepare
-    run_prepared = Retriever.run_prepared
-    _retrieve_splitting = Retriever._retrieve_splitting
+    def default_k(self) -> int:
+        """k=None returns the context alone (0: no ranking past it)."""
+        return 0
 
-    def retrieve(self, queries: Sequence[str], k: int | None = None, show_progress: bool = False) -> list[QueryResult]:
-        """The context and the ranking to depth max(k, context) of every query (k=None: the context)."""
-        return Retriever.retrieve(self, queries, k, show_progress)
-
-    @staticmethod
-    def _check_k(k: int | None) -> int:
-        """k, or 0 (the context alone) when it is None; an error below 1."""
-        if k is None:
-            return 0
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise TigragError(f"k (results per query) must be an integer >= 1, got {k!r}")
-        return int(k)
-
-    def batch_size(self) -> int:
-        """Queries per block: the configured size, lowered so one block fits `memory_budget_mb`
-        and, on a GPU, 80% of the device memory free now."""
+    def bytes_per_query(self) -> int:
         candidates = max(self.settings.max_candidates, self.settings.seeds)
-        per_query = (self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY
-                     + int(candidates * self.reach_degree * self.EDGE_BYTES))
-        budget = self.config.memory_budget_mb << 20
-        free = self.be.free_memory_bytes()
-        if free is not None:
-            budget = min(budget, int(0.8 * free))
-        fits = max(1, budget // max(per_query, 1))
-        return int(min(self.config.batch_size, fits))
+        return (self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY
+                + int(candidates * self.reach_degree * self.EDGE_BYTES))
 
     # -- device side ----------------------------------------------------------------------
     def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
@@ -344,17 +298,8 @@ class SpectragRetriever:
                 chunk_ids += rest_ids[q][finite][: depth - m].tolist()
                 chunk_scores += (outside[q] * rest_vals[q][finite][: depth - m]).tolist()
             chunk_ids, chunk_scores = chunk_ids[:depth], chunk_scores[:depth]
-            passages = [int(index.chunk_passage[c]) for c in chunk_ids]
-            out.append(QueryResult(
-                query=query,
-                chunk_ids=[int(c) for c in chunk_ids],
-                scores=[float(s) for s in chunk_scores],
-                titles=[index.passage_titles[p] for p in passages],
-                passage_ids=passages,
-                dense_fallback=bool(fallback[q]),
-                hops=[HopTrace(hop=h + 1, seeds=n_seeds, pool_size=int(sizes[h, q]), top_chunks=[], new_entities=[],
-                               dense_fallback=bool(fallback[q])) for h in range(sizes.shape[0])],
-                context=size,
-            ))
+            hops = [HopTrace(hop=h + 1, seeds=n_seeds, pool_size=int(sizes[h, q]), top_chunks=[], new_entities=[],
+                             dense_fallback=bool(fallback[q])) for h in range(sizes.shape[0])]
+            out.append(self.result(query, chunk_ids, chunk_scores, fallback[q], hops, context=size))
         self.timer.add("select", t)
         return out

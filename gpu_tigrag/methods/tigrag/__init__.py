@@ -1,1 +1,37 @@
-"""placeholder"""
+"""TIGRAG (papers/tigrag.txt): token co-occurrence graph, batched PPR, PPR-weighted BM25, cumulative-mass
+pooling, embedding rerank and entity-driven multi-hop. Its index is the base index (no stage of its
+own); its query settings are the top-level fields of `RetrievalConfig`; its systems are the paper's
+Table-10 ablations, both presets, and each mechanism of `best` added to `paper` or removed from `best`."""
+
+from ..registry import Method, System, register
+
+#: the paper's Table-10 ablations of the configuration under evaluation
+ABLATIONS = {
+    "TIGRAG": {},
+    "TIGRAG 1-hop": {"hops": 1},
+    "TIGRAG without BM25": {"scoring": "graph"},
+    "TIGRAG degree centrality": {"expansion": "degree"},
+    "TIGRAG without reranking": {"rerank": False},
+}
+#: both presets, each mechanism of `best` added to the paper's method alone, and removed from `best`
+PRESET_VARIANTS = {
+    "TIGRAG paper": ("paper", {}),
+    "TIGRAG best": ("best", {}),
+    "paper + title links": ("paper", {"fusion.title_links": True}),
+    "paper + hybrid first hop": ("paper", {"fusion.first_hop": "hybrid"}),
+    "paper + bridging choice (8)": ("paper", {"fusion.bridge_entities": 8}),
+    "paper + passage dedup": ("paper", {"fusion.dedup_passages": True}),
+    "best without title links": ("best", {"fusion.title_links": False}),
+    "best without hybrid first hop": ("best", {"fusion.first_hop": "pool"}),
+    "best expanding every entity": ("best", {"fusion.bridge_entities": 0}),
+    "best without passage dedup": ("best", {"fusion.dedup_passages": False}),
+    "best with RRF hop fusion": ("best", {"fusion.hop_fusion": "rrf"}),
+}
+
+METHOD = register(Method(
+    name="tigrag", label="TIGRAG",
+    description="token graph, batched PPR, PPR-weighted BM25, pooling, embedding rerank, entity multi-hop",
+    retriever=__name__ + ".retriever:TigragRetriever",
+    systems=(*(System(name, "tigrag", overrides) for name, overrides in ABLATIONS.items()),
+             *(System(name, "tigrag", overrides, preset) for name, (preset, overrides) in PRESET_VARIANTS.items())),
+))

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...backend import Backend
 
-NEG_INF = np.float32(-np.inf)
+from ...ops.fusion import NEG_INF
 
 
 def masked_max_cosine(be: Backend, embeddings: Any, vectors: Any, owner: Any, n_queries: int, pool: Any) -> Any:

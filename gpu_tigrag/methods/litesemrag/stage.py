@@ -1,0 +1,60 @@
+"""LiteSemRAG's index stage in and out of the index directory: the string table, the string →
+prototype pointers, the prototype vectors, the per-prototype postings (CSR) and chunk lengths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import IndexFormatError
+from ...index.stage_arrays import check_arrays, csr_arrays, csr_from_arrays
+from .config import LitesemragIndexConfig
+from .semantic_graph import SemanticGraph
+
+ARRAYS = ("litesemrag_tf_indptr", "litesemrag_tf_indices", "litesemrag_tf_data",
+          "litesemrag_proto_ptr", "litesemrag_proto_vectors", "litesemrag_chunk_len")
+STRINGS = "litesemrag_strings"
+
+
+def build(index: Any, config: LitesemragIndexConfig, backend: Any = None, encoder: Any = None,
+          show_progress: bool = False, eigensolver: str = "host") -> SemanticGraph:
+    from .semantic_graph import build_semantic_graph
+
+    return build_semantic_graph(index.chunk_texts, config, show_progress=show_progress)
+
+
+def to_arrays(stage: SemanticGraph) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+    arrays = csr_arrays("litesemrag_tf", stage.tf)
+    arrays["litesemrag_proto_ptr"] = np.asarray(stage.proto_ptr, dtype=np.int64)
+    arrays["litesemrag_proto_vectors"] = np.ascontiguousarray(stage.proto_vectors, dtype=np.float32)
+    arrays["litesemrag_chunk_len"] = np.asarray(stage.chunk_len, dtype=np.int32)
+    return arrays, {STRINGS: stage.strings}
+
+
+def from_arrays(arrays: dict[str, np.ndarray], strings: dict[str, list[str]], index: Any,
+                config: LitesemragIndexConfig, stats: dict[str, Any], folder: Path) -> SemanticGraph:
+    """The stage, every array checked against the index's n chunks, the stage's strings and
+    prototypes; a file that does not fit is named."""
+    texts = strings[STRINGS]
+    n, n_strings = index.n_chunks, len(texts)
+    ptr, vectors = arrays["litesemrag_proto_ptr"], arrays["litesemrag_proto_vectors"]
+    check_arrays(folder, arrays, {"litesemrag_proto_ptr": ((n_strings + 1,), "i"), "litesemrag_chunk_len": ((n,), "i"),
+                                  "litesemrag_tf_indptr": ((vectors.shape[0] + 1,), "i")},
+                 f"{n} chunks, {n_strings} strings and {vectors.shape[0]} prototypes")
+    if vectors.ndim != 2 or vectors.dtype.kind != "f" or (ptr.size and int(ptr[-1]) != vectors.shape[0]) \
+            or (ptr.size > 1 and int(np.diff(ptr).min()) < 1):
+        raise IndexFormatError(f"{folder / 'litesemrag_proto_vectors.npy'}: {vectors.shape} prototypes do not match "
+                               "the string → prototype pointers")
+    tf = csr_from_arrays(folder, arrays, "litesemrag_tf", (vectors.shape[0], n), "the postings")
+    return SemanticGraph(strings=texts, proto_ptr=ptr, proto_vectors=vectors, tf=tf,
+                         chunk_len=arrays["litesemrag_chunk_len"], stats=stats)
+
+
+def summary(index: Any, stage: SemanticGraph) -> str:
+    stats = stage.stats
+    return (f"LiteSemRAG semantic graph: {stats['strings']:,} strings, {stats['prototypes']:,} prototypes "
+            f"({stats['multi_sense_strings']:,} strings with several senses), {stats['spans']:,} spans "
+            f"({stats['dropped_spans']:,} past the token encoder's window); token states: "
+            f"{stats['token_encoder']} layer {index.config.litesemrag.layer}")

@@ -1,0 +1,83 @@
+"""SpectRAG's settings: its index stage (the chunk graph) and its query stage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...config import ENTITY_LABELS, CheckedConfig, is_finite, require
+
+#: SpectRAG's edge signals (section "Edge signals" of its paper)
+CHUNK_GRAPH_SIGNALS: tuple[str, ...] = ("semantic", "adjacency", "section", "entity", "question", "citation")
+#: the paper's signal weights: configuration 2 (Table 10, the public code's default) and configuration 1 (Table 9)
+SIGNAL_WEIGHTS: dict[str, dict[str, float]] = {
+    "config2": {"semantic": 0.15, "section": 0.20, "entity": 0.25, "adjacency": 0.10, "question": 0.28, "citation": 0.02},
+    "config1": {"semantic": 0.30, "section": 0.25, "entity": 0.20, "adjacency": 0.084, "question": 0.083,
+                "citation": 0.083},
+}
+
+
+@dataclass(frozen=True)
+class SpectragIndexConfig(CheckedConfig):
+    """SpectRAG's index stage: the weighted chunk graph and its spectral coordinates (paper Tables 1
+    and 3, code defaults where the paper gives none). Built only when asked for (`--methods spectrag`)."""
+
+    weights: str = "config2"  # signal weights: "config2" (Table 10, code default), "config1" (Table 9), or
+    #                           "calibrate" (the public code's per-corpus weighting; adjacency keeps config2's)
+    semantic_top_k: int = 8  # nearest chunks per chunk by cosine (self excluded)
+    semantic_threshold: float = 0.75  # ... kept from this cosine
+    question_signal: str = "none"  # no LLM here: "none" drops the utility-question signal (weights not
+    #                                renormalised); "sentences" uses chunk sentences as stand-in questions (ablation)
+    question_top_k: int = 20
+    question_threshold: float = 0.80
+    entity_labels: tuple[str, ...] = ENTITY_LABELS  # the public code's NER mode keeps every label
+    edge_threshold: float = 0.1  # combined weights below this are dropped
+    dimensions: int = 32  # spectral coordinates: eigenvectors after the lowest
+
+    def _check(self) -> None:
+        require(self.weights in (*SIGNAL_WEIGHTS, "calibrate"),
+                 f"spectrag.weights must be one of {', '.join(SIGNAL_WEIGHTS)}, calibrate; got {self.weights!r}")
+        require(self.question_signal in ("none", "sentences"),
+                 f"spectrag.question_signal must be 'none' or 'sentences', got {self.question_signal!r}")
+        for name in ("semantic_top_k", "question_top_k", "dimensions"):
+            require(getattr(self, name) >= 1, f"spectrag.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("semantic_threshold", "question_threshold", "edge_threshold"):
+            value = getattr(self, name)
+            require(is_finite(value) and -1.0 <= value <= 1.0, f"spectrag.{name} must be in [-1, 1], got {value}")
+        unknown = set(self.entity_labels) - set(ENTITY_LABELS)
+        require(not unknown, f"unknown entity label(s) {sorted(unknown)}; known: {', '.join(ENTITY_LABELS)}")
+
+
+@dataclass(frozen=True)
+class SpectragQueryConfig(CheckedConfig):
+    """SpectRAG's query stage (paper Table 2; the public code's values where the paper gives none)."""
+
+    seeds: int = 20  # dense top-20 and BM25 top-20 fused by RRF; S0 = the top 20 of the fusion
+    rrf_k: int = 60
+    dense_share: float = 0.7  # relevance = .7 cos/max cos + .3 bm25/max bm25
+    hops: int = 2  # breadth-first expansion from S0 over the chunk graph ...
+    max_candidates: int = 200  # ... capped at this many chunks (an overflowing hop is cut by relevance)
+    damping: float = 0.85  # PPR on the candidates' induced subgraph, restarting at S0
+    ppr_tol: float = 1e-6
+    ppr_max_iter: int = 200
+    alpha: float = 0.5  # score = (1 - α) relevance + α proximity
+    spectral_share: float = 0.5  # proximity = share × spectral closeness + (1 - share) × PPR
+    token_budget: int = 0  # context budget in cl100k tokens; 0 = 10 × the index's mean chunk (12k for 1200-token chunks)
+    core_size: int = 5  # the protected core: the first chunks need only the core floor
+    core_floor: float = 0.30  # × the top score
+    tail_floor: float = 0.55  # × the top score, for chunks after the core
+    tie_band: float = 0.98  # chunks within this fraction of the best remaining score are ordered by document coverage
+
+    def _check(self) -> None:
+        for name in ("seeds", "hops", "max_candidates", "ppr_max_iter", "core_size"):
+            require(getattr(self, name) >= 1, f"spectrag.{name} must be >= 1, got {getattr(self, name)}")
+        require(self.rrf_k >= 0 and self.token_budget >= 0, "spectrag.rrf_k and spectrag.token_budget must be >= 0")
+        require(0.0 < self.damping < 1.0, f"spectrag.damping must be in (0, 1), got {self.damping}")
+        require(is_finite(self.ppr_tol) and self.ppr_tol > 0, f"spectrag.ppr_tol must be > 0, got {self.ppr_tol}")
+        for name in ("dense_share", "alpha", "spectral_share", "core_floor", "tail_floor", "tie_band"):
+            value = getattr(self, name)
+            require(is_finite(value) and 0.0 <= value <= 1.0, f"spectrag.{name} must be in [0, 1], got {value}")
+
+
+#: the names these settings had before the method packages (kept for old code)
+ChunkGraphConfig = SpectragIndexConfig
+SpectragConfig = SpectragQueryConfig

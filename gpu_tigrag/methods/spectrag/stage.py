@@ -1,0 +1,53 @@
+"""SpectRAG's index stage in and out of the index directory: the chunk graph W (CSR), the spectral
+coordinates, the eigenvalues and each chunk's cl100k token count."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...index.stage_arrays import check_arrays, csr_arrays, csr_from_arrays
+from .chunk_graph import ChunkGraph
+from .config import SpectragIndexConfig
+
+ARRAYS = ("spectrag_weights_indptr", "spectrag_weights_indices", "spectrag_weights_data",
+          "spectrag_coords", "spectrag_eigenvalues", "spectrag_chunk_tokens")
+
+
+def build(index: Any, config: SpectragIndexConfig, backend: Any = None, encoder: Any = None,
+          show_progress: bool = False, eigensolver: str = "host") -> ChunkGraph:
+    from .chunk_graph import build_chunk_graph
+
+    return build_chunk_graph(index, config, backend, encoder, show_progress, eigensolver)
+
+
+def to_arrays(stage: ChunkGraph) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+    arrays = csr_arrays("spectrag_weights", stage.weights)
+    arrays["spectrag_coords"] = np.ascontiguousarray(stage.coords, dtype=np.float32)
+    arrays["spectrag_eigenvalues"] = np.asarray(stage.eigenvalues, dtype=np.float64)
+    arrays["spectrag_chunk_tokens"] = np.asarray(stage.chunk_tokens, dtype=np.int32)
+    return arrays, {}
+
+
+def from_arrays(arrays: dict[str, np.ndarray], strings: dict[str, list[str]], index: Any,
+                config: SpectragIndexConfig, stats: dict[str, Any], folder: Path) -> ChunkGraph:
+    """The stage, its arrays' shapes checked: a file that does not fit the index's n chunks and the
+    stage's d dimensions is named in the error."""
+    n, d = index.n_chunks, config.dimensions
+    check_arrays(folder, arrays, {"spectrag_weights_indptr": ((n + 1,), "i"), "spectrag_coords": ((n, d), "f"),
+                                  "spectrag_eigenvalues": ((d + 1,), "f"), "spectrag_chunk_tokens": ((n,), "i")},
+                 f"{n} chunks and {d} dimensions")
+    weights = csr_from_arrays(folder, arrays, "spectrag_weights", (n, n), "the chunk graph's entries")
+    return ChunkGraph(weights=weights, coords=arrays["spectrag_coords"], eigenvalues=arrays["spectrag_eigenvalues"],
+                      chunk_tokens=arrays["spectrag_chunk_tokens"], stats=stats)
+
+
+def summary(index: Any, stage: ChunkGraph) -> str:
+    stats = stage.stats
+    signals = ", ".join(f"{name} {r['kept']:,}/{r['edges']:,}" if not r["dropped"] else f"{name} dropped"
+                        for name, r in stats["signals"].items())
+    return (f"SpectRAG chunk graph: {stats['edges_kept']:,} edges kept of {stats['edges']:,} ({signals}); "
+            f"{stats['components']:,} components, {stats['zero_eigenvalues']} zero eigenvalues of "
+            f"{index.config.spectrag.dimensions + 1} ({stats['eigensolver']})")

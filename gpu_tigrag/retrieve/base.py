@@ -1,0 +1,194 @@
+"""The shared retriever base: what every method's retriever does alike.
+
+`BaseRetriever` owns batching (a memory plan from the method's bytes per query, halving a block on
+an out-of-memory error), `k` checks, the passage encoder's set-up and timing, the ranked top-k
+and result assembly; a method writes its scoring (`_retrieve_batch`) and, when its host-side
+preparation differs, `prepare`. Every retriever answers `prepare(queries)` / `run_prepared(batch,
+k)` (the two halves `run` overlaps), `retrieve(queries, k)`, `batch_size()` and keeps a `timer`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+from ..backend import Backend, get_backend
+from ..config import RetrievalConfig
+from ..encoders import QUERY, CachingEncoder, Encoder, VectorCache, check_compatible, index_encoder_config, load_encoder
+from ..errors import TigragError
+from ..ops.topk import ranked_top_k
+from ..progress import counter
+from ..text.tokens import valid_tokens
+from .device import DeviceIndex
+from .results import HopTrace, QueryResult
+
+
+@dataclass
+class StageTimer:
+    """Seconds spent per stage, summed over batches; `encode` is the encoder alone. `encoded_texts`
+    counts the texts sent to the encoder (queries and expanded queries μ ⊕ e)."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    encoded_texts: int = 0
+
+    def add(self, stage: str, start: float) -> float:
+        now = time.perf_counter()
+        self.seconds[stage] += now - start
+        return now
+
+
+@dataclass
+class PreparedBatch:
+    """The CPU-side work of a batch, done ahead: seed token ids and query embeddings (host)."""
+
+    queries: list[str]
+    seeds: list[np.ndarray]
+    vectors: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def part(self, start: int, stop: int) -> "PreparedBatch":
+        return PreparedBatch(self.queries[start:stop], self.seeds[start:stop], self.vectors[start:stop])
+
+
+class BaseRetriever:
+    """Batched retrieval of one method over an `Index` (module doc). Subclasses set `method`,
+    implement `_retrieve_batch(batch, k)` and `bytes_per_query()`, and may override `prepare`."""
+
+    #: the registered method this retriever answers
+    method: ClassVar[str] = ""
+    #: constructor options this retriever takes (make_retriever drops the others)
+    OPTIONS: ClassVar[frozenset[str]] = frozenset({"encoder", "backend", "vector_cache", "allow_mixed_encoder"})
+    #: whether queries are embedded by the index's passage encoder
+    uses_passage_encoder: ClassVar[bool] = True
+
+    def __init__(self, index: Any, config: RetrievalConfig | None = None, encoder: Encoder | None = None,
+                 backend: str | Backend = "auto", vector_cache: VectorCache | None = None,
+                 allow_mixed_encoder: bool = False):
+        """`encoder` defaults to the model and runtime that embedded the index; another one is an
+        error unless `allow_mixed_encoder`. `vector_cache` keeps query vectors on disk across runs."""
+        self.index = index
+        self.config = config if config is not None else self.default_config()
+        self.be = backend if isinstance(backend, Backend) else get_backend(backend)
+        self.device = DeviceIndex.of(index, self.be)
+        self.timer = StageTimer()
+        if self.uses_passage_encoder:
+            self.encoder = encoder or load_encoder(index_encoder_config(index))
+            check_compatible(index.encoder_identity, self.encoder, allow_mixed_encoder)
+            if vector_cache is not None:
+                self.encoder = CachingEncoder(self.encoder, vector_cache)
+
+    @classmethod
+    def default_config(cls) -> RetrievalConfig:
+        """The configuration when none is given: the method's defaults."""
+        return RetrievalConfig(method=cls.method)
+
+    # -- host side --------------------------------------------------------------------------
+    def query_seeds(self, queries: Sequence[str]) -> list[np.ndarray]:
+        """The valid token ids of each query in the index's vocabulary (V_μ ∩ V)."""
+        cfg = self.index.config
+        return [self.index.vocab.encode(valid_tokens(q, cfg.tokens, cfg.chunk.language)) for q in queries]
+
+    def encode_host(self, texts: Sequence[str]) -> np.ndarray:
+        """Query vectors (host), timed as `encode`."""
+        t = time.perf_counter()
+        vectors = self.encoder.encode(texts, kind=QUERY)
+        self.timer.add("encode", t)
+        self.timer.encoded_texts += len(texts)
+        return vectors
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        """Query vectors on the backend."""
+        return self.be.asarray(self.encode_host(texts))
+
+    def prepare(self, queries: Sequence[str]) -> Any:
+        """Tokenise and embed a batch (CPU work; may run in another thread ahead of `run_prepared`)."""
+        queries = list(queries)
+        return PreparedBatch(queries, self.query_seeds(queries), self.encode_host(queries))
+
+    # -- batches -----------------------------------------------------------------------------
+    def retrieve(self, queries: Sequence[str], k: int | None = None, show_progress: bool = False) -> list[QueryResult]:
+        """The ranked chunks of every query, to depth k (default: the method's, `default_k`)."""
+        if isinstance(queries, str):
+            raise TigragError("retrieve() takes a sequence of queries; wrap a single query in a list")
+        k = self._check_k(k)
+        size = self.batch_size()
+        results: list[QueryResult] = []
+        bar = counter(len(queries), "retrieve", show_progress, unit="query")
+        try:
+            for start in range(0, len(queries), size):
+                batch = self.prepare(queries[start : start + size])
+                results.extend(self._retrieve_splitting(batch, k))
+                bar.update(len(batch))
+        finally:
+            bar.close()
+        return results
+
+    def run_prepared(self, prepared: Any, k: int | None = None) -> list[QueryResult]:
+        """The device part of a batch prepared by `prepare`, split on out-of-memory errors."""
+        return self._retrieve_splitting(prepared, self._check_k(k))
+
+    def default_k(self) -> int:
+        """Results per query when k is None: β."""
+        return self.config.beta
+
+    def _check_k(self, k: int | None) -> int:
+        """k, or `default_k()` when it is None; an error below 1."""
+        if k is None:
+            return self.default_k()
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise TigragError(f"k (results per query) must be an integer >= 1, got {k!r}")
+        return int(k)
+
+    def bytes_per_query(self) -> int:
+        """Working memory of one query in a block (the dense blocks alive at once)."""
+        raise NotImplementedError
+
+    def batch_size(self) -> int:
+        """Queries per block: the configured size, lowered so one block fits `memory_budget_mb`
+        and, on a GPU, 80% of the device memory free now."""
+        budget = self.config.memory_budget_mb << 20
+        free = self.be.free_memory_bytes()
+        if free is not None:
+            budget = min(budget, int(0.8 * free))
+        fits = max(1, budget // max(self.bytes_per_query(), 1))
+        return int(min(self.config.batch_size, fits))
+
+    def _retrieve_splitting(self, batch: Any, k: int) -> list[QueryResult]:
+        """One block; on an out-of-memory error it is halved and retried, so no query is lost."""
+        try:
+            return self._retrieve_batch(batch, k)
+        except self.be.out_of_memory_errors:
+            if len(batch) == 1:
+                raise TigragError(
+                    "out of memory on a single query; lower memory_budget_mb or use a machine with more memory"
+                ) from None
+            self.be.release_cached_memory()
+            half = len(batch) // 2
+            return (self._retrieve_splitting(batch.part(0, half), k)
+                    + self._retrieve_splitting(batch.part(half, len(batch)), k))
+
+    def _retrieve_batch(self, batch: Any, k: int) -> list[QueryResult]:
+        raise NotImplementedError
+
+    # -- ranking and results ------------------------------------------------------------------
+    def top_k(self, scores: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, scores), B × k on the host, of a chunks × B score block, best first; equal scores
+        in chunk-id order on every backend."""
+        ids, vals = ranked_top_k(self.be, scores, k)
+        return self.be.to_host(ids).T, self.be.to_host(vals).T
+
+    def result(self, query: str, chunk_ids: Sequence[int], scores: Sequence[float], dense_fallback: bool = False,
+               hops: list[HopTrace] | None = None, context: int | None = None) -> QueryResult:
+        """A `QueryResult` with the titles and passages of `chunk_ids`."""
+        index = self.index
+        chunk_ids = [int(c) for c in chunk_ids]
+        passages = [int(index.chunk_passage[c]) for c in chunk_ids]
+        return QueryResult(query=query, chunk_ids=chunk_ids, scores=[float(s) for s in scores],
+                           titles=[index.passage_titles[p] for p in passages], passage_ids=passages,
+                           dense_fallback=bool(dense_fallback), hops=hops or [], context=context)

@@ -1,0 +1,55 @@
+"""One device-resident copy of an index per process and backend, shared by every retriever over it.
+
+The base index's arrays (BM25, embeddings, the PPR transition matrix) and each method's own
+device arrays are prepared (normalised, uploaded) on first use and kept, so an evaluation of
+many systems over one index uploads each array once. `prepared` counts the preparations, per key.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Callable
+
+from ..backend import Backend
+
+
+class DeviceIndex:
+    """The arrays of `index` on backend `be`, each prepared once (see module doc)."""
+
+    def __init__(self, index: Any, be: Backend):
+        self.index, self.be = index, be
+        self._arrays: dict[str, Any] = {}
+        self.prepared: Counter[str] = Counter()
+
+    @classmethod
+    def of(cls, index: Any, be: Backend) -> "DeviceIndex":
+        """The process's device index of `index` on `be` (kept on the index object: an index derived
+        from it, e.g. by `add_passages` or `with_stage`, is another object with its own)."""
+        shared = index.__dict__.setdefault("_device_indexes", {})
+        if be.name not in shared:
+            shared[be.name] = cls(index, be)
+        return shared[be.name]
+
+    def get(self, key: str, prepare: Callable[[], Any]) -> Any:
+        """The array (or object) `key`, made by `prepare()` the first time it is asked for."""
+        if key not in self._arrays:
+            self._arrays[key] = prepare()
+            self.prepared[key] += 1
+        return self._arrays[key]
+
+    @property
+    def bm25(self) -> Any:
+        """chunks × vocab BM25 (CSR on the backend)."""
+        return self.get("bm25", lambda: self.be.csr(self.index.bm25))
+
+    @property
+    def embeddings(self) -> Any:
+        """chunks × dim passage vectors (unit rows) on the backend."""
+        return self.get("embeddings", lambda: self.be.asarray(self.index.embeddings))
+
+    @property
+    def transition(self) -> Any:
+        """The column-stochastic transition matrix of the token graph (PPR)."""
+        from ..ops.ppr import TransitionMatrix
+
+        return self.get("transition", lambda: TransitionMatrix.from_adjacency(self.be, self.index.graph))
