@@ -15,8 +15,8 @@ import scipy.sparse
 
 from conftest import EXAMPLES, QUESTIONS, logged_messages, string_entities
 from gpu_tigrag.checksums import sha256_file
-from gpu_tigrag.config import (EncoderConfig, EntityConfig, IndexConfig, LitesemragConfig, RetrievalConfig,
-                               SemanticGraphConfig, replace_path)
+from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig, RetrievalConfig, replace_path
+from gpu_tigrag.methods.litesemrag.config import LitesemragQueryConfig, LitesemragIndexConfig
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.errors import IndexFormatError, TigragError
@@ -29,7 +29,7 @@ from gpu_tigrag.methods.litesemrag.retriever import (LitesemragRetriever, Matche
 
 CONFIG = IndexConfig(encoder=EncoderConfig(model="hashing:64"))
 #: small enough that a few strings of the example corpus are clustered (and some get several senses)
-STAGE = SemanticGraphConfig(min_occurrences=3, concentration=0.99)
+STAGE = LitesemragIndexConfig(min_occurrences=3, concentration=0.99)
 QUERIES = QUESTIONS[:6] + [
     "Which students of the Royal Conservatory of Halden were born in Halden?",
     "quantum chromodynamics of orchards",
@@ -123,7 +123,7 @@ def senses_recovered(protos, string_ids, truth, s, directions):
 def test_build_prototypes_on_synthetic_senses():
     string_ids, vectors, chunks, truth = synthetic_occurrences()
     single = np.array([True, True, True, False])
-    cfg = SemanticGraphConfig(min_occurrences=100)
+    cfg = LitesemragIndexConfig(min_occurrences=100)
     protos = build_prototypes(string_ids, vectors, chunks, 4, single, cfg)
     check_consistent(protos, string_ids, 4)
     # a rare string: one prototype, the normalised mean of its unit vectors
@@ -144,8 +144,8 @@ def test_build_prototypes_on_synthetic_senses():
     assert as_word.stats["clustered_strings"] == 1
     # τ_conc above every mean cosine: string 2 is clustered too; below min_occurrences nothing is
     assert build_prototypes(string_ids, vectors, chunks, 4, single,
-                            SemanticGraphConfig(min_occurrences=100, concentration=1.0)).stats["concentrated_strings"] == 0
-    few = build_prototypes(string_ids, vectors, chunks, 4, single, SemanticGraphConfig(min_occurrences=1000))
+                            LitesemragIndexConfig(min_occurrences=100, concentration=1.0)).stats["concentrated_strings"] == 0
+    few = build_prototypes(string_ids, vectors, chunks, 4, single, LitesemragIndexConfig(min_occurrences=1000))
     assert few.ptr.tolist() == [0, 1, 2, 3, 4] and few.stats["clustered_strings"] == 0
     for s in range(4):
         x = vectors[string_ids == s].astype(np.float64)
@@ -161,13 +161,13 @@ def test_build_prototypes_with_chunk_aggregation():
     vectors = np.concatenate([vectors, unit_rows(np.stack([_axis(1) + 0.05 * _axis(6), _axis(1) + 0.05 * _axis(7)]))])
     chunks = np.concatenate([chunks, [3, 4]])
     truth = np.concatenate([truth, [0, 0]])
-    cfg = SemanticGraphConfig(min_occurrences=100, chunk_aggregation=True)
+    cfg = LitesemragIndexConfig(min_occurrences=100, chunk_aggregation=True)
     protos = build_prototypes(string_ids, vectors, chunks, 4, np.array([True, True, True, False]), cfg)
     check_consistent(protos, string_ids, 4)
     senses_recovered(protos, string_ids, truth, 1, [_axis(0), _axis(1)])
     # without the aggregation they go to sense B
     alone = build_prototypes(string_ids, vectors, chunks, 4, np.array([True, True, True, False]),
-                             SemanticGraphConfig(min_occurrences=100))
+                             LitesemragIndexConfig(min_occurrences=100))
     b = alone.ptr[1] + int(np.argmax(alone.vectors[alone.ptr[1]:alone.ptr[2]] @ _axis(1)))
     assert alone.assignment[-2:].tolist() == [b, b]
     # every occurrence follows its chunk's mean: one prototype per chunk (string 1's chunks are all
@@ -179,7 +179,7 @@ def test_build_prototypes_with_chunk_aggregation():
     assert len(per_chunk) == 100 and all(len(p) == 1 for p in per_chunk.values())
     # the strings under min_occurrences or concentrated are not aggregated: as without it
     plain = build_prototypes(string_ids, vectors, chunks, 4, np.array([True, True, True, False]),
-                             SemanticGraphConfig(min_occurrences=100))
+                             LitesemragIndexConfig(min_occurrences=100))
     for s in (0, 2):
         np.testing.assert_array_equal(protos.vectors[protos.ptr[s]], plain.vectors[plain.ptr[s]])
 
@@ -196,7 +196,7 @@ def test_chunk_aggregation_noise_chunk_follows_its_mean():
                            [u, v, e[2], e[2]]])  # the last chunk: one occurrence of each sense and two far off
     unit = unit_rows(unit)
     chunks = np.concatenate([np.arange(20).repeat(2), 20 + np.arange(20).repeat(2), [40] * 4])
-    centres, labels = cluster_senses(unit, chunks, SemanticGraphConfig(chunk_aggregation=True, cluster_divisor=5))
+    centres, labels = cluster_senses(unit, chunks, LitesemragIndexConfig(chunk_aggregation=True, cluster_divisor=5))
     assert len(centres) == 2
     mean = unit_rows(unit[-4:].mean(axis=0, keepdims=True))[0]
     assert labels[-4:].tolist() == [int(np.argmax(centres @ mean))] * 4  # got [0, 1, 1, 1]
@@ -392,7 +392,7 @@ def token_encoder():
     pytest.importorskip("spacy")
     pytest.importorskip(EntityConfig().model)
     from gpu_tigrag.errors import ModelError
-    from gpu_tigrag.index import token_states
+    from gpu_tigrag.methods.litesemrag import token_states
 
     try:
         encoder = token_states.TokenStateEncoder(STAGE.token_encoder, STAGE.layer, STAGE.max_length, STAGE.batch_size)
@@ -529,11 +529,11 @@ def nodes_of(retriever, batch):
             for q in range(len(batch))]
 
 
-@pytest.mark.parametrize("settings", [LitesemragConfig(), LitesemragConfig(level_weights=(0.3, 2.0, 1.0, 0.1),
+@pytest.mark.parametrize("settings", [LitesemragQueryConfig(), LitesemragQueryConfig(level_weights=(0.3, 2.0, 1.0, 0.1),
                                                                            recovery_share=0.5, split_depth=4)],
                          ids=["default", "custom"])
 def test_retriever_equals_the_plain_reference(staged, token_encoder, settings):
-    retriever = LitesemragRetriever(staged, RetrievalConfig(method="litesemrag", litesemrag=settings),
+    retriever = LitesemragRetriever(staged, RetrievalConfig(method="litesemrag", sections={"litesemrag": settings}),
                                     backend="numpy", encoder=token_encoder)
     k = 12
     batch = retriever.prepare(QUERIES)
@@ -571,7 +571,7 @@ def test_a_string_counts_once_per_chunk(staged):
         def span_vectors(self, texts, spans):
             raise AssertionError("not used")
 
-    index = dataclasses.replace(staged, litesemrag=graph)
+    index = staged.with_stage("litesemrag", graph)
     retriever = LitesemragRetriever(index, RetrievalConfig(method="litesemrag"), backend="numpy", encoder=Fixed())
     batch = make_batch([[(sp("halden", TOKEN), _u((1, 1)), True), (sp("conservatory", TOKEN), _u((0, 1)), True),
                          (sp("halden", TOKEN), _u((2, 1)), True), (sp("zebra", TOKEN), _u((4, 1)), True)]])
@@ -640,11 +640,11 @@ def test_make_retriever_and_a_missing_stage(staged, base_index, token_encoder):
     assert method_available(staged, "litesemrag") and not method_available(base_index, "litesemrag")
     with pytest.raises(TigragError, match="no LiteSemRAG stage.*tigrag extend INDEX --methods litesemrag"):
         make_retriever(base_index, RetrievalConfig(method="litesemrag"), backend="numpy")
-    broken = dataclasses.replace(staged, litesemrag=dataclasses.replace(
+    broken = staged.with_stage("litesemrag", dataclasses.replace(
         staged.litesemrag, chunk_len=staged.litesemrag.chunk_len[:-1]))
     with pytest.raises(TigragError, match="covers 29 chunks but the index has 30"):
         LitesemragRetriever(broken, backend="numpy", encoder=token_encoder)
-    other = dataclasses.replace(staged, litesemrag=dataclasses.replace(
+    other = staged.with_stage("litesemrag", dataclasses.replace(
         staged.litesemrag, stats={**staged.litesemrag.stats, "token_encoder_fingerprint": "sha256:other"}))
     with pytest.raises(TigragError, match="was built with sha256:other.*tigrag extend"):
         LitesemragRetriever(other, backend="numpy")  # the stage's own encoder, other weights
@@ -670,15 +670,15 @@ def test_config_validation_and_set_parsing():
     for bad in (dict(level_weights=(1.0, 1.0, 1.0)), dict(level_weights=(1.0, -1.0, 1.0, 1.0)),
                 dict(recovery_share=1.5), dict(recovery_share=-0.1), dict(split_depth=0)):
         with pytest.raises(TigragError, match="litesemrag"):
-            LitesemragConfig(**bad)
+            LitesemragQueryConfig(**bad)
     with pytest.raises(TigragError, match="litesemrag.layer"):
-        SemanticGraphConfig(layer=0)
-    with pytest.raises(TigragError, match="method must be one of tigrag, spectrag, litesemrag"):
+        LitesemragIndexConfig(layer=0)
+    with pytest.raises(TigragError, match="method must be one of naiverag, bm25, hybrid, tigrag, spectrag, litesemrag"):
         RetrievalConfig(method="lite")
     config = replace_path(RetrievalConfig(), "litesemrag.level_weights", "1,1,1,1")
     assert config.litesemrag.level_weights == (1.0, 1.0, 1.0, 1.0)
     assert _parse_sets(RetrievalConfig(), ["litesemrag.level_weights=1,2,3,4", "litesemrag.split_depth=5"]) \
-        .litesemrag == LitesemragConfig(level_weights=(1.0, 2.0, 3.0, 4.0), split_depth=5)
+        .litesemrag == LitesemragQueryConfig(level_weights=(1.0, 2.0, 3.0, 4.0), split_depth=5)
     with pytest.raises(TigragError, match="level_weights must be 4"):
         _parse_sets(RetrievalConfig(), ["litesemrag.level_weights=1,1,1"])
     with pytest.raises(TigragError, match="litesemrag.layer must be"):
@@ -689,7 +689,8 @@ def test_config_validation_and_set_parsing():
 # --- storage, add --------------------------------------------------------------------------------
 
 def test_save_load_round_trip_and_damage(staged, tmp_path, retriever, token_encoder):
-    from gpu_tigrag.index.store import LITESEMRAG_ARRAYS, load_index, save_index
+    from gpu_tigrag.index.store import load_index, save_index
+    from gpu_tigrag.methods.litesemrag.stage import ARRAYS as LITESEMRAG_ARRAYS
 
     path = save_index(staged, tmp_path / "idx")
     loaded = load_index(path)
@@ -715,7 +716,7 @@ def test_save_load_round_trip_and_damage(staged, tmp_path, retriever, token_enco
     n = len(stage.strings)
     with pytest.raises(IndexFormatError, match=rf"litesemrag_proto_ptr.npy: int64 array of shape \({n},\), "
                                                rf"expected \({n + 1},\)"):
-        load_index(path)
+        load_index(path).stage("litesemrag")  # the base index loads; the stage fails when used
     ptr.write_bytes(good)
     manifest["files"]["litesemrag_proto_ptr.npy"] = entry
     # prototypes that do not match the pointers
@@ -725,18 +726,18 @@ def test_save_load_round_trip_and_damage(staged, tmp_path, retriever, token_enco
                                                         "bytes": vectors.stat().st_size}
     (path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match="litesemrag_(proto_vectors|tf_indptr).npy"):
-        load_index(path, verify_checksums=False)
+        load_index(path, verify_checksums=False).stage("litesemrag")
     # a stage configuration that differs from the index's
     path = save_index(staged, tmp_path / "idx2")
     manifest = json.loads((path / "manifest.json").read_text())
     manifest["methods"]["litesemrag"]["config"]["min_occurrences"] = 50
     (path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match="methods.litesemrag.config differs"):
-        load_index(path)
+        load_index(path).stage("litesemrag")
     manifest["methods"]["litesemrag"]["config"]["layer"] = 0
     (path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match="methods.litesemrag has no valid configuration"):
-        load_index(path)
+        load_index(path).stage("litesemrag")
 
 
 def test_add_passages_rebuilds_the_stage(staged, token_encoder):
@@ -749,7 +750,7 @@ def test_add_passages_rebuilds_the_stage(staged, token_encoder):
                       "litesemrag", config=STAGE)
     with logged_messages() as messages:
         grown = add_passages(base, passages[20:], encoder=encoder, entity_extractor=string_entities)
-    assert any("rebuilt the LiteSemRAG semantic graph over the grown index (30 chunks)" in m for m in messages)
+    assert any("rebuilt the LiteSemRAG stage over the grown index (30 chunks): prototypes are built" in m for m in messages)
     stage = grown.litesemrag
     check_stage(stage, grown.n_chunks)
     assert grown.n_chunks == 30 > base.litesemrag.n_chunks and grown.config.litesemrag == STAGE
@@ -859,7 +860,7 @@ def _synthetic_stage(seed: int = 3):
                   embeddings=np.zeros((n_chunks, 4), np.float32),
                   entities=ChunkEntities([], np.zeros(n_chunks + 1, np.int64), empty, empty, np.zeros(1, np.int64),
                                          empty),
-                  encoder_name="synthetic", encoder_fingerprint="sha256:synthetic", litesemrag=graph)
+                  encoder_name="synthetic", encoder_fingerprint="sha256:synthetic", stages={"litesemrag": graph})
     queries, spans = [], []
     pool = strings + ["unknown thing", "zz", "w3 w99"]
     for q in range(12):
@@ -898,7 +899,7 @@ def test_streaming_build_with_the_stage(tmp_path, staged):
     from gpu_tigrag.index.store import load_index
     from gpu_tigrag.index.stream import build_index_streaming
 
-    config = dataclasses.replace(CONFIG, litesemrag=STAGE, entities=EntityConfig(model="capitalized"))
+    config = dataclasses.replace(CONFIG.with_section("litesemrag", STAGE), entities=EntityConfig(model="capitalized"))
     streamed = build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "idx", config, partition_size=7,
                                      workers=1, encoder=load_encoder(CONFIG.encoder), entity_extractor=string_entities,
                                      methods=("tigrag", "litesemrag"))

@@ -8,11 +8,12 @@ import scipy.sparse
 
 from conftest import EXAMPLES, logged_messages, string_entities
 from gpu_tigrag.checksums import sha256_file
-from gpu_tigrag.config import ChunkGraphConfig, EncoderConfig, IndexConfig
+from gpu_tigrag.config import EncoderConfig, IndexConfig
+from gpu_tigrag.methods.spectrag.config import SpectragIndexConfig
 from gpu_tigrag.corpus import Passage
 from gpu_tigrag.encoders import HashingEncoder, load_encoder
 from gpu_tigrag.errors import IndexFormatError, TigragError
-from gpu_tigrag.index import chunk_signals
+from gpu_tigrag.methods.spectrag import chunk_signals
 from gpu_tigrag.index.add import add_passages
 from gpu_tigrag.index.build import add_method, build_index, check_methods
 from gpu_tigrag.methods.spectrag.chunk_graph import combine_signals, count_tokens, min_max
@@ -257,7 +258,7 @@ def test_token_counts_are_cl100k():
 
 def test_check_methods():
     assert check_methods("tigrag, spectrag") == ("tigrag", "spectrag")
-    with pytest.raises(TigragError, match="unknown method.*'lightrag'.*known: tigrag, spectrag"):
+    with pytest.raises(TigragError, match="unknown method.*'lightrag'.*known: naiverag, bm25, hybrid, tigrag, spectrag"):
         check_methods(["lightrag"])
 
 
@@ -278,20 +279,21 @@ def test_save_load_round_trip_and_damage(staged, tmp_path):
     data = bytearray(coords.read_bytes())
     data[-1] ^= 0xFF
     coords.write_bytes(bytes(data))
+    damaged = load_index(path)  # the base index loads: the stage is read when SpectRAG is used
+    assert damaged.n_chunks == staged.n_chunks and damaged.has_stage("spectrag")
     with pytest.raises(IndexFormatError, match="spectrag_coords.npy: checksum mismatch"):
-        load_index(path)
+        damaged.stage("spectrag")
     np.save(coords, np.zeros((staged.n_chunks, 5), dtype=np.float32))
     manifest["files"]["spectrag_coords.npy"] = {"sha256": sha256_file(coords), "bytes": coords.stat().st_size}
     (path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match=r"spectrag_coords.npy: float32 array of shape \(16, 5\), expected "
                                                r"\(16, 32\)"):
-        load_index(path)
+        load_index(path).stage("spectrag")
 
 
 def test_an_index_without_the_stage_loads_with_none(staged, tmp_path):
-    import dataclasses
 
-    plain = dataclasses.replace(staged, spectrag=None)
+    plain = staged.with_stage("spectrag", None)
     loaded = load_index(save_index(plain, tmp_path / "plain"))
     assert loaded.spectrag is None
     assert "methods" not in json.loads((tmp_path / "plain" / "manifest.json").read_text())
@@ -299,13 +301,12 @@ def test_an_index_without_the_stage_loads_with_none(staged, tmp_path):
 
 
 def test_add_method_returns_a_copy_with_the_stage(staged):
-    import dataclasses
 
-    plain = dataclasses.replace(staged, spectrag=None)
-    grown = add_method(plain, "spectrag", config=ChunkGraphConfig(weights="config1"))
+    plain = staged.with_stage("spectrag", None)
+    grown = add_method(plain, "spectrag", config=SpectragIndexConfig(weights="config1"))
     assert plain.spectrag is None and grown.spectrag is not None
     assert grown.config.spectrag.weights == "config1" and grown.spectrag.stats["weights"] == "config1"
-    with pytest.raises(TigragError, match="tigrag is the base index"):
+    with pytest.raises(TigragError, match="tigrag needs only the base index"):
         add_method(plain, "tigrag")
 
 
@@ -316,7 +317,7 @@ def test_add_passages_rebuilds_the_stage(staged):
                        methods=("tigrag", "spectrag"))
     with logged_messages() as messages:
         grown = add_passages(base, passages[3:], encoder=encoder, entity_extractor=string_entities)
-    assert any("rebuilt the SpectRAG chunk graph over the grown index (16 chunks)" in m for m in messages)
+    assert any("rebuilt the SpectRAG stage over the grown index (16 chunks): the graph is global" in m for m in messages)
     assert grown.spectrag.n_chunks == grown.n_chunks == staged.n_chunks > base.spectrag.n_chunks
     assert (grown.spectrag.weights != staged.spectrag.weights).nnz == 0  # as a full build
     np.testing.assert_allclose(grown.spectrag.eigenvalues, staged.spectrag.eigenvalues, atol=1e-9, equal_nan=True)
@@ -358,7 +359,7 @@ def test_cli_index_with_spectrag_and_extend(tmp_path, capsys):
                  *fast]) == 2
     assert main(["extend", str(plain), "--methods", "spectrag", "--set", "w=5", "-q"]) == 2
     err = capsys.readouterr().err
-    assert "unknown method(s) 'graphrag'; known: tigrag, spectrag" in err and "spectrag.*" in err
+    assert "unknown method(s) 'graphrag'; known: naiverag, bm25, hybrid, tigrag, spectrag" in err and "spectrag.*" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 2
 
 
@@ -383,6 +384,6 @@ def test_calibrated_weights_share_the_budget_by_edges_and_dispersion():
     assert weights["semantic"] == pytest.approx(0.45) and weights["entity"] == pytest.approx(0.45)
     assert sum(weights.values()) == pytest.approx(1.0)
     nothing = {name: None for name in signals}
-    from gpu_tigrag.config import SIGNAL_WEIGHTS
+    from gpu_tigrag.methods.spectrag.config import SIGNAL_WEIGHTS
 
     assert calibrated_weights(nothing) == SIGNAL_WEIGHTS["config2"]

@@ -12,15 +12,16 @@ import pytest
 import scipy.sparse
 
 from gpu_tigrag.backend import cuda_available, get_backend
-from gpu_tigrag.config import ChunkConfig, EncoderConfig, IndexConfig, RetrievalConfig, SpectragConfig
+from gpu_tigrag.config import ChunkConfig, EncoderConfig, IndexConfig, RetrievalConfig
+from gpu_tigrag.methods.spectrag.config import SpectragQueryConfig
 from gpu_tigrag.corpus import Passage
 from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.errors import TigragError
 from gpu_tigrag.ops.subgraph_ppr import CandidatePairs, subgraph_pagerank
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.methods.spectrag.chunk_graph import ChunkGraph
-from gpu_tigrag.methods.spectrag.retriever import (SpectragRetriever, expand, fused_seeds, relevance, spectral_proximity,
-                                          _unit_rows)
+from gpu_tigrag.methods.spectrag.retriever import SpectragRetriever, expand, fused_seeds, relevance, spectral_proximity
+from gpu_tigrag.ops.rows import unit_rows
 from gpu_tigrag.methods.spectrag.token_budget import select_contexts
 
 
@@ -227,7 +228,7 @@ def test_spectral_proximity_equals_a_per_query_loop(backend):
     masks = [sorted(set(m)) for m in masks]
     seeds = [m[:3] for m in masks]
     pairs, dev_seeds = pairs_and_seeds(backend, 30, masks, seeds)
-    spec = backend.to_host(spectral_proximity(backend, xp.asarray(_unit_rows(coords)), pairs, dev_seeds))
+    spec = backend.to_host(spectral_proximity(backend, xp.asarray(unit_rows(coords)), pairs, dev_seeds))
     rows, cols = backend.to_host(pairs.rows), backend.to_host(pairs.cols)
     unit = coords / np.maximum(np.linalg.norm(coords, axis=1, keepdims=True), 1e-30)
     for b, members in enumerate(masks):
@@ -298,7 +299,7 @@ def index():
     rng = np.random.default_rng(5)
     coords = rng.normal(size=(n, 6)).astype(np.float32)
     coords[2] = 0
-    index.spectrag = ChunkGraph(scipy.sparse.csr_matrix(random_weights(n, seed=6, density=0.08, isolated=(1,))),
+    index.stages["spectrag"] = ChunkGraph(scipy.sparse.csr_matrix(random_weights(n, seed=6, density=0.08, isolated=(1,))),
                                 coords, np.zeros(7), rng.integers(20, 80, n).astype(np.int32))
     return index
 
@@ -385,16 +386,16 @@ def reference(index, cfg, query, vector, tokens):
 
 
 CONFIGS = [
-    SpectragConfig(seeds=5, max_candidates=14, hops=2, token_budget=250, core_size=3, ppr_tol=1e-9,
+    SpectragQueryConfig(seeds=5, max_candidates=14, hops=2, token_budget=250, core_size=3, ppr_tol=1e-9,
                    ppr_max_iter=300),
-    SpectragConfig(seeds=3, max_candidates=40, hops=1, token_budget=0, core_size=2, tie_band=0.9, alpha=0.7,
+    SpectragQueryConfig(seeds=3, max_candidates=40, hops=1, token_budget=0, core_size=2, tie_band=0.9, alpha=0.7,
                    spectral_share=0.3, ppr_tol=1e-9, ppr_max_iter=300),
 ]
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=["capped", "wide"])
 def test_retriever_equals_the_plain_reference(index, backend, cfg):
-    retriever = SpectragRetriever(index, RetrievalConfig(spectrag=cfg, method="spectrag"), backend=backend)
+    retriever = SpectragRetriever(index, RetrievalConfig(sections={"spectrag": cfg}, method="spectrag"), backend=backend)
     k = 20
     results = retriever.retrieve(QUERIES, k=k)
     vectors = retriever.encoder.encode(QUERIES, kind="query")
@@ -413,8 +414,8 @@ def test_retriever_equals_the_plain_reference(index, backend, cfg):
 
 
 def test_depth_k_none_and_context_longer_than_k(index):
-    cfg = SpectragConfig(seeds=5, max_candidates=14, token_budget=10_000, core_size=20)
-    retriever = SpectragRetriever(index, RetrievalConfig(spectrag=cfg), backend="numpy")
+    cfg = SpectragQueryConfig(seeds=5, max_candidates=14, token_budget=10_000, core_size=20)
+    retriever = SpectragRetriever(index, RetrievalConfig(sections={"spectrag": cfg}), backend="numpy")
     only_context = retriever.retrieve(QUERIES, k=None)
     deep = retriever.retrieve(QUERIES, k=index.n_chunks + 5)
     short = retriever.retrieve(QUERIES, k=1)
@@ -428,7 +429,7 @@ def test_depth_k_none_and_context_longer_than_k(index):
 
 
 def test_a_block_split_on_out_of_memory_gives_the_same_results(index, monkeypatch):
-    retriever = SpectragRetriever(index, RetrievalConfig(spectrag=CONFIGS[0]), backend="numpy")
+    retriever = SpectragRetriever(index, RetrievalConfig(sections={"spectrag": CONFIGS[0]}), backend="numpy")
     whole = retriever.retrieve(QUERIES, k=8)
     real = SpectragRetriever._retrieve_batch
 
@@ -450,9 +451,8 @@ def test_batch_size_follows_the_memory_budget(index):
 
 
 def test_an_index_without_the_stage_is_a_clear_error(index):
-    import dataclasses
 
-    bare = dataclasses.replace(index, spectrag=None)
+    bare = index.with_stage("spectrag", None)
     with pytest.raises(TigragError, match="tigrag extend INDEX --methods spectrag"):
         SpectragRetriever(bare, backend="numpy")
 
@@ -461,7 +461,7 @@ def test_cupy_results_equal_numpy(index, backend):
     if not backend.is_gpu:
         pytest.skip("compares the CuPy backend with NumPy: needs a CUDA device")
     assert cuda_available()
-    cfg = RetrievalConfig(spectrag=CONFIGS[0])
+    cfg = RetrievalConfig(sections={"spectrag": CONFIGS[0]})
     cpu = SpectragRetriever(index, cfg, backend="numpy").retrieve(QUERIES, k=15)
     gpu = SpectragRetriever(index, cfg, backend=backend).retrieve(QUERIES, k=15)
     for a, b in zip(cpu, gpu):
@@ -470,13 +470,12 @@ def test_cupy_results_equal_numpy(index, backend):
 
 
 def test_without_edges_or_coordinates_the_score_is_relevance_and_tiny_indexes_work(index):
-    import dataclasses
 
     n = index.n_chunks
-    bare = dataclasses.replace(index, spectrag=ChunkGraph(scipy.sparse.csr_matrix((n, n), dtype=np.float32),
+    bare = index.with_stage("spectrag", ChunkGraph(scipy.sparse.csr_matrix((n, n), dtype=np.float32),
                                                           np.zeros((n, 0), np.float32), np.zeros(1),
                                                           index.spectrag.chunk_tokens))
-    retriever = SpectragRetriever(bare, RetrievalConfig(spectrag=SpectragConfig(seeds=4)), backend="numpy")
+    retriever = SpectragRetriever(bare, RetrievalConfig(sections={"spectrag": SpectragQueryConfig(seeds=4)}), backend="numpy")
     be = retriever.be
     results = retriever.retrieve(QUERIES, k=n)
     from gpu_tigrag.ops.fusion import bm25_scores
@@ -487,7 +486,7 @@ def test_without_edges_or_coordinates_the_score_is_relevance_and_tiny_indexes_wo
         assert [h.pool_size for h in result.hops] == [4, 4]  # no edge: the seeds alone
         np.testing.assert_allclose(result.scores, rel[result.chunk_ids, q], atol=1e-6)
     # more seeds than chunks, a cap below the seeds: every chunk is a seed and a candidate
-    many = SpectragRetriever(index, RetrievalConfig(spectrag=SpectragConfig(seeds=10 * n, max_candidates=3)),
+    many = SpectragRetriever(index, RetrievalConfig(sections={"spectrag": SpectragQueryConfig(seeds=10 * n, max_candidates=3)}),
                              backend="numpy").retrieve(QUERIES[:2], k=5)
     assert all(r.hops[-1].pool_size == n and r.context >= 1 for r in many)
     with pytest.raises(TigragError, match="sequence"):

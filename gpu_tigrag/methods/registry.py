@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 #: the built-in methods, in the order reports list their systems
 BUILTIN_PACKAGES = ("baselines", "tigrag", "spectrag", "litesemrag")
+BUILTIN_METHODS = ("naiverag", "bm25", "hybrid", "tigrag", "spectrag", "litesemrag")
 ENTRY_POINT_GROUP = "gpu_tigrag.methods"
 
 
@@ -130,9 +131,12 @@ def unregister(name: str) -> None:
 
 
 def methods() -> tuple[Method, ...]:
-    """Every registered method, built-ins first."""
+    """Every registered method: the built-ins in their fixed order (whichever was imported first),
+    then the others in registration order."""
     _load()
-    return tuple(_REGISTRY.values())
+    builtin = {name: rank for rank, name in enumerate(BUILTIN_METHODS)}
+    order = {name: rank for rank, name in enumerate(_REGISTRY)}
+    return tuple(sorted(_REGISTRY.values(), key=lambda m: (builtin.get(m.name, len(builtin)), order[m.name])))
 
 
 def method_names() -> tuple[str, ...]:

@@ -19,6 +19,7 @@ class DeviceIndex:
     def __init__(self, index: Any, be: Backend):
         self.index, self.be = index, be
         self._arrays: dict[str, Any] = {}
+        self._sources: dict[str, Any] = {}
         self.prepared: Counter[str] = Counter()
 
     @classmethod
@@ -30,10 +31,12 @@ class DeviceIndex:
             shared[be.name] = cls(index, be)
         return shared[be.name]
 
-    def get(self, key: str, prepare: Callable[[], Any]) -> Any:
-        """The array (or object) `key`, made by `prepare()` the first time it is asked for."""
-        if key not in self._arrays:
+    def get(self, key: str, prepare: Callable[[], Any], source: Any = None) -> Any:
+        """The array (or object) `key`, made by `prepare()` the first time it is asked for; with
+        `source` (e.g. the method stage it is made from), made again when the source is another object."""
+        if key not in self._arrays or self._sources.get(key) is not source:
             self._arrays[key] = prepare()
+            self._sources[key] = source
             self.prepared[key] += 1
         return self._arrays[key]
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse
 
-from .config import SemanticGraphConfig
+from .config import LitesemragIndexConfig
 from ...progress import progress
 
 
@@ -43,7 +43,7 @@ def unit_rows(x: np.ndarray) -> np.ndarray:
     return (x / np.where(norms > 0, norms, 1)).astype(np.float32)
 
 
-def cluster_senses(unit: np.ndarray, chunks: np.ndarray, config: SemanticGraphConfig) -> tuple[np.ndarray, np.ndarray]:
+def cluster_senses(unit: np.ndarray, chunks: np.ndarray, config: LitesemragIndexConfig) -> tuple[np.ndarray, np.ndarray]:
     """(centres k × d unit, label per occurrence in 0..k-1) of one string's occurrences `unit` by
     HDBSCAN (see the module doc); one centre when HDBSCAN finds no cluster."""
     from sklearn.cluster import HDBSCAN
@@ -77,7 +77,7 @@ def cluster_senses(unit: np.ndarray, chunks: np.ndarray, config: SemanticGraphCo
 
 
 def build_prototypes(string_ids: np.ndarray, vectors: np.ndarray, chunk_ids: np.ndarray, n_strings: int,
-                     single_word: np.ndarray, config: SemanticGraphConfig, show_progress: bool = False) -> Prototypes:
+                     single_word: np.ndarray, config: LitesemragIndexConfig, show_progress: bool = False) -> Prototypes:
     """The prototypes of every string (module doc) from its occurrences: `string_ids`, `vectors` and
     `chunk_ids` per occurrence; `single_word[s]` says whether string s is one word."""
     unit = unit_rows(np.asarray(vectors, dtype=np.float32))

@@ -50,7 +50,7 @@ import scipy.sparse
 
 from ...backend import Backend
 from ...config import RetrievalConfig
-from .config import LitesemragConfig
+from .config import LitesemragQueryConfig
 from ...errors import TigragError
 from ...index.index import Index
 from .semantic_graph import SemanticGraph, check_stage
@@ -221,7 +221,7 @@ class LitesemragRetriever(BaseRetriever):
         check_stage(graph, index.n_chunks)
         super().__init__(index, config, None, backend)
         self.graph = graph
-        self.settings: LitesemragConfig = self.config.litesemrag
+        self.settings: LitesemragQueryConfig = self.config.litesemrag
         self.stage_config = index.config.litesemrag
         self.encoder = encoder if encoder is not None and hasattr(encoder, "span_vectors") else self._token_encoder()
         if self.encoder.dim != graph.proto_vectors.shape[1]:
@@ -229,7 +229,7 @@ class LitesemragRetriever(BaseRetriever):
                               f"{graph.proto_vectors.shape[1]}-d")
         self.nlp = nlp
         self.df, self.pattern, self.bm25_host, self.bm25, self.protos = self.device.get(
-            "litesemrag.semantic_graph", self._device_stage)
+            "litesemrag.semantic_graph", self._device_stage, source=graph)
 
     def _device_stage(self) -> tuple[np.ndarray, Any, Any, Any, Any]:
         """(document frequency per prototype, the postings' 0/1 pattern and BM25 (host and backend),

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse
 
-from .config import SemanticGraphConfig
+from .config import LitesemragIndexConfig
 from ...errors import TigragError
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ class SpanOccurrences:
     seconds: dict[str, float]
 
 
-def extract_occurrences(chunk_texts: list[str], config: SemanticGraphConfig, nlp=None, encoder=None,
+def extract_occurrences(chunk_texts: list[str], config: LitesemragIndexConfig, nlp=None, encoder=None,
                         show_progress: bool = False, layers: list[int] | None = None) -> SpanOccurrences:
     """Spans of `chunk_texts` and their vectors at `layers` (default: config.layer). `nlp`: the span
     pipeline (default: config.spacy_model's); `encoder`: a `TokenStateEncoder` (default: config's)."""
@@ -120,7 +120,7 @@ def extract_occurrences(chunk_texts: list[str], config: SemanticGraphConfig, nlp
                            encoder.max_length, timings)
 
 
-def build_semantic_graph(chunk_texts: list[str], config: SemanticGraphConfig, nlp=None, encoder=None,
+def build_semantic_graph(chunk_texts: list[str], config: LitesemragIndexConfig, nlp=None, encoder=None,
                          show_progress: bool = False) -> SemanticGraph:
     """The stage over `chunk_texts` (module doc). `nlp`: the span pipeline (default: config.spacy_model's,
     `spans.load_span_pipeline`); `encoder`: a `TokenStateEncoder` (default: config.token_encoder)."""
@@ -128,7 +128,7 @@ def build_semantic_graph(chunk_texts: list[str], config: SemanticGraphConfig, nl
     return assemble_semantic_graph(found, 0, config, show_progress)
 
 
-def assemble_semantic_graph(found: SpanOccurrences, layer_slot: int, config: SemanticGraphConfig,
+def assemble_semantic_graph(found: SpanOccurrences, layer_slot: int, config: LitesemragIndexConfig,
                             show_progress: bool = False) -> SemanticGraph:
     """The stage from extracted occurrences, with the vectors of `found.vectors[layer_slot]`."""
     from .prototypes import build_prototypes

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse
 
 from ...backend import Backend, get_backend
-from .config import CHUNK_GRAPH_SIGNALS, SIGNAL_WEIGHTS, ChunkGraphConfig
+from .config import CHUNK_GRAPH_SIGNALS, SIGNAL_WEIGHTS, SpectragIndexConfig
 from ...errors import ModelError
 from ...text.sentences import split_sentences
 from .chunk_signals import (adjacency_signal, chunk_bodies, citation_signal, entity_signal, question_signal,
@@ -70,7 +70,7 @@ def count_tokens(texts: Sequence[str]) -> np.ndarray:
                        count=len(texts))
 
 
-def compute_signals(index: Index, config: ChunkGraphConfig, backend: Backend | None = None,
+def compute_signals(index: Index, config: SpectragIndexConfig, backend: Backend | None = None,
                     encoder: Encoder | None = None, show_progress: bool = False,
                     seconds: dict[str, float] | None = None) -> dict[str, scipy.sparse.csr_matrix | None]:
     """Every signal of CHUNK_GRAPH_SIGNALS over the index's chunks (None: dropped, the question
@@ -95,7 +95,7 @@ def compute_signals(index: Index, config: ChunkGraphConfig, backend: Backend | N
     return signals
 
 
-def _questions(index: Index, config: ChunkGraphConfig, be: Backend, encoder: Encoder | None,
+def _questions(index: Index, config: SpectragIndexConfig, be: Backend, encoder: Encoder | None,
                show_progress: bool) -> scipy.sparse.csr_matrix | None:
     if config.question_signal == "none":
         return None
@@ -183,7 +183,7 @@ def combine_signals(signals: dict[str, scipy.sparse.csr_matrix | None], weights:
     return combined, report, int(unique.size)
 
 
-def build_chunk_graph(index: Index, config: ChunkGraphConfig, backend: Backend | None = None,
+def build_chunk_graph(index: Index, config: SpectragIndexConfig, backend: Backend | None = None,
                       encoder: Encoder | None = None, show_progress: bool = False,
                       eigensolver: str = "host") -> ChunkGraph:
     """SpectRAG's index stage over `index`: the six signals, their weighted combination W (edges

@@ -44,7 +44,7 @@ import numpy as np
 
 from ...backend import Backend
 from ...config import RetrievalConfig
-from .config import SpectragConfig
+from .config import SpectragQueryConfig
 from ...encoders import Encoder, VectorCache
 from ...errors import TigragError
 from ...ops.subgraph_ppr import CandidatePairs, subgraph_pagerank
@@ -187,14 +187,14 @@ class SpectragRetriever(BaseRetriever):
             raise TigragError(f"the index's SpectRAG stage covers {graph.n_chunks} chunks but the index has "
                               f"{index.n_chunks}; rebuild it with `tigrag extend INDEX --methods spectrag`")
         super().__init__(index, config, encoder, backend, vector_cache, allow_mixed_encoder)
-        self.settings: SpectragConfig = self.config.spectrag
+        self.settings: SpectragQueryConfig = self.config.spectrag
         device = self.device
         self.weights, self.adjacency, self.reach_degree = device.get("spectrag.chunk_graph", lambda: _chunk_graph(
-            self.be, graph.weights))
+            self.be, graph.weights), source=graph)
         self.bm25 = device.bm25
         self.embeddings = device.embeddings
         self.unit_coords = device.get("spectrag.unit_coords", lambda: self.be.asarray(unit_rows(graph.coords))
-                                      if graph.coords.ndim == 2 and graph.coords.shape[1] else None)
+                                      if graph.coords.ndim == 2 and graph.coords.shape[1] else None, source=graph)
         self.chunk_tokens = np.asarray(graph.chunk_tokens, dtype=np.int64)
         budget = self.settings.token_budget
         if budget == 0:
