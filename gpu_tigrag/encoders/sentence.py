@@ -68,15 +68,27 @@ class SentenceTransformerEncoder:
         log.debug("encoder batch on %s: %d texts (%.1f GiB free)", self.device, batch, free / 2**30)
         return batch
 
-    def encode(self, texts: Sequence[str], show_progress: bool = False, kind: str = PASSAGE) -> np.ndarray:
+    #: `encode(..., device_output=True)` hands CUDA vectors to CuPy through DLPack (no host round trip)
+    supports_device_output = True
+
+    def encode(self, texts: Sequence[str], show_progress: bool = False, kind: str = PASSAGE,
+               device_output: bool = False):
+        """float32 unit vectors, one row per text: a NumPy array, or with `device_output` on a CUDA
+        model a CuPy array on the same device (the same values: fp16 outputs widened to float32)."""
         check_kind(kind)
+        on_device = device_output and self.device.startswith("cuda")
         if len(texts) == 0:
             return empty(self.dim)
         while True:
             try:
                 vectors = self.model.encode(list(texts), prompt=self.prompts.prompt(kind) or None,
                                             batch_size=self.batch_size, normalize_embeddings=True,
-                                            convert_to_numpy=True, show_progress_bar=show_progress)
+                                            convert_to_numpy=not on_device, convert_to_tensor=on_device,
+                                            show_progress_bar=show_progress)
+                if on_device:
+                    import cupy
+
+                    return cupy.from_dlpack(vectors.float().contiguous())
                 return np.ascontiguousarray(vectors, dtype=np.float32)
             except RuntimeError as exc:  # torch.cuda.OutOfMemoryError is a RuntimeError
                 if "out of memory" not in str(exc).lower() or self.batch_size == 1:

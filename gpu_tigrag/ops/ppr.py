@@ -66,25 +66,35 @@ def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, con
     """PPR scores (vocab × B, float32, columns sum to 1 where seeded) and the sweeps used.
 
     Each sweep is one fused kernel (kernels.ppr): sparse product, restart and the per-column
-    L1 change in a single pass over the block.
+    L1 change in a single pass over the block. The block stops at the first sweep whose largest
+    change is below `tol`; the test is kept on the device and read every `be.sync_interval` sweeps
+    (a converged iterate is held through the sweeps until the read), so the result is the same
+    whatever the interval and a GPU does not wait for the host after every sweep.
     """
     xp = be.xp
     p = transition.matrix
     d = np.float32(config.damping)
     x = xp.ascontiguousarray(v, dtype=xp.float32)
+    if x.shape[1] == 0:
+        return x, 1
     v = x.copy()
     out = xp.empty_like(x)
     delta = xp.zeros(x.shape[1], dtype=xp.float32)
     dangling = xp.nonzero(transition.dangling)[0]
     sweep = be.kernel(cpu=ppr_sweep_cpu, cuda=ppr_sweep_cuda)
-    iterations = 0
-    for iterations in range(1, config.max_iter + 1):
+    converged = xp.zeros((), dtype=bool)
+    used = xp.zeros((), dtype=xp.int64)
+    interval = be.sync_interval
+    for iteration in range(1, config.max_iter + 1):
         coef = (d * x[dangling].sum(axis=0) + (1 - d)).astype(xp.float32)
         sweep(p.indptr, p.indices, p.data, x, v, coef, d, out, delta)
+        xp.copyto(out, x, where=converged)  # past convergence the iterate stays the converged one
+        used += ~converged
+        converged = converged | (delta.max() < config.tol)
         x, out = out, x
-        if x.shape[1] == 0 or float(delta.max()) < config.tol:
+        if iteration % interval == 0 and bool(converged):
             break
-    return x, iterations
+    return x, int(used)
 
 
 def top_gamma(be: Backend, scores: Any, gamma: int) -> tuple[Any, Any]:

@@ -52,3 +52,23 @@ def ranked_top_k(be: Backend, scores: Any, k: int) -> tuple[Any, Any]:
     vals = xp.take_along_axis(scores, part, axis=0)
     order = be.argsort_stable(-vals, axis=0)
     return xp.take_along_axis(part, order, axis=0), xp.take_along_axis(vals, order, axis=0)
+
+
+def best_of_each_group(be: Backend, scores: Any, indptr: Any, order: Any) -> Any:
+    """`scores` (rows × B) with every row but the best of its group set to -inf, per column: the best
+    row of a group has its highest score, and of equal scores the first in `order`. Group g holds the
+    rows order[indptr[g]:indptr[g + 1]] (e.g. the chunks of passage g in chunk order)."""
+    xp = be.xp
+    sizes = indptr[1:] - indptr[:-1]
+    filled = sizes > 0
+    starts = indptr[:-1][filled]
+    grouped = scores[order]
+    best = xp.maximum.reduceat(grouped, starts, axis=0)  # groups with rows × B
+    best = xp.repeat(best, sizes[filled], axis=0)
+    hit = (grouped == best).astype(xp.int32)
+    group_of_row = xp.repeat(xp.arange(starts.size), sizes[filled])
+    offsets = xp.cumsum(hit, axis=0) - hit  # hits before each row, over all groups
+    first = hit.astype(bool) & ((offsets - offsets[starts][group_of_row]) == 0)
+    out = xp.full(scores.shape, -np.inf, dtype=scores.dtype)
+    out[order] = xp.where(first, grouped, -np.inf).astype(scores.dtype)
+    return out

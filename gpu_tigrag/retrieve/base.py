@@ -43,11 +43,11 @@ class StageTimer:
 
 @dataclass
 class PreparedBatch:
-    """The CPU-side work of a batch, done ahead: seed token ids and query embeddings (host)."""
+    """The host-side work of a batch, done ahead: seed token ids and query embeddings."""
 
     queries: list[str]
     seeds: list[np.ndarray]
-    vectors: np.ndarray
+    vectors: Any  # B × dim: host, or on the backend when the encoder hands them over directly
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -94,22 +94,27 @@ class BaseRetriever:
         cfg = self.index.config
         return [self.index.vocab.encode(valid_tokens(q, cfg.tokens, cfg.chunk.language)) for q in queries]
 
-    def encode_host(self, texts: Sequence[str]) -> np.ndarray:
-        """Query vectors (host), timed as `encode`."""
+    def encode_host(self, texts: Sequence[str], on_backend: bool = False) -> Any:
+        """Query vectors, timed as `encode`: on the host, or with `on_backend` wherever the encoder
+        can hand them to the backend directly (a CUDA model to CuPy: no host round trip)."""
         t = time.perf_counter()
-        vectors = self.encoder.encode(texts, kind=QUERY)
+        if on_backend and self.be.is_gpu and getattr(self.encoder, "supports_device_output", False):
+            vectors = self.encoder.encode(texts, kind=QUERY, device_output=True)
+        else:
+            vectors = self.encoder.encode(texts, kind=QUERY)
         self.timer.add("encode", t)
         self.timer.encoded_texts += len(texts)
         return vectors
 
     def encode(self, texts: Sequence[str]) -> Any:
         """Query vectors on the backend."""
-        return self.be.asarray(self.encode_host(texts))
+        return self.be.asarray(self.encode_host(texts, on_backend=True))
 
     def prepare(self, queries: Sequence[str]) -> Any:
-        """Tokenise and embed a batch (CPU work; may run in another thread ahead of `run_prepared`)."""
+        """Tokenise and embed a batch (CPU work; may run in another thread ahead of `run_prepared`).
+        The vectors stay where the encoder made them (`be.asarray` moves them once, if at all)."""
         queries = list(queries)
-        return PreparedBatch(queries, self.query_seeds(queries), self.encode_host(queries))
+        return PreparedBatch(queries, self.query_seeds(queries), self.encode_host(queries, on_backend=True))
 
     # -- batches -----------------------------------------------------------------------------
     def retrieve(self, queries: Sequence[str], k: int | None = None, show_progress: bool = False) -> list[QueryResult]:

@@ -22,6 +22,7 @@ from ...index.index import Index
 from .bridging import Bridge, BridgeFinder, rank_bridges
 from .entity_source import EntityExtractor, IndexEntities, QueryTimeEntities
 from ...ops.fusion import NEG_INF, bm25_scores, reciprocal_rank
+from ...ops.topk import best_of_each_group
 from .fusion import hybrid_first_hop, link_mask
 from .rerank import masked_max_cosine
 from ...retrieve.base import BaseRetriever, PreparedBatch
@@ -79,6 +80,8 @@ class TigragRetriever(BaseRetriever):
             else None
         self.bridges = BridgeFinder(index, self.entities, self.titles)
         self.passage_chunks = device.get("tigrag.passage_chunks", self._passage_chunks)
+        self.device_passage_chunks = device.get("tigrag.passage_chunks_device", lambda: tuple(
+            self.be.asarray(a) for a in self.passage_chunks))
 
     @classmethod
     def default_config(cls) -> RetrievalConfig:
@@ -297,26 +300,11 @@ class TigragRetriever(BaseRetriever):
 
     def _final_ranking(self, final: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         """(ids, scores), B × k, of the final top-k; with `dedup_passages`, each passage appears once,
-        at its best chunk (the ranking is read deeper until k passages are found or it ends)."""
-        if not self.config.fusion.dedup_passages:
-            return self.top_k(final, k)
-        depth = min(final.shape[0], 4 * k)
-        while True:
-            ids, vals = self.top_k(final, depth)
-            rows_ids = np.full((ids.shape[0], k), -1, dtype=np.int64)
-            rows_vals = np.full((ids.shape[0], k), -np.inf, dtype=np.float32)
-            short = False
-            for q in range(ids.shape[0]):
-                finite = np.isfinite(vals[q])
-                passages = self.index.chunk_passage[ids[q][finite]]
-                _, first = np.unique(passages, return_index=True)
-                best = np.sort(first)[:k]  # first occurrence of each passage, in rank order
-                rows_ids[q, :best.size] = ids[q][finite][best]
-                rows_vals[q, :best.size] = vals[q][finite][best]
-                short |= best.size < k and bool(finite.all())
-            if not short or depth >= final.shape[0]:
-                return rows_ids, rows_vals
-            depth = min(final.shape[0], depth * 4)
+        at its best chunk (highest score, then lowest id): one top-k over the block with every other
+        chunk of a passage masked out."""
+        if self.config.fusion.dedup_passages:
+            final = best_of_each_group(self.be, final, *self.device_passage_chunks)
+        return self.top_k(final, k)
 
 
 #: the name of the TIGRAG retriever before the method packages
