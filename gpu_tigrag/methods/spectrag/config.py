@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import ENTITY_LABELS, CheckedConfig, is_finite, require
+from ...config import setting, ENTITY_LABELS, CheckedConfig, is_finite, require
 
 #: SpectRAG's edge signals (section "Edge signals" of its paper)
 CHUNK_GRAPH_SIGNALS: tuple[str, ...] = ("semantic", "adjacency", "section", "entity", "question", "citation")
@@ -21,17 +21,15 @@ class SpectragIndexConfig(CheckedConfig):
     """SpectRAG's index stage: the weighted chunk graph and its spectral coordinates (paper Tables 1
     and 3, code defaults where the paper gives none). Built only when asked for (`--methods spectrag`)."""
 
-    weights: str = "config2"  # signal weights: "config2" (Table 10, code default), "config1" (Table 9), or
-    #                           "calibrate" (the public code's per-corpus weighting; adjacency keeps config2's)
-    semantic_top_k: int = 8  # nearest chunks per chunk by cosine (self excluded)
-    semantic_threshold: float = 0.75  # ... kept from this cosine
-    question_signal: str = "none"  # no LLM here: "none" drops the utility-question signal (weights not
-    #                                renormalised); "sentences" uses chunk sentences as stand-in questions (ablation)
-    question_top_k: int = 20
-    question_threshold: float = 0.80
-    entity_labels: tuple[str, ...] = ENTITY_LABELS  # the public code's NER mode keeps every label
-    edge_threshold: float = 0.1  # combined weights below this are dropped
-    dimensions: int = 32  # spectral coordinates: eigenvectors after the lowest
+    weights: str = setting("config2", 'signal weights: "config2" (Table 10, code default), "config1" (Table 9), or "calibrate" (the public code\'s per-corpus weighting; adjacency keeps config2\'s)')
+    semantic_top_k: int = setting(8, 'nearest chunks per chunk by cosine (self excluded)')
+    semantic_threshold: float = setting(0.75, '... kept from this cosine')
+    question_signal: str = setting("none", 'no LLM here: "none" drops the utility-question signal (weights not renormalised); "sentences" uses chunk sentences as stand-in questions (ablation)')
+    question_top_k: int = setting(20, 'nearest chunks per stand-in question (question_signal=sentences)')
+    question_threshold: float = setting(0.80, '... kept from this cosine')
+    entity_labels: tuple[str, ...] = setting(ENTITY_LABELS, "the public code's NER mode keeps every label")
+    edge_threshold: float = setting(0.1, 'combined weights below this are dropped')
+    dimensions: int = setting(32, 'spectral coordinates: eigenvectors after the lowest')
 
     def _check(self) -> None:
         require(self.weights in (*SIGNAL_WEIGHTS, "calibrate"),
@@ -51,21 +49,21 @@ class SpectragIndexConfig(CheckedConfig):
 class SpectragQueryConfig(CheckedConfig):
     """SpectRAG's query stage (paper Table 2; the public code's values where the paper gives none)."""
 
-    seeds: int = 20  # dense top-20 and BM25 top-20 fused by RRF; S0 = the top 20 of the fusion
-    rrf_k: int = 60
-    dense_share: float = 0.7  # relevance = .7 cos/max cos + .3 bm25/max bm25
-    hops: int = 2  # breadth-first expansion from S0 over the chunk graph ...
-    max_candidates: int = 200  # ... capped at this many chunks (an overflowing hop is cut by relevance)
-    damping: float = 0.85  # PPR on the candidates' induced subgraph, restarting at S0
-    ppr_tol: float = 1e-6
-    ppr_max_iter: int = 200
-    alpha: float = 0.5  # score = (1 - α) relevance + α proximity
-    spectral_share: float = 0.5  # proximity = share × spectral closeness + (1 - share) × PPR
-    token_budget: int = 0  # context budget in cl100k tokens; 0 = 10 × the index's mean chunk (12k for 1200-token chunks)
-    core_size: int = 5  # the protected core: the first chunks need only the core floor
-    core_floor: float = 0.30  # × the top score
-    tail_floor: float = 0.55  # × the top score, for chunks after the core
-    tie_band: float = 0.98  # chunks within this fraction of the best remaining score are ordered by document coverage
+    seeds: int = setting(20, 'dense top-20 and BM25 top-20 fused by RRF; S0 = the top 20 of the fusion')
+    rrf_k: int = setting(60, 'RRF constant k of the seed fusion, 1 / (k + rank + 1)')
+    dense_share: float = setting(0.7, 'relevance = .7 cos/max cos + .3 bm25/max bm25')
+    hops: int = setting(2, 'breadth-first expansion from S0 over the chunk graph ...')
+    max_candidates: int = setting(200, '... capped at this many chunks (an overflowing hop is cut by relevance)')
+    damping: float = setting(0.85, "PPR on the candidates' induced subgraph, restarting at S0")
+    ppr_tol: float = setting(1e-6, 'PPR stops when its L1 change is below this × |candidates|')
+    ppr_max_iter: int = setting(200, 'PPR sweeps at most')
+    alpha: float = setting(0.5, 'score = (1 - α) relevance + α proximity')
+    spectral_share: float = setting(0.5, 'proximity = share × spectral closeness + (1 - share) × PPR')
+    token_budget: int = setting(0, "context budget in cl100k tokens; 0 = 10 × the index's mean chunk (12k for 1200-token chunks)")
+    core_size: int = setting(5, 'the protected core: the first chunks need only the core floor')
+    core_floor: float = setting(0.30, '× the top score')
+    tail_floor: float = setting(0.55, '× the top score, for chunks after the core')
+    tie_band: float = setting(0.98, 'chunks within this fraction of the best remaining score are ordered by document coverage')
 
     def _check(self) -> None:
         for name in ("seeds", "hops", "max_candidates", "ppr_max_iter", "core_size"):

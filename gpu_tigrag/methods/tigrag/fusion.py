@@ -1,6 +1,6 @@
 """Score fusion for the `best` preset, batched over a block of queries (chunks × B on the backend).
 
-* `hybrid_first_hop`: RRF of the dense cosine, BM25 and the graph score ρ, plus the chunks of
+* `hybrid_first_hop`: RRF of the chunks' cosine, BM25 and the token-graph score ρ, plus the chunks of
   the passages the question names; it picks the chunks whose entities drive the next hop.
 * `link_mask`: chunks × B mask of the chunks of given passages per query (title links).
 """
@@ -34,12 +34,13 @@ def link_mask(be: Backend, passage_chunks: tuple[np.ndarray, np.ndarray], linked
     return mask
 
 
-def hybrid_first_hop(be: Backend, dense: Any, bm25: Any, rho: Any, question_links: Any | None,
+def hybrid_first_hop(be: Backend, cosine: Any, bm25: Any, rho: Any, question_links: Any | None,
                      depth: int, k: int) -> Any:
-    """RRF of dense cosine, BM25 and ρ; the question's title-linked chunks, ordered by that fused
-    score, form a fourth list counted twice (a named passage is the strongest first-hop evidence)."""
+    """RRF of the chunks' cosine to the query, BM25 and ρ; the question's title-linked chunks,
+    ordered by that fused score, form a fourth list counted twice (a named passage is the strongest
+    first-hop evidence)."""
     xp = be.xp
-    fused = (reciprocal_rank(be, dense, depth, k) + reciprocal_rank(be, bm25, depth, k)
+    fused = (reciprocal_rank(be, cosine, depth, k) + reciprocal_rank(be, bm25, depth, k)
              + reciprocal_rank(be, rho, depth, k))
     if question_links is not None and bool(question_links.any()):
         linked = xp.where(question_links, fused, NEG_INF)

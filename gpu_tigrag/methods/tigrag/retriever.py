@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -33,13 +33,24 @@ from .titles import TitleIndex
 
 @dataclass
 class GraphHop:
-    """Output of the graph stage for a batch: pool mask and diagnostics."""
+    """Output of the token-graph stage (PPR, weighted BM25, pooling) for a batch: pool mask and
+    diagnostics."""
 
     pool: Any  # bool chunks × B
-    rho: Any  # float32 chunks × B, the graph-weighted score ρ
-    n_seeds: np.ndarray  # int, per query
-    dense: np.ndarray  # bool, per query: no seed or empty pool -> all chunks pooled
+    rho: Any  # float32 chunks × B, the PPR-weighted BM25 score ρ
+    n_seeds: np.ndarray  # int, per query: distinct seed tokens
+    dense_fallback: np.ndarray  # bool, per query: no seed or an empty pool, so every chunk is pooled
     ppr: Any = None  # float32 vocab × B PPR scores (ranks bridging entities)
+
+
+@dataclass
+class HopState:
+    """One hop of the multi-hop loop, over the queries still expanding (its columns)."""
+
+    pick: Any  # float32 chunks × columns: the ranking whose top-ι chunks drive the next hop
+    cols: np.ndarray  # int, per column: the query's position in the batch
+    pool_sizes: np.ndarray  # int, per column: chunks in the hop's pool
+    graph_hop: GraphHop  # the token-graph stage's output for these columns
 
 
 class TigragRetriever(BaseRetriever):
@@ -109,7 +120,7 @@ class TigragRetriever(BaseRetriever):
 
     # -- stages ---------------------------------------------------------------------------
     def graph_stage(self, seeds: Sequence[np.ndarray]) -> GraphHop:
-        """PPR expansion, weighted BM25 and pooling for a batch of seed sets."""
+        """PPR expansion over the token graph, weighted BM25 and pooling for a batch of seed sets."""
         be, xp, cfg = self.be, self.be.xp, self.config
         t = time.perf_counter()
         n_seeds = np.array([np.unique(s).size for s in seeds], dtype=np.int64)
@@ -123,13 +134,13 @@ class TigragRetriever(BaseRetriever):
         rho = ppr_weighted_bm25(be, self.bm25, ids, weights)
         t = self.timer.add("score", t)
         pool = cumulative_mass_pool(be, rho, cfg.pool_threshold)
-        dense = be.to_host(~pool.any(axis=0)) | (n_seeds == 0)
-        if dense.any():
-            pool[:, xp.asarray(np.nonzero(dense)[0])] = True
+        fallback = be.to_host(~pool.any(axis=0)) | (n_seeds == 0)
+        if fallback.any():
+            pool[:, xp.asarray(np.nonzero(fallback)[0])] = True
         self.timer.add("pool", t)
-        return GraphHop(pool, rho, n_seeds, dense, scores)
+        return GraphHop(pool, rho, n_seeds, fallback, scores)
 
-    #: bytes per (row, query) of the dense blocks alive at once: chunks × B (scores, sorted copy,
+    #: bytes per (row, query) of the full (not sparse) blocks alive at once: chunks × B (scores, sorted copy,
     #: cumulative sums, cosines, merged scores, masks) and vocab × B (PPR iterate, next, seeds).
     CHUNK_BYTES_PER_QUERY = 6 * 4 + 2
     VOCAB_BYTES_PER_QUERY = 5 * 4  # PPR iterate, next, seeds, and hop 1's scores kept for bridging choice
@@ -147,43 +158,43 @@ class TigragRetriever(BaseRetriever):
         queries, seeds = batch.queries, batch.seeds
         n = len(queries)
         query_vectors = be.asarray(batch.vectors)
-        hop = self.graph_stage(seeds)
+        first_hop = self.graph_stage(seeds)
         t = time.perf_counter()
-        dense = self.embeddings @ query_vectors.T  # cosine of every chunk (embeddings are L2-normalised)
-        sigma = self._rank_pool(hop, lambda: xp.where(hop.pool, dense, NEG_INF))
+        cosine = self.embeddings @ query_vectors.T  # chunks × B cosines (the embeddings are L2-normalised)
+        sigma = self._rank_pool(first_hop, lambda: xp.where(first_hop.pool, cosine, NEG_INF))
         t = self.timer.add("rerank", t)
         question_links = self.titles.mentions_many(queries) if self.titles else None
         linked = self._link_mask(question_links)
         pick = sigma  # the ranking whose top-ι chunks drive the next hop
         if fusion.first_hop == "hybrid":
-            pick = hybrid_first_hop(be, dense, bm25_scores(be, self.bm25, seeds, self.index.n_vocab), hop.rho,
+            pick = hybrid_first_hop(be, cosine, bm25_scores(be, self.bm25, seeds, self.index.n_vocab), first_hop.rho,
                                     linked, fusion.rrf_depth, fusion.rrf_k)
         self.timer.add("fusion", t)
         traces: list[list[HopTrace]] = [[] for _ in range(n)]
         seen: list[dict[Any, Bridge]] = [{} for _ in range(n)]
         hop_scores: list[tuple[np.ndarray, Any]] = []
-        current = {"pick": pick, "cols": np.arange(n), "pool_sizes": be.to_host(hop.pool.sum(axis=0)), "hop": hop}
+        current = HopState(pick, np.arange(n), be.to_host(first_hop.pool.sum(axis=0)), first_hop)
         for hop_number in range(1, cfg.hops + 1):
             t = time.perf_counter()
-            top = self._top_chunks(current["pick"], cfg.iota)
+            top = self._top_chunks(current.pick, cfg.iota)
             chunk_lists = [[int(c) for c in row if c >= 0] for row in top]
             if hop_number == 1 and question_links is not None:
                 chunk_lists = self._with_named_passages(chunk_lists, pick, question_links)
             new_lists = [list({b.key: b for b in found if b.key not in seen[q]}.values())
-                         for q, found in zip(current["cols"], self.bridges.candidates(chunk_lists))]
+                         for q, found in zip(current.cols, self.bridges.candidates(chunk_lists))]
             if fusion.bridge_entities:
-                new_lists = rank_bridges(be, current["hop"].ppr, range(len(new_lists)), new_lists,
+                new_lists = rank_bridges(be, current.graph_hop.ppr, range(len(new_lists)), new_lists,
                                          fusion.bridge_entities)
             next_active: list[int] = []
-            for col, (q, chunks, new) in enumerate(zip(current["cols"], chunk_lists, new_lists)):
+            for col, (q, chunks, new) in enumerate(zip(current.cols, chunk_lists, new_lists)):
                 seen[q].update((b.key, b) for b in new)
                 traces[q].append(HopTrace(
                     hop=hop_number,
-                    seeds=int(current["hop"].n_seeds[col]),
-                    pool_size=int(current["pool_sizes"][col]),
+                    seeds=int(current.graph_hop.n_seeds[col]),
+                    pool_size=int(current.pool_sizes[col]),
                     top_chunks=chunks,
                     new_entities=[b.text for b in new],
-                    dense_fallback=bool(current["hop"].dense[col]),
+                    dense_fallback=bool(current.graph_hop.dense_fallback[col]),
                 ))
                 if new:
                     next_active.append(int(q))
@@ -191,15 +202,14 @@ class TigragRetriever(BaseRetriever):
             if hop_number == cfg.hops or not next_active:
                 break
             current = self._expanded_hop(queries, seeds, seen, np.asarray(next_active))
-            hop_scores.append((current["cols"], current["sigma"]))
-            current["pick"] = current["sigma"]
+            hop_scores.append((current.cols, current.pick))
         t = time.perf_counter()
         final = self._merge_hops(sigma, hop_scores)
         if self.titles is not None:
             bridged = self._link_mask([[p for b in seen[q].values() for p in b.passages] for q in range(n)])
-            final = self._add_link_bonus(final, dense, linked, bridged)
+            final = self._add_link_bonus(final, cosine, linked, bridged)
         self.timer.add("fusion", t)
-        return self._collect(queries, final, k, hop.dense, traces)
+        return self._collect(queries, final, k, first_hop.dense_fallback, traces)
 
     def _with_named_passages(self, chunk_lists: list[list[int]], pick: Any,
                              question_links: list[list[int]]) -> list[list[int]]:
@@ -241,7 +251,7 @@ class TigragRetriever(BaseRetriever):
             return None
         return link_mask(self.be, self.passage_chunks, passages, self.index.n_chunks)
 
-    def _add_link_bonus(self, final: Any, dense: Any, question: Any, bridged: Any) -> Any:
+    def _add_link_bonus(self, final: Any, cosine: Any, question: Any, bridged: Any) -> Any:
         """Calibrated scores: linked chunks get a fixed bonus on top of their score (their question
         cosine where no hop pooled them), so a passage the question names, or the passage of a
         bridging entity, cannot be evicted by an unlinked chunk of slightly higher cosine.
@@ -251,16 +261,16 @@ class TigragRetriever(BaseRetriever):
         for all-MiniLM-L6-v2, 0.025 for multilingual-e5-small on 2Wiki), and a bonus in cosine units
         tuned on one overrides the ranking of the other (bench/results/link_bonus.md)."""
         xp, fusion = self.be.xp, self.config.fusion
-        base = xp.where(xp.isfinite(final), final, dense)
+        base = xp.where(xp.isfinite(final), final, cosine)
         bonus = fusion.question_link_bonus * question + fusion.bridge_link_bonus * bridged
         if fusion.link_bonus_unit == "cosine_std":
-            bonus = bonus * dense.std(axis=0, dtype=xp.float32)[None, :]
+            bonus = bonus * cosine.std(axis=0, dtype=xp.float32)[None, :]
         bonus = bonus.astype(xp.float32)
         return xp.where(question | bridged, base + bonus, final)
 
     def _expanded_hop(self, queries: list[str], seeds: list[np.ndarray], seen: list[dict[Any, Bridge]],
-                      active: np.ndarray) -> dict[str, Any]:
-        """Hop j+1 for the active queries: expanded query μ ⊕ entities through the graph stage,
+                      active: np.ndarray) -> HopState:
+        """Hop j+1 for the active queries: expanded query μ ⊕ entities through the token-graph stage,
         rerank by the max cosine over the embeddings of μ ⊕ e_x (eqs. 3.14-3.15)."""
         be = self.be
         t = time.perf_counter()
@@ -271,18 +281,19 @@ class TigragRetriever(BaseRetriever):
             texts.extend(f"{queries[q]} {b.text}" for b in ents)
             owner.extend([col] * len(ents))
         self.timer.add("entities", t)
-        hop = self.graph_stage(expanded_seeds)
+        graph_hop = self.graph_stage(expanded_seeds)
         vectors = self.encode(texts) if self.config.rerank else None
         t = time.perf_counter()
-        sigma = self._rank_pool(hop, lambda: masked_max_cosine(
-            be, self.embeddings, vectors, np.asarray(owner, dtype=np.int64), len(active), hop.pool))
+        sigma = self._rank_pool(graph_hop, lambda: masked_max_cosine(
+            be, self.embeddings, vectors, np.asarray(owner, dtype=np.int64), len(active), graph_hop.pool))
         self.timer.add("rerank", t)
-        return {"sigma": sigma, "cols": active, "pool_sizes": be.to_host(hop.pool.sum(axis=0)), "hop": hop}
+        return HopState(sigma, active, be.to_host(graph_hop.pool.sum(axis=0)), graph_hop)
 
-    def _rank_pool(self, hop: GraphHop, cosine: Any) -> Any:
-        """Scores that order the pool: the embedding cosine, or ρ itself when rerank is ablated."""
+    def _rank_pool(self, hop: GraphHop, pool_cosine: Callable[[], Any]) -> Any:
+        """Scores that order the pool: the embedding cosine (`pool_cosine()`, -inf outside the pool),
+        or ρ itself when rerank is ablated."""
         if self.config.rerank:
-            return cosine()
+            return pool_cosine()
         xp = self.be.xp
         return xp.where(hop.pool, hop.rho, xp.float32(-np.inf)).astype(xp.float32)
 
@@ -291,11 +302,11 @@ class TigragRetriever(BaseRetriever):
         ids, vals = self.top_k(sigma, count)
         return np.where(np.isfinite(vals), ids, -1)
 
-    def _collect(self, queries: list[str], final: Any, k: int, dense: np.ndarray,
+    def _collect(self, queries: list[str], final: Any, k: int, dense_fallback: np.ndarray,
                  traces: list[list[HopTrace]]) -> list[QueryResult]:
         ids, vals = self._final_ranking(final, k)
         keep = np.isfinite(vals)
-        return [self.result(query, ids[q][keep[q]], vals[q][keep[q]], dense[q], traces[q])
+        return [self.result(query, ids[q][keep[q]], vals[q][keep[q]], dense_fallback[q], traces[q])
                 for q, query in enumerate(queries)]
 
     def _final_ranking(self, final: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -307,5 +318,5 @@ class TigragRetriever(BaseRetriever):
         return self.top_k(final, k)
 
 
-#: the name of the TIGRAG retriever before the method packages
+#: the generic name `Retriever`, an alias kept for callers that import it from this module
 Retriever = TigragRetriever

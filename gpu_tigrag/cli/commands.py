@@ -1,0 +1,406 @@
+"""The `tigrag` commands: each reads its parsed options, calls the library and prints the result."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..config import IndexConfig
+from ..errors import TigragError
+from ..corpus import drop_duplicates
+from ..evaluate.report import code_version, write_run_or_keep
+from .options import check_query_file, check_writable, encoder_options, parse_sets, retrieval_config
+
+log = logging.getLogger(__name__)
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from ..backend import get_backend
+    from ..corpus import load_corpus
+    from ..index.build import build_index, check_methods
+    from ..index.stats import format_statistics
+    from ..index.store import INDEX_WRITE, save_index
+    from ..locking import writer_lock
+
+    config = parse_sets(IndexConfig(), args.sets)
+    methods = check_methods(args.methods)
+    check_writable(Path(args.output).resolve().parent, f"-o {args.output}")
+    if args.stream or args.resume or args.scheduler:
+        return _index_streaming(args, config, methods)
+    passages = load_corpus(args.corpus)
+    log.info("loaded %s passages from %d file(s)", f"{len(passages):,}", len(args.corpus))
+    if args.drop_duplicates:
+        passages = drop_duplicates(passages)
+    start = time.perf_counter()
+    with writer_lock(args.output, INDEX_WRITE):  # held from the build on: a second writer fails before any work
+        index = build_index(passages, config, backend=get_backend(args.backend), show_progress=not args.quiet,
+                            methods=methods)
+        path = save_index(index, args.output)
+    total = time.perf_counter() - start
+    print(format_statistics(index.stats))
+    _print_stages(index)
+    print("build seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in index.timings.items()) + f"; total {total:.2f}")
+    print(f"index written to {path}")
+    return 0
+
+
+def _print_stages(index: Any) -> None:
+    """One line per method stage the index holds (e.g. SpectRAG's chunk graph)."""
+    from ..methods.registry import stage_methods
+
+    for method in stage_methods():
+        if index.has_stage(method.name):
+            line = method.stage.summary(index, index.stage(method.name))
+            if line:
+                print(line)
+
+
+def _index_streaming(args: argparse.Namespace, config: IndexConfig, methods: tuple[str, ...]) -> int:
+    from ..index.stats import format_statistics
+    from ..index.stream import build_index_streaming
+
+    start = time.perf_counter()
+    index = build_index_streaming(
+        args.corpus, args.output, config, memory_budget_mb=args.memory_budget, workers=args.workers,
+        resume=args.resume, partition_size=args.partition_passages or None, show_progress=not args.quiet,
+        scheduler=args.scheduler, backend=args.backend, drop_duplicates=args.drop_duplicates, methods=methods)
+    print(format_statistics(index.stats))
+    _print_stages(index)
+    print("build seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in index.timings.items())
+          + f"; total {time.perf_counter() - start:.2f}")
+    print(f"index written to {Path(args.output).resolve()}")
+    return 0
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from ..index.store import INDEX_WRITE
+    from ..locking import writer_lock
+
+    with writer_lock(args.index, INDEX_WRITE):  # held from the read to the atomic write: a second add fails at once
+        return _add(args)
+
+
+def _add(args: argparse.Namespace) -> int:
+    from ..backend import get_backend
+    from ..corpus import load_corpus
+    from ..index.add import add_passages
+    from ..index.build import warn_duplicates
+    from ..index.stats import format_statistics
+    from ..index.store import load_index, save_index
+
+    index = load_index(args.index)
+    passages = load_corpus(args.corpus)
+    known = set(zip(index.passage_titles, index.passage_ids))
+    if args.drop_duplicates:
+        passages = drop_duplicates(passages, known)
+        if not passages:
+            raise TigragError(f"every passage of {', '.join(map(str, args.corpus))} is already in {args.index}")
+    warn_duplicates(passages)
+    again = sum((p.title, p.doc_id) in known for p in passages)
+    if again:
+        log.warning("%d of %d added passages have the title and id of a passage already in the index (added "
+                    "twice?); --drop-duplicates skips them", again, len(passages))
+    start = time.perf_counter()
+    grown = add_passages(index, passages, backend=get_backend(args.backend), show_progress=not args.quiet)
+    save_index(grown, args.index)
+    print(format_statistics(grown.stats))
+    _print_stages(grown)
+    print(f"added {len(passages):,} passages ({grown.n_chunks - index.n_chunks:,} chunks) to {args.index} "
+          f"in {time.perf_counter() - start:.2f} s")
+    return 0
+
+
+def cmd_extend(args: argparse.Namespace) -> int:
+    from ..index.store import INDEX_WRITE
+    from ..locking import writer_lock
+
+    with writer_lock(args.index, INDEX_WRITE):  # held from the read to the atomic write, as `add`
+        return _extend(args)
+
+
+def _extend(args: argparse.Namespace) -> int:
+    from ..backend import get_backend
+    from ..index.build import add_method
+    from ..index.store import load_index, save_index
+    from ..methods.registry import check_methods, stage_methods
+
+    staged = [m.name for m in stage_methods()]
+    methods = [m for m in check_methods(args.methods) if m in staged]
+    if not methods:
+        raise TigragError(f"--methods names no method with an index stage (those with one: {', '.join(staged)}); "
+                          "the others need only the base index")
+    for item in args.sets or []:
+        owner = item.partition("=")[0].strip().partition(".")[0]
+        if owner not in staged:
+            raise TigragError(f"--set {item}: extend takes only the settings of a method stage "
+                              f"({', '.join(m + '.*' for m in staged)}); the base index's settings need `tigrag index`")
+        if owner not in methods:
+            raise TigragError(f"--set {item}: sets a setting of {owner}, which --methods does not build")
+    parse_sets(IndexConfig(), args.sets)  # a mistyped setting fails before the index is read
+    index = load_index(args.index)
+    config = parse_sets(index.config, args.sets)
+    start = time.perf_counter()
+    for method in methods:
+        index = add_method(index, method, config=getattr(config, method), backend=get_backend(args.backend),
+                           show_progress=not args.quiet, eigensolver=args.eigensolver)
+    save_index(index, args.index)
+    _print_stages(index)
+    print(f"added {', '.join(methods)} to {args.index} in {time.perf_counter() - start:.2f} s")
+    return 0
+
+
+def _retriever(args: argparse.Namespace):
+    from ..index.store import load_index
+    from ..methods.registry import make_retriever
+
+    config = retrieval_config(args)  # a mistyped --set fails before the index is read
+    index = load_index(args.index, verify_checksums=not args.no_verify)
+    return make_retriever(index, config, backend=args.backend, **encoder_options(args))
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    empty = [i for i, q in enumerate(args.question, start=1) if not q.strip()]
+    if empty:
+        raise TigragError(f"question {empty[0]} is empty; empty queries are errors")
+    retriever = _retriever(args)
+    result = retriever.retrieve(args.question, k=args.k)
+    if args.json:
+        json.dump([r.to_dict() for r in result], sys.stdout, indent=2)
+        print()
+        return 0
+    index = retriever.index
+    for r in result:
+        if r.dense_fallback:
+            print("(no query token is in the graph: answered by dense retrieval)")
+        for rank, (chunk, score, title) in enumerate(zip(r.chunk_ids, r.scores, r.titles), start=1):
+            text = index.chunk_texts[chunk].replace("\n", " ")
+            if r.context is not None and rank == r.context + 1:
+                print(f"-- the context ends here ({r.context} chunks); below: the rest of the ranking --")
+            print(f"{rank}. [{score:.3f}] {title} (chunk {chunk})\n   {text[:240]}{'…' if len(text) > 240 else ''}")
+        for hop in r.hops:
+            ents = ", ".join(hop.new_entities) or "none"
+            print(f"hop {hop.hop}: {hop.seeds} seed tokens, pool {hop.pool_size} chunks, new entities: {ents}")
+    return 0
+
+
+def _dataset(args: argparse.Namespace):
+    from ..evaluate.datasets import load_dataset
+
+    path = Path(args.queries)
+    if not path.exists() and args.data_dir:
+        path = Path(args.data_dir) / args.queries
+    dataset = load_dataset(path, split=args.split)
+    if args.limit:
+        dataset.queries = dataset.queries[: args.limit]
+    return dataset
+
+
+def _full_run_wanted(args: argparse.Namespace) -> bool:
+    return bool(args.systems or args.sweep or args.out or args.qa_endpoint)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    if args.out:
+        check_writable(args.out, f"--out {args.out}")
+    dataset = _dataset(args)
+    if _full_run_wanted(args):
+        return _eval_experiment(args, dataset)
+    # the quick path is the full run with the one system of the method with its settings (for TIGRAG:
+    # "TIGRAG", the --preset configuration)
+    from ..evaluate.experiment import run_experiment
+    from ..index.store import load_index
+
+    config = retrieval_config(args)
+    index = load_index(args.index, verify_checksums=not args.no_verify)
+    from ..methods.registry import get_method
+
+    system = get_method(config.method).systems[0].name
+    results = run_experiment(index, dataset, [system], backend=args.backend, base=config,
+                             show_progress=not args.quiet, **encoder_options(args))
+    report = {"queries": len(dataset.queries), **results["systems"][system]}
+    if "vector_cache" in results:
+        report["vector_cache"] = results["vector_cache"]
+    report.pop("config")  # the same as retrieval_config below
+    report.update(index=str(args.index), queries_file=str(args.queries), preset=args.preset,
+                  retrieval_config=_config_dict(config))
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        print()
+        return 0
+    print(f"method: {config.method}, preset: {args.preset}" + (f" with {', '.join(args.sets)}" if args.sets else ""))
+    metrics = dict(report["metrics"])
+    for t, row in metrics.pop("by_type", {}).items():
+        print(f"{t} ({row['queries']} queries): recall@2 {row['recall@2']:.4f}, recall@5 {row['recall@5']:.4f}")
+    for name, value in metrics.items():
+        print(f"{name}: {value:.4f}")
+    print(f"{report['queries']} queries in {report['seconds']:.2f} s "
+          f"({report['queries_per_second']:.1f} q/s; {report['queries_per_second_without_encoder']:.1f} q/s "
+          f"without the encoder's {report['stage_seconds'].get('encode', 0.0):.2f} s)")
+    return 0
+
+
+def _eval_experiment(args: argparse.Namespace, dataset) -> int:
+    import shlex
+
+    from ..evaluate.experiment import all_systems, available_systems, parse_sweeps, run_experiment
+    from ..index.store import load_index
+
+    every = not args.systems or args.systems == ["all"]
+    systems = list(all_systems()) if every else args.systems
+    unknown = [s for s in systems if s not in all_systems()]
+    if unknown:
+        raise TigragError(f"unknown system(s) {', '.join(map(repr, unknown))}; choose from {', '.join(all_systems())}")
+    base = retrieval_config(args)
+    sweeps = parse_sweeps(args.sweep, base)
+    index = load_index(args.index, verify_checksums=not args.no_verify)
+    systems, missing = available_systems(index, systems)
+    if missing:
+        stages = ",".join(dict.fromkeys(missing.values()))
+        if not every:
+            raise TigragError(f"{args.index} lacks the index stage ({stages}) that {', '.join(missing)} need(s); "
+                              f"build it with `tigrag extend {args.index} --methods {stages}`")
+        log.warning("skipping %s: %s lacks their index stage (%s); build it with `tigrag extend %s --methods %s`",
+                    ", ".join(missing), args.index, stages, args.index, stages)
+    qa = None
+    if args.qa_endpoint:
+        from ..evaluate.qa import QAConfig
+
+        if not args.qa_model:
+            raise TigragError("--qa-endpoint needs --qa-model")
+        cache = Path(args.qa_cache) if args.qa_cache else Path(args.out or ".") / "qa_cache"
+        qa = QAConfig(endpoint=args.qa_endpoint, model=args.qa_model, cache_dir=cache,
+                      api_key=os.environ.get("OPENAI_API_KEY"), concurrency=args.qa_concurrency,
+                      requests_per_second=args.qa_rate)
+    elif not args.quiet:
+        print("question answering skipped: no --qa-endpoint given", file=sys.stderr)
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    results = run_experiment(index, dataset, systems, sweeps, backend=args.backend, base=base, qa=qa,
+                             show_progress=not args.quiet, **encoder_options(args))
+    payload = {
+        "run": {"dataset": dataset.name, "queries": len(dataset.queries), "chunks": index.n_chunks,
+                "match": dataset.match, "dataset_sha256": dataset.checksums, "index": str(args.index),
+                "index_config": _config_dict(index.config), "preset": args.preset,
+                "retrieval_config": _config_dict(base),
+                "encoder": index.encoder_name, "backend": args.backend, "code_version": code_version(),
+                "package_version": __version__, "started": started,
+                "command": "tigrag " + " ".join(shlex.quote(a) for a in sys.argv[1:])},
+        "results": results,
+    }
+    if args.out:
+        folder = write_run_or_keep(args.out, payload)
+        if not args.quiet:
+            print(f"wrote {folder / 'results.json'}, {folder / 'report.md'} and {len(payload['plots'])} plot(s)",
+                  file=sys.stderr)
+    if args.json:
+        json.dump(payload, sys.stdout, indent=2, default=float)
+        print()
+    else:
+        for name, system in results["systems"].items():
+            m = system["metrics"]
+            print(f"{name:<28} R@2 {m['recall@2']:.4f}  R@5 {m['recall@5']:.4f}  nDCG@10 {m['ndcg@10']:.4f}")
+    return 0
+
+
+def cmd_datasets(args: argparse.Namespace) -> int:
+    from ..evaluate.fetch import REGISTRY, fetch
+
+    if args.action == "list":
+        for name, sources in sorted(REGISTRY.items()):
+            print(f"{name}: " + ", ".join(s.url for s in sources))
+        return 0
+    if not args.name or not args.to:
+        raise TigragError("usage: tigrag datasets fetch NAME --to DIR")
+    pins = {}
+    for item in args.sha256 or []:
+        file, sep, digest = item.partition("=")
+        if not sep:
+            raise TigragError(f"--sha256 expects FILE=HEX, got {item!r}")
+        pins[file] = digest
+    folder = fetch(args.name, args.to, pins)
+    print(f"{args.name} is in {folder}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    check_query_file(args.queries)
+    check_writable(Path(args.output).resolve().parent, f"-o {args.output}")
+    if args.workers or args.scheduler:
+        from ..dask_run import run_distributed
+        from ..encoders import default_cache_dir
+        from ..index.store import read_manifest
+
+        manifest = read_manifest(args.index)  # fail here, not on every worker
+        config = retrieval_config(args)
+        from ..methods.registry import get_method
+
+        if get_method(config.method).stage is not None and config.method not in manifest.get("methods", {}):
+            raise TigragError(f"{args.index} has no {config.method} stage; build it with "
+                              f"`tigrag extend {args.index} --methods {config.method}`")
+        stats = run_distributed(args.index, config, args.queries, args.output,
+                                k=args.k, workers=args.workers or 0, scheduler=args.scheduler, backend=args.backend,
+                                shard_size=args.shard_size or None, resume=args.resume, show_progress=not args.quiet,
+                                vector_cache=(args.vector_cache or str(default_cache_dir()))
+                                if args.vector_cache is not None else None,
+                                vector_cache_mib=args.vector_cache_mib, allow_mixed_encoder=args.allow_mixed_encoder)
+    else:
+        from ..batch_run import run_queries
+
+        retriever = _retriever(args)
+        stats = run_queries(retriever, args.queries, args.output, k=args.k, resume=args.resume,
+                            show_progress=not args.quiet)
+    log.info("%d queries written to %s in %.1f s (%.1f q/s)%s", stats["written"], args.output, stats["seconds"],
+             stats["queries_per_second"],
+             f"; {stats['skipped_done']} were already done" if stats["skipped_done"] else "")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ..evaluate.report import compare
+
+    table = compare(args.runs)
+    if args.out:
+        try:
+            Path(args.out).write_text(table)
+        except OSError as exc:
+            raise TigragError(f"--out {args.out}: cannot write the table ({exc.strerror or exc})") from None
+    print(table, end="")
+    return 0
+
+
+def _config_dict(config: Any) -> dict[str, Any]:
+    from ..config import config_to_dict
+
+    return config_to_dict(config)
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    """The registered methods: name, index stage, evaluation systems, what each does."""
+    from ..methods.registry import methods
+
+    for method in methods():
+        stage = "own index stage" if method.stage is not None else "base index only"
+        print(f"{method.name:<11} {method.label}: {method.description} ({stage})")
+        print(f"{'':<11} systems: {', '.join(s.name for s in method.systems)}")
+    return 0
+
+
+def cmd_settings(args: argparse.Namespace) -> int:
+    """Every setting with its type, default and help: index settings (`tigrag index --set`) and
+    retrieval settings (`query`/`eval`/`run --set`), each method's under its name."""
+    from ..config import describe_settings, settings_markdown
+
+    if args.markdown:
+        print(settings_markdown(), end="")
+        return 0
+    for side, rows in describe_settings().items():
+        print(f"{side} settings:")
+        for row in rows:
+            print(f"  {row.path} ({row.type}, default {row.default}): {row.help}")
+    return 0

@@ -1,0 +1,94 @@
+"""Option handling shared by the commands: `--set` parsing (before any work), numeric ranges, output
+folders and query files checked up front, the retrieval configuration and encoder options of a command."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..config import RetrievalConfig, replace_path
+from ..errors import CorpusError, TigragError
+
+
+def parse_sets(config: Any, assignments: Sequence[str]) -> Any:
+    for item in assignments or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise TigragError(f"--set expects KEY=VALUE (e.g. ppr.damping=0.5), got {item!r}")
+        try:
+            config = replace_path(config, key.strip(), value.strip())
+        except TigragError as exc:
+            raise TigragError(f"--set {item}: {exc}") from None
+    return config
+
+
+#: smallest accepted value of each numeric option (dest -> (flag, minimum)); checked before any work
+MINIMUMS: dict[str, tuple[str, float]] = {
+    "k": ("-k", 1), "limit": ("--limit", 0), "shard_size": ("--shard-size", 0), "memory_budget": ("--memory-budget", 1),
+    "partition_passages": ("--partition-passages", 0), "qa_concurrency": ("--qa-concurrency", 1),
+    "qa_rate": ("--qa-rate", 0),
+}
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Numeric options in range (TigragError otherwise): -k >= 1, --limit >= 0, ..."""
+    bounds = dict(MINIMUMS, workers=("--workers", 1 if args.command == "index" else 0))
+    for dest, (flag, minimum) in bounds.items():
+        value = getattr(args, dest, None)
+        if value is not None and value < minimum:
+            raise TigragError(f"{flag} must be >= {minimum}, got {value}")
+
+
+def check_writable(folder: str | Path, what: str) -> None:
+    """Create `folder` (and its parents) and a probe file in it, so that an unwritable output fails
+    before the work starts, in one line naming `what` (the option)."""
+    import tempfile
+
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".tigrag-probe-"):
+            pass
+    except OSError as exc:
+        raise TigragError(f"{what}: cannot write in {folder} ({exc.strerror or exc})") from None
+
+
+def check_query_file(path: str | Path) -> int:
+    """Read every query of a `run` query file once before any output is opened: an unreadable file
+    (not JSONL or Parquet, damaged) or an empty query is an error naming the file and the query."""
+    from ..batch_run import stream_queries
+
+    count = 0
+    try:
+        for record in stream_queries(path):
+            if not record.text.strip():
+                raise CorpusError(f"{path}: the query at index {record.position} (id {record.qid!r}) is empty; "
+                                  "empty queries are errors: remove them or give them text")
+            count += 1
+    except TigragError:
+        raise
+    except Exception as exc:  # pyarrow raises several types for a file that is not Parquet
+        raise CorpusError(f"{path}: not a readable query file ({type(exc).__name__}: {exc})") from None
+    return count
+
+
+def retrieval_config(args: argparse.Namespace) -> RetrievalConfig:
+    """The preset named by --preset with --method, and the --set overrides applied on top."""
+    import dataclasses
+
+    from ..presets import preset
+
+    return parse_sets(dataclasses.replace(preset(args.preset), method=args.method), args.sets)
+
+
+def encoder_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Retriever keyword arguments of --vector-cache and --allow-mixed-encoder."""
+    cache = None
+    if args.vector_cache is not None:
+        from ..encoders import VectorCache
+
+        if args.vector_cache_mib < 1:
+            raise TigragError(f"--vector-cache-mib must be >= 1, got {args.vector_cache_mib}")
+        cache = VectorCache(args.vector_cache or None, max_bytes=args.vector_cache_mib << 20)
+    return {"vector_cache": cache, "allow_mixed_encoder": args.allow_mixed_encoder}

@@ -1,0 +1,201 @@
+"""The `tigrag` argument parser; the choices (methods, backends, presets, systems) come from the code."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from .. import __version__
+from .commands import (cmd_add, cmd_datasets, cmd_eval, cmd_extend, cmd_index, cmd_methods, cmd_query, cmd_report, cmd_run,
+                       cmd_settings)
+
+
+def add_retrieval_options(parser: argparse.ArgumentParser) -> None:
+    from ..presets import DEFAULT_PRESET, PRESETS
+
+    parser.add_argument("--preset", default=DEFAULT_PRESET, choices=list(PRESETS),
+                        help="retrieval configuration: 'best' (default; title links, hybrid first hop, bridging "
+                             "choice, passage de-duplication) or 'paper' (TIGRAG exactly as published); --set "
+                             "overrides apply on top")
+    from ..methods.registry import methods, stage_methods
+
+    parser.add_argument("--method", default="tigrag", choices=[m.name for m in methods()],
+                        help="retrieval method (default tigrag): " + "; ".join(f"{m.name}: {m.description}"
+                                                                              for m in methods())
+                             + f". {', '.join(m.name for m in stage_methods())} need their index stage "
+                             "(`tigrag extend INDEX --methods NAME`); a method's settings: --set NAME.KEY=VALUE")
+    parser.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"],
+                        help="array backend (default: auto, the GPU when CuPy sees one)")
+    parser.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
+                        help="override a retrieval parameter, parsed by its declared type, e.g. --set ppr.top_gamma=50 --set "
+                             "h=1 --set entity_labels=PERSON,ORG --set rerank=false (booleans: true/false, 1/0, "
+                             "yes/no); the paper's symbols th, beta, iota, h, gamma, damping name their settings; a "
+                             "method's settings: NAME.KEY (every setting: `tigrag settings`)")
+    parser.add_argument("--no-verify", action="store_true", help="skip checksum verification when loading")
+    parser.add_argument("--vector-cache", nargs="?", const="", default=None, metavar="DIR",
+                        help="keep query and expansion vectors in an on-disk cache shared by runs (default folder: "
+                             "$TIGRAG_CACHE_DIR, else ~/.cache/gpu_tigrag); bounded by --vector-cache-mib")
+    parser.add_argument("--vector-cache-mib", type=int, default=2048, metavar="MIB",
+                        help="size bound of the vector cache; least recently used vectors go first (default 2048)")
+    parser.add_argument("--allow-mixed-encoder", action="store_true",
+                        help="accept query vectors from another runtime than the index's passage vectors "
+                             "(e.g. onnx-int8 queries on a torch-built index)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tigrag", description="TIGRAG graph-RAG retrieval engine")
+    parser.add_argument("--version", action="version", version=f"gpu_tigrag {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("index", help="build an index from corpus files", description=(
+        "Chunk, tokenise and index corpus files (JSON list, JSON title->sentences, JSONL, BEIR "
+        "corpus.jsonl or directory, Parquet) into INDEX_DIR."))
+    p.add_argument("corpus", nargs="+", type=Path, help="corpus file(s) or BEIR directory")
+    p.add_argument("-o", "--output", type=Path, required=True, help="index directory to write")
+    p.add_argument("--backend", default="numpy", choices=["auto", "numpy", "cupy"],
+                   help="array backend for graph and BM25 (default: numpy)")
+    p.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
+                   help="override an index parameter, parsed by its declared type, e.g. --set graph.window=5 (or w=5) "
+                        "--set bm25.k1=1.2 --set chunk.title_in_chunk=false")
+    p.add_argument("--stream", action="store_true",
+                   help="partitioned build for corpora larger than memory, checkpointed per partition and stage")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted --stream build (implies --stream)")
+    p.add_argument("--memory-budget", type=int, default=2048, metavar="MB",
+                   help="working memory of a --stream build above the runtime's own (interpreter and libraries); "
+                        "sets the partition size (default 2048)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="processes tokenising and counting partitions (default: all cores)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="tokenise and count partitions on the workers of this Dask scheduler instead (implies "
+                        "--stream; the output must be on a filesystem the workers share)")
+    p.add_argument("--partition-passages", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--drop-duplicates", action="store_true",
+                   help="index one copy of passages with the same title and text (without it they are indexed "
+                        "and counted in a warning)")
+    add_method_options(p)
+    p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("add", help="append passages to an existing index",
+                       description="Add the passages of CORPUS files to INDEX_DIR; the result equals a full rebuild "
+                                   "on the union (graph counts and BM25 statistics are merged, only new chunks "
+                                   "are embedded and tagged). The index is rewritten atomically.")
+    p.add_argument("index", type=Path, help="index directory to grow")
+    p.add_argument("corpus", nargs="+", type=Path, help="corpus file(s) with the new passages")
+    p.add_argument("--backend", default="numpy", choices=["auto", "numpy", "cupy"])
+    p.add_argument("--drop-duplicates", action="store_true",
+                   help="skip passages repeating another's title and text, or the title and id of a passage already "
+                        "in the index (without it they are added and counted in a warning)")
+    p.set_defaults(func=cmd_add)
+
+    p = sub.add_parser("extend", help="add a method's index stage (SpectRAG's chunk graph, LiteSemRAG's semantic "
+                                      "graph) to an index",
+                       description="Build the index stage of each of --methods over INDEX_DIR (rebuilding one that is "
+                                   "there) and write the index back atomically, holding its writer lock.")
+    p.add_argument("index", type=Path, help="index directory to extend")
+    p.add_argument("--backend", default="numpy", choices=["auto", "numpy", "cupy"],
+                   help="array backend for the similarity products and SpGEMM (default: numpy)")
+    p.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
+                   help="override a setting of the stage, e.g. --set spectrag.weights=config1 --set "
+                        "spectrag.question_signal=sentences --set litesemrag.layer=-1")
+    add_method_options(p, default=None)
+    p.add_argument("--eigensolver", default="host", choices=["host", "device"],
+                   help="SpectRAG's spectral coordinates: host (SciPy, the public code's solver; default) or "
+                        "device (Lanczos on the --backend)")
+    p.set_defaults(func=cmd_extend)
+
+    p = sub.add_parser("query", help="retrieve chunks for one or more questions",
+                       description="Retrieve the top-k chunks of INDEX_DIR for each question.")
+    p.add_argument("index", type=Path, help="index directory")
+    p.add_argument("question", nargs="+", help="question text(s); an empty question is an error")
+    p.add_argument("-k", type=int, default=5, help="chunks to return, >= 1 (default 5 = β)")
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+    add_retrieval_options(p)
+    p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("eval", help="recall on a query file, or a full evaluation run",
+                       description="Without --systems/--sweep/--out/--qa-endpoint: recall@2 and recall@5 (HippoRAG's "
+                                   "definition) of TIGRAG. With them: baselines, TIGRAG, the Table-10 ablations, "
+                                   "sweeps and QA in one run, written to --out as results.json, report.md and plots.")
+    p.add_argument("index", type=Path, help="index directory")
+    p.add_argument("queries", help="query file (JSON/JSONL), HippoRAG-protocol folder or BEIR folder; an empty "
+                                   "query is an error naming its record. Gold passages missing from the index are "
+                                   "counted in a warning (an error when none is there)")
+    p.add_argument("--json", action="store_true", help="print a JSON object with 'metrics' (or the full run)")
+    p.add_argument("--limit", type=int, default=0, help="evaluate only the first N queries (default 0: all)")
+    p.add_argument("--split", default="test", help="BEIR qrels split (default test)")
+    p.add_argument("--data-dir", help="folder holding local dataset copies, when QUERIES is a dataset name")
+    p.add_argument("--systems", nargs="+", metavar="SYSTEM",
+                   help="systems to run ('all' = NaiveRAG, BM25, TIGRAG, TIGRAG 1-hop and the three ablations)")
+    p.add_argument("--sweep", action="append", metavar="NAME=V1,V2",
+                   help="sensitivity sweep of th, beta, iota, h, gamma, damping or w, e.g. --sweep th=0.1,0.5,0.8")
+    p.add_argument("--out", help="run directory for results.json, report.md and PNG plots (checked writable before "
+                                 "the run; if writing fails at the end, the error names where the results went)")
+    p.add_argument("--qa-endpoint", help="OpenAI-compatible base URL (e.g. http://localhost:8000/v1) for QA")
+    p.add_argument("--qa-model", help="model name sent to the QA endpoint")
+    p.add_argument("--qa-cache", help="answer cache folder (default RUN_DIR/qa_cache)")
+    p.add_argument("--qa-concurrency", type=int, default=8, help="concurrent QA requests (default 8)")
+    p.add_argument("--qa-rate", type=float, default=0.0, help="max QA requests per second (default: no limit)")
+    add_retrieval_options(p)
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("run", help="stream a query file through the engine into JSONL",
+                       description="Retrieve for every query of a JSONL or Parquet file (read lazily) in micro-batches, "
+                                   "writing one JSONL line per query in input order; --resume continues an "
+                                   "interrupted run without losing or repeating a query.")
+    p.add_argument("index", type=Path, help="index directory")
+    p.add_argument("queries", help="JSONL ({id, question} or strings) or Parquet query file, read once before the "
+                                   "run: an empty (or whitespace-only) query is an error naming its index and id")
+    p.add_argument("-o", "--output", required=True, help="JSONL results file, or a folder of Parquet parts if named *.parquet")
+    p.add_argument("-k", type=int, default=5, help="chunks per query, >= 1 (default 5 = β)")
+    p.add_argument("--resume", action="store_true", help="continue an existing output file")
+    p.add_argument("--workers", type=int, default=0, help="spread shards over N local Dask worker processes")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786)")
+    p.add_argument("--shard-size", type=int, default=0,
+                   help="queries per distributed task (default: the batch size, which keeps results bit-identical)")
+    add_retrieval_options(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("datasets", help="list or download public evaluation sets",
+                       description="Download HippoRAG-protocol sets and BEIR zips with sha256 verification; "
+                                   "an interrupted download resumes.")
+    p.add_argument("action", choices=["list", "fetch"])
+    p.add_argument("name", nargs="?", help="dataset name (see `tigrag datasets list`)")
+    p.add_argument("--to", help="destination folder (the dataset lands in DIR/NAME)")
+    p.add_argument("--sha256", action="append", metavar="FILE=HEX", help="pin a file's checksum")
+    p.set_defaults(func=cmd_datasets)
+
+    p = sub.add_parser("report", help="compare evaluation runs side by side",
+                       description="Print a Markdown table of R@2 / R@5 / nDCG@10 per system for each run directory.")
+    p.add_argument("runs", nargs="+", help="run directories written by `tigrag eval --out`")
+    p.add_argument("--out", help="also write the table to this file")
+    p.set_defaults(func=cmd_report)
+    p = sub.add_parser("methods", help="list the retrieval methods, their index stages and evaluation systems")
+    p.set_defaults(func=cmd_methods)
+    p = sub.add_parser("settings", help="list every setting (--set KEY=VALUE) with its type, default and help")
+    p.add_argument("--markdown", action="store_true", help="as the Markdown table of docs/settings.md")
+    p.set_defaults(func=cmd_settings)
+    for command in sub.choices.values():
+        add_verbosity(command)
+    return parser
+
+
+def add_method_options(parser: argparse.ArgumentParser, default: str | None = "tigrag") -> None:
+    """--methods of `index` and `extend`."""
+    from ..methods.registry import method_names, stage_methods
+
+    parser.add_argument("--methods", default=default, required=default is None, metavar="M1,M2",
+                        help=f"retrieval methods whose index stages to build, comma-separated, of {', '.join(method_names())}"
+                             + f" (methods with a stage: {', '.join(m.name for m in stage_methods())}"
+                             + (f"; default {default})" if default else ")"))
+
+
+VERBOSE_HELP = "also show debug messages (e.g. the seconds of every stage and partition)"
+
+
+def add_verbosity(parser: argparse.ArgumentParser) -> None:
+    """-q/--quiet and -v/--verbose on a command (-v also works before the command)."""
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress bars and no progress messages, only warnings and errors")
+    parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
