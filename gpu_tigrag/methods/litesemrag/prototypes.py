@@ -27,6 +27,7 @@ import numpy as np
 import scipy.sparse
 
 from .config import LitesemragIndexConfig
+from ...ops.rows import unit_rows
 from ...progress import progress
 
 
@@ -38,9 +39,9 @@ class Prototypes:
     stats: dict[str, int] = field(default_factory=dict)
 
 
-def unit_rows(x: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return (x / np.where(norms > 0, norms, 1)).astype(np.float32)
+def _unit(x: np.ndarray) -> np.ndarray:
+    """Unit rows, normalised in the precision of `x` (float64 means stay float64 until the cast)."""
+    return unit_rows(x, compute_dtype=None)
 
 
 def cluster_senses(unit: np.ndarray, chunks: np.ndarray, config: LitesemragIndexConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -56,7 +57,7 @@ def cluster_senses(unit: np.ndarray, chunks: np.ndarray, config: LitesemragIndex
         keys, owner = np.unique(chunks, return_inverse=True)
         sums = np.zeros((keys.size, unit.shape[1]), dtype=np.float64)
         np.add.at(sums, owner, unit)
-        points = unit_rows(sums / np.bincount(owner)[:, None])
+        points = _unit(sums / np.bincount(owner)[:, None])
         min_size = max(2, math.ceil((m // config.cluster_divisor) * keys.size / m))
     labels = np.full(points.shape[0], -1)
     if points.shape[0] > min_size:
@@ -65,8 +66,8 @@ def cluster_senses(unit: np.ndarray, chunks: np.ndarray, config: LitesemragIndex
         labels = HDBSCAN(min_cluster_size=min_size, copy=True).fit_predict(reduced)
     found = sorted(set(labels.tolist()) - {-1})
     if not found:
-        return unit_rows(unit.mean(axis=0, keepdims=True)), np.zeros(m, dtype=np.int64)
-    centres = unit_rows(np.stack([points[labels == c].mean(axis=0) for c in found]))
+        return _unit(unit.mean(axis=0, keepdims=True)), np.zeros(m, dtype=np.int64)
+    centres = _unit(np.stack([points[labels == c].mean(axis=0) for c in found]))
     remap = np.full(labels.max() + 2, -1)
     remap[np.array(found) + 1] = np.arange(len(found))
     point_labels = remap[labels + 1]
@@ -80,12 +81,12 @@ def build_prototypes(string_ids: np.ndarray, vectors: np.ndarray, chunk_ids: np.
                      single_word: np.ndarray, config: LitesemragIndexConfig, show_progress: bool = False) -> Prototypes:
     """The prototypes of every string (module doc) from its occurrences: `string_ids`, `vectors` and
     `chunk_ids` per occurrence; `single_word[s]` says whether string s is one word."""
-    unit = unit_rows(np.asarray(vectors, dtype=np.float32))
+    unit = _unit(np.asarray(vectors, dtype=np.float32))
     n_occ, dim = unit.shape
     counts = np.bincount(string_ids, minlength=n_strings)
     members = scipy.sparse.csr_matrix((np.ones(n_occ, dtype=np.float32), (string_ids, np.arange(n_occ))),
                                       shape=(n_strings, n_occ))
-    means = unit_rows(np.asarray(members @ unit))  # one prototype per string, replaced below where clustered
+    means = _unit(np.asarray(members @ unit))  # one prototype per string, replaced below where clustered
     order = np.argsort(string_ids, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(counts)])
     senses: dict[int, tuple[np.ndarray, np.ndarray]] = {}
