@@ -4,7 +4,7 @@ workers).
 
 Queries are read lazily (JSONL or Parquet record batches, never all in memory) and cut into
 micro-batches sized by `Retriever.batch_size()` (free device memory or the memory budget).
-A helper thread tokenises and embeds batch i+1 while batch i runs the graph stages, and
+A helper thread tokenises and embeds batch i+1 while batch i runs the method's scoring, and
 results are appended in input order, one row per query carrying its input position and id:
 to a JSONL file (written unbuffered and fsync'ed after every batch; `resume=True` counts the
 complete lines, cutting off a torn last one) or, for an output named `*.parquet`, to a folder of

@@ -1,4 +1,5 @@
-"""Corpus loading: passages (title, text) from every format in ../shared/data/README.md.
+"""Corpus loading: passages (title, text) from every format of the evaluation data
+(docs/design-notes.md#evaluation-data) and of docs/input-formats.md.
 
 Accepted inputs:
   * JSON list of objects with `title` and `text` (or `paragraph_text`, `contents`);

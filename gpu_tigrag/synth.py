@@ -1,14 +1,14 @@
 """Synthetic Zipf corpora, reproducible from a seed: real text for the whole pipeline, and token-id
 arrays for the index stages alone.
 
-`passages` yields text (so punkt, Treebank, graph, BM25, encoder and NER all run): words are drawn
+`passages` yields text (so punkt, Treebank, token graph, BM25, encoder and NER all run): words are drawn
 from a Zipf(s) law over a synthetic vocabulary of pronounceable tokens; sentences hold 6-20 words
 and end with a period; passages hold 2-8 sentences; each passage is titled with two capitalised
 pseudo-names, which also appear in its text as entity-like spans. `write_corpus` writes them as
 JSONL or Parquet (`python bench/synth.py N -o FILE` is its command line).
 
 `zipf_token_csr` skips the text: the token-id CSR of a Zipf corpus generated with the backend's
-array module (NumPy or CuPy, no host round trip), the input of the graph and BM25 stages in the
+array module (NumPy or CuPy, no host round trip), the input of the token-graph and BM25 stages in the
 GPU check and the pair-count benchmark.
 """
 

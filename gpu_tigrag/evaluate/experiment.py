@@ -47,7 +47,7 @@ def __getattr__(name: str):
 
 
 def _sweepable(symbol: str) -> bool:
-    """Retrieval settings, and the window w (the sweep rebuilds the graph)."""
+    """Retrieval settings, and the window w (the sweep rebuilds the token graph)."""
     if symbol == "w":
         return True
     try:
@@ -236,13 +236,13 @@ class Experiment:
 
 
 def with_window(index: Index, window: int) -> Index:
-    """A copy of `index` whose co-occurrence graph is rebuilt with window `window`."""
+    """A copy of `index` whose token co-occurrence graph is rebuilt with window `window`."""
     from ..backend import get_backend
     from ..index.graph import cooccurrence_graph
 
-    graph = cooccurrence_graph(get_backend("numpy"), index.token_indptr, index.token_ids, index.n_vocab, window)
+    token_graph = cooccurrence_graph(get_backend("numpy"), index.token_indptr, index.token_ids, index.n_vocab, window)
     config = dataclasses.replace(index.config, graph=dataclasses.replace(index.config.graph, window=window))
-    return dataclasses.replace(index, graph=graph, config=config)
+    return dataclasses.replace(index, graph=token_graph, config=config)
 
 
 def system_config(system: System, base: RetrievalConfig) -> RetrievalConfig:

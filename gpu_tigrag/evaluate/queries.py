@@ -1,6 +1,7 @@
-"""Query files with gold evidence titles, in the formats of ../shared/data.
+"""Query files with gold evidence titles, in the formats of the evaluation data
+(docs/design-notes.md#evaluation-data).
 
-Gold evidence (../shared/data/README.md): 2Wiki `supporting_titles` (or the titles of
+Gold evidence: 2Wiki `supporting_titles` (or the titles of
 `supporting_facts`), MuSiQue the titles of `paragraphs[*].is_supporting`, HotpotQA the
 titles in `supporting_facts`, or a plain `gold_titles` list (the example corpus).
 Accepts a JSON list or JSONL. A query's id and text are read as `records.py` says (the same keys

@@ -1,1 +1,2 @@
-"""Index stages (graph, BM25, embeddings, entities), the index container and its on-disk format."""
+"""The base index's stages (token co-occurrence graph, BM25, embeddings, entities), the index container
+and its on-disk format."""

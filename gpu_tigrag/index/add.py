@@ -2,7 +2,7 @@
 
 Co-occurrence counts and BM25 statistics are additive over chunks. The new chunks are
 tokenised, the vocabulary is merged (ids follow sorted token order, so old ids are remapped),
-the old graph is remapped and the new chunks' counts are added. BM25 is recomputed from the
+the old token graph is remapped and the new chunks' counts are added. BM25 is recomputed from the
 merged token table, because N and avgdl change. Only the new chunks are embedded and run
 through NER, and the entity table is rebuilt in chunk order, as a rebuild would.
 
@@ -69,11 +69,11 @@ def add_passages(
         token_ids = np.concatenate([remap[index.token_ids].astype(np.int32), new_ids])
         n_vocab = len(vocab)
         old = index.graph.tocoo()
-        graph = scipy.sparse.coo_matrix((old.data, (remap[old.row], remap[old.col])),
-                                        shape=(n_vocab, n_vocab)).tocsr()
+        token_graph = scipy.sparse.coo_matrix((old.data, (remap[old.row], remap[old.col])),
+                                              shape=(n_vocab, n_vocab)).tocsr()
         added = cooccurrence_graph(be, new_indptr, new_ids, n_vocab, cfg.graph.window)
-        graph = (graph + be.to_host(added)).tocsr().astype(np.float32)
-        graph.sort_indices()
+        token_graph = (token_graph + be.to_host(added)).tocsr().astype(np.float32)
+        token_graph.sort_indices()
         bm25 = be.to_host(bm25_matrix(be, token_indptr, token_ids, n_vocab, cfg.bm25))
 
     with timed(timings, "add_embed"):
@@ -90,7 +90,7 @@ def add_passages(
         passage_ids=index.passage_ids + [p.doc_id for p in passages],
         chunk_texts=index.chunk_texts + texts,
         chunk_passage=np.concatenate([index.chunk_passage, np.asarray(owner, dtype=np.int32) + first_passage]),
-        vocab=vocab, token_indptr=token_indptr, token_ids=token_ids, graph=graph, bm25=bm25,
+        vocab=vocab, token_indptr=token_indptr, token_ids=token_ids, graph=token_graph, bm25=bm25,
         embeddings=embeddings, entity_lists=_old_entity_lists(index) + names,
         encoder=index.encoder_identity,
         timings={**index.timings, **timings},

@@ -1,8 +1,8 @@
 """The one assembly path of an index, shared by the in-memory build, `add` and the streaming build.
 
-All three compute the same pieces (chunks, vocabulary, token table, graph, BM25, embeddings,
+All three compute the same pieces (chunks, vocabulary, token table, token graph, BM25, embeddings,
 entity lists) in their own order and memory shape, then hand them to `assemble_index`, which
-builds the entity table and the graph statistics and returns the `Index`; so an index grown by
+builds the entity table and the token graph's statistics and returns the `Index`; so an index grown by
 `add` or streamed partition by partition equals a full in-memory build array for array (tested,
 and fingerprinted by bench/identity.py). Stage timings use one helper, `timed`.
 """
@@ -56,9 +56,9 @@ def assemble_index(
     graph, bm25, embeddings: np.ndarray, entity_lists: EntityLists, encoder: Encoder | tuple[str, str, str],
     timings: dict[str, float],
 ) -> Index:
-    """The Index of host arrays: the entity table (in chunk order) and the graph statistics are computed
-    here, the same way for every build path. `encoder` (or its recorded identity: name, fingerprint,
-    backend) is what computed `embeddings`."""
+    """The Index of host arrays (`graph`: the token co-occurrence graph): the entity table (in chunk
+    order) and the token graph's statistics are computed here, the same way for every build path.
+    `encoder` (or its recorded identity: name, fingerprint, backend) is what computed `embeddings`."""
     entities = entities_from_lists(entity_lists, vocab, config.tokens)
     name, fingerprint, backend = (encoder if isinstance(encoder, tuple)
                                   else (encoder.name, encoder.fingerprint, encoder.backend))

@@ -1,4 +1,4 @@
-"""In-memory index construction: chunks -> graph, BM25, embeddings, entities, with per-stage timings."""
+"""In-memory index construction: chunks -> token graph, BM25, embeddings, entities, with per-stage timings."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ def build_index(
         chunks = assemble_chunks(*chunk_and_tokenise(passages, sentences, config.chunk, config.tokens, show_progress))
     n_vocab = len(chunks.vocab)
     with timed(timings, "graph"):
-        graph = be.to_host(cooccurrence_graph(be, chunks.token_indptr, chunks.token_ids, n_vocab, config.graph.window))
+        token_graph = be.to_host(cooccurrence_graph(be, chunks.token_indptr, chunks.token_ids, n_vocab,
+                                                    config.graph.window))
     with timed(timings, "bm25"):
         bm25 = be.to_host(bm25_matrix(be, chunks.token_indptr, chunks.token_ids, n_vocab, config.bm25))
     with timed(timings, "embed"):
@@ -68,7 +69,7 @@ def build_index(
     index = assemble_index(
         config=config, passage_titles=[p.title for p in passages], passage_ids=[p.doc_id for p in passages],
         chunk_texts=chunks.texts, chunk_passage=chunks.passage_of_chunk, vocab=chunks.vocab,
-        token_indptr=chunks.token_indptr, token_ids=chunks.token_ids, graph=graph, bm25=bm25,
+        token_indptr=chunks.token_indptr, token_ids=chunks.token_ids, graph=token_graph, bm25=bm25,
         embeddings=embeddings, entity_lists=names, encoder=encoder, timings=timings,
     )
     return build_stages(index, methods, be, encoder, show_progress)

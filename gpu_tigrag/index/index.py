@@ -25,7 +25,7 @@ class Index:
     vocab: Vocabulary
     token_indptr: np.ndarray  # int64, chunk -> its valid token ids (reading order)
     token_ids: np.ndarray  # int32
-    graph: scipy.sparse.csr_matrix  # vocab × vocab, symmetric, float32 co-occurrence counts
+    graph: scipy.sparse.csr_matrix  # the token graph: vocab × vocab, symmetric, float32 co-occurrence counts
     bm25: scipy.sparse.csr_matrix  # chunks × vocab, float32
     embeddings: np.ndarray  # chunks × dim, float32, L2-normalised
     entities: ChunkEntities

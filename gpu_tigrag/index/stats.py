@@ -1,4 +1,4 @@
-"""Graph statistics as in the paper's Table 1."""
+"""Statistics of the token co-occurrence graph, as in the TIGRAG paper's Table 1."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """On-disk index format: a directory of `.npy` and Parquet files plus `manifest.json`.
 
-manifest.json holds the format version, package version, configuration, counts, graph
+manifest.json holds the format version, package version, configuration, counts, token-graph
 statistics, encoder identity, build timings and the sha256 and size of every file. The
 directory is written under a temporary name beside the target and renamed into place,
 so a crash never leaves a half-written index. Loading checks the format version and every

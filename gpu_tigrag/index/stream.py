@@ -321,7 +321,7 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
             _stage_count(build, n_parts, submit)
     with timed(timings, "graph"):  # the merge runs after the worker processes are gone
         vocab = Vocabulary(np.load(vocab_path, allow_pickle=False).tolist())
-        graph, stats = _merge_counts(build, n_parts, len(vocab))
+        token_graph, stats = _merge_counts(build, n_parts, len(vocab))
 
     for p in range(n_parts):  # partitions tokenised before an interruption
         embed(p)
@@ -333,7 +333,7 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
                 build.ledger.record(target)
 
     with timed(timings, "assemble_bm25"):
-        index = _assemble(build, n_parts, vocab, graph, stats, encoder)
+        index = _assemble(build, n_parts, vocab, token_graph, stats, encoder)
     index.timings = timings
     from .build import build_stages
 
@@ -455,11 +455,11 @@ def _merge_counts(build: StreamBuild, n_parts: int, n_vocab: int) -> tuple[scipy
         merged, inverse = np.unique(np.concatenate(keys), return_inverse=True)
         keys_out.append(merged)
         counts_out.append(np.bincount(inverse, weights=np.concatenate(counts), minlength=merged.size))
-    graph = symmetric_graph(get_backend("numpy"), np.concatenate(keys_out), np.concatenate(counts_out), n_vocab)
-    return graph, stats
+    token_graph = symmetric_graph(get_backend("numpy"), np.concatenate(keys_out), np.concatenate(counts_out), n_vocab)
+    return token_graph, stats
 
 
-def _assemble(build: StreamBuild, n_parts: int, vocab: Vocabulary, graph: Any, stats: CorpusStatistics,
+def _assemble(build: StreamBuild, n_parts: int, vocab: Vocabulary, token_graph: Any, stats: CorpusStatistics,
               encoder: Encoder) -> Index:
     """The whole index from the checkpoints. Large arrays are preallocated and filled partition
     by partition (no list-then-concatenate copies), so the peak stays near the index's own size."""
@@ -500,6 +500,6 @@ def _assemble(build: StreamBuild, n_parts: int, vocab: Vocabulary, graph: Any, s
                                    shape=(n_chunks, len(vocab)))
     return assemble_index(
         config=build.config, passage_titles=titles, passage_ids=doc_ids, chunk_texts=texts,
-        chunk_passage=chunk_passage, vocab=vocab, token_indptr=token_indptr, token_ids=token_ids, graph=graph,
+        chunk_passage=chunk_passage, vocab=vocab, token_indptr=token_indptr, token_ids=token_ids, graph=token_graph,
         bm25=bm25, embeddings=embeddings, entity_lists=names, encoder=encoder, timings={},
     )

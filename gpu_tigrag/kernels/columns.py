@@ -5,7 +5,7 @@ among equal values (190 ms for 37k × 256 here). `top_k_rows_cpu` gives each thr
 of columns, copied out row by row in whole cache lines, finds each column's k-th largest
 value with a size-k min-heap (one pass; few values beat the heap's minimum), then keeps, in
 row order, every larger entry and the first equal ones: ids ascending, ties to the lowest
-ids, the rule `gpu_tigrag.topk.top_k_rows` applies on the GPU through CuPy's sort.
+ids, the rule `gpu_tigrag.ops.topk.top_k_rows` applies on the GPU through CuPy's sort.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ For B queries at once, X (vocab × B) iterates
 
     X ← d · (P X + V · m(X)) + (1 − d) · V,
 
-P = W D⁻¹ the column-stochastic transition matrix of the weighted graph, V (vocab × B)
+P = W D⁻¹ the column-stochastic transition matrix of the weighted token graph W, V (vocab × B)
 the personalization vectors of eq. 3.6 (uniform over each query's seed tokens), and m(X)
 the mass sitting on dangling (degree-0) nodes, sent back to the query's seeds. The fixed
 point is the PPR vector, i.e. the solution of (I − d·P̃) x = (1 − d) v, which is what the

@@ -1,7 +1,7 @@
 """Personalized PageRank on each query's induced subgraph, B queries at once (SpectRAG).
 
 Query b has a candidate set M_b (chunks) holding its seeds S_b. On the subgraph of the weighted
-graph W induced by M_b, with P_b its random-walk matrix (column j scaled by 1 / deg_b(j), the
+chunk graph W induced by M_b, with P_b its random-walk matrix (column j scaled by 1 / deg_b(j), the
 weighted degree of j inside M_b) and v_b uniform over S_b, the PPR vector is the fixed point of
 
     x ← d · (P_b x + v_b · Σ_{j ∈ M_b, deg_b(j) = 0} x_j) + (1 − d) · v_b,
@@ -125,10 +125,10 @@ def subgraph_pagerank(be: Backend, weights: Any, pairs: CandidatePairs, seeds: A
     n = weights.shape[0]
     width = pairs.counts.size
     cols = pairs.cols
-    graph = InducedSubgraphs.build(be, weights, pairs)
-    degree = graph.degree
+    subgraphs = InducedSubgraphs.build(be, weights, pairs)
+    degree = subgraphs.degree
     inv = xp.where(degree > 0, 1.0 / xp.where(degree > 0, degree, 1.0), 0.0).astype(xp.float32)
-    prob = (graph.weights * inv[graph.indices]).astype(xp.float32)  # W[i, j] / deg_b(j)
+    prob = (subgraphs.weights * inv[subgraphs.indices]).astype(xp.float32)  # W[i, j] / deg_b(j)
     dangling = (degree == 0).astype(xp.uint8)
     has_edges = xp.bincount(cols, weights=(degree > 0).astype(xp.float32), minlength=width) > 0
 
@@ -146,12 +146,13 @@ def subgraph_pagerank(be: Backend, weights: Any, pairs: CandidatePairs, seeds: A
     threshold = (np.float32(tol) * counts).astype(xp.float32)
     active = (counts > 0).astype(xp.uint8)
     d = np.float32(damping)
-    cpu = subgraph_ppr_sweep_cpu if int(graph.indices.size) >= PARALLEL_MIN_EDGES else subgraph_ppr_sweep_serial
+    cpu = subgraph_ppr_sweep_cpu if int(subgraphs.indices.size) >= PARALLEL_MIN_EDGES else subgraph_ppr_sweep_serial
     sweep = be.kernel(cpu=cpu, cuda=subgraph_ppr_sweep_cuda)
     iterations = 0
     for iterations in range(1, max_iter + 1):
         coef = (d * dmass + (1 - d)).astype(xp.float32)
-        sweep(graph.indptr, graph.indices, prob, pairs.col_start, dangling, x, v, coef, active, d, out, delta, dmass)
+        sweep(subgraphs.indptr, subgraphs.indices, prob, pairs.col_start, dangling, x, v, coef, active, d, out, delta,
+              dmass)
         x, out = out, x
         active &= (delta >= threshold).astype(xp.uint8)
         if not bool(active.any()):

@@ -1,1 +1,3 @@
-"""Batched retrieval: graph scoring, pooling, rerank, multi-hop (sections 3.4-3.7)."""
+"""What every method's retriever shares: the retriever base (`base.py`), the device-resident index
+(`device.py`) and the result records (`results.py`); each method's scoring is in its package under
+`gpu_tigrag/methods/`."""

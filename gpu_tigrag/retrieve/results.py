@@ -11,11 +11,11 @@ class HopTrace:
     """What one hop did for one query."""
 
     hop: int
-    seeds: int  # seed tokens in the graph
-    pool_size: int  # |P_μ| after cumulative-mass pooling
+    seeds: int  # seed tokens in the token graph (TIGRAG), seed chunks |S0| (SpectRAG), matched nodes (LiteSemRAG)
+    pool_size: int  # |P_μ| after pooling (TIGRAG), candidates (SpectRAG), chunks with S > 0 (LiteSemRAG)
     top_chunks: list[int]  # H^j: the top-ι chunks of this hop
     new_entities: list[str]  # entities of H^j not seen before (drive the next hop)
-    dense_fallback: bool  # no seed token: this hop ranked all chunks by cosine
+    dense_fallback: bool  # no seed token or an empty pool, every chunk pooled (TIGRAG); no BM25 match (SpectRAG)
 
 
 @dataclass
@@ -25,7 +25,7 @@ class QueryResult:
     scores: list[float]
     titles: list[str]
     passage_ids: list[int]
-    dense_fallback: bool  # the query had no valid token in the graph: dense retrieval answered it
+    dense_fallback: bool  # hop 1 fell back to every chunk by cosine (TIGRAG); BM25 matched nothing (SpectRAG)
     hops: list[HopTrace] = field(default_factory=list)
     context: int | None = None  # an adaptive context (SpectRAG): its chunks are the first `context` of chunk_ids
 

@@ -37,7 +37,7 @@ def _treebank():
 
 
 def treebank_words(text: str) -> list[str]:
-    """All Treebank word tokens of `text` (no filtering); used to measure context sizes."""
+    """All Treebank word tokens of `text` (no filtering), for measuring context sizes."""
     return _treebank().tokenize(text)
 
 
@@ -56,7 +56,7 @@ _EDGE_PUNCT = ".-'"
 
 
 def sentence_tokens(sentence: str, config: TokenConfig = TokenConfig()) -> list[str]:
-    """Valid tokens of one sentence, in order (duplicates kept: the graph needs order).
+    """Valid tokens of one sentence, in order (duplicates kept: the token graph's windows need order).
 
     Treebank splits only a sentence-final period, so text goes in one sentence at a time
     (as `nltk.word_tokenize` does); leftover edge periods and hyphens ("ii.", "lay-") are

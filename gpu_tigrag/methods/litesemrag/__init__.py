@@ -1,6 +1,6 @@
-"""LiteSemRAG (papers/litesemrag.txt): spans with contextual vectors, semantic nodes (prototypes),
-co-occurrence-weighted node scores and isolated-node recovery. Its stage: the semantic graph
-(`IndexConfig.litesemrag`); its query settings: `RetrievalConfig.litesemrag`."""
+"""LiteSemRAG (docs/design-notes.md#litesemrag): spans with contextual vectors, semantic nodes
+(prototypes), co-occurrence-weighted node scores and isolated-node recovery. Its stage: the semantic
+graph (`IndexConfig.litesemrag`); its query settings: `RetrievalConfig.litesemrag`."""
 
 from ..registry import IndexStage, Method, System, register
 from . import stage

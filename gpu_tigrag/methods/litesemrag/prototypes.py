@@ -1,5 +1,5 @@
 """LiteSemRAG's semantic nodes: prototypes of each string's contextual vectors (paper 3.2 "Dynamic
-semantic node creation"; notes B1 "Prototypes"), built in one shot over all occurrences.
+semantic node creation"; docs/design-notes.md#litesemrag-index), built in one shot over all occurrences.
 
 Per string t with m occurrences (unit vectors e_i):
 

@@ -1,10 +1,11 @@
-"""The LiteSemRAG retriever (papers/litesemrag.txt 3.3-3.4; the public code's `multi_level_query`,
-notes B2), batched over blocks of queries on the index's LiteSemRAG stage (`index.litesemrag`).
+"""The LiteSemRAG retriever (paper sections 3.3-3.4; the public code's `multi_level_query`,
+docs/design-notes.md#litesemrag-query), batched over blocks of queries on the index's LiteSemRAG stage
+(`index.litesemrag`).
 
 Per block of B queries:
 
 1. **Spans and vectors** (host): the index-time span extraction on the queries, and their span
-   vectors from the same token encoder and layer (`index/token_states.py`).
+   vectors from the same token encoder and layer (`token_states.py`).
 2. **Matching** (host lookups, device scores). Each query's spans are read in order (entities,
    phrases, tokens); a token is skipped when it is a word of an exactly matched entity or phrase
    read before it. Per span x:
@@ -17,21 +18,23 @@ Per block of B queries:
    another span 2 (0.8); similarity 3 (0.5). The node list is the exact, lone-partial and
    similarity matches in reading order, then the partial matches of exactly matched spans. A
    prototype matched twice in a query counts once, at its first place (the code links it to
-   itself, notes B6).
+   itself, docs/design-notes.md#litesemrag-public-code-issues).
 3. **Co-occurrence weights**: w_ab = |C_a ∩ C_b| / √(|C_a||C_b|) between the matched nodes of a
    query (C: the chunks holding the prototype), one sparse product Y_sel·Y_selᵀ for the block;
    W(a) = λ_a Σ_b w_ab. A node with Σ_b w_ab > 0 is *connected*, otherwise *isolated*.
 4. **Connected scores**: S(c) = Σ_a W(a)·BM25_a(c) over connected nodes, one sparse product; a
    string counts once per chunk (its first node in list order), as in the code.
 5. **Recovery** (the code's version; the paper's W_prop is in neither the text nor the code,
-   notes B2.5): R_ℓ(c) = Σ BM25_p(c) over all matched nodes of level ℓ; the recovery order is the
-   chunks of R_0 by score, then those of R_1, R_2, R_3, each chunk at its first place.
+   docs/design-notes.md#litesemrag-query, step 5): R_ℓ(c) = Σ BM25_p(c) over all matched nodes of
+   level ℓ; the recovery order is the chunks of R_0 by score, then those of R_1, R_2, R_3, each
+   chunk at its first place.
 6. **Merge** (host), at the paper's K = `split_depth` (10): n_rec = ⌊K·recovery_share⌋ (2),
    n_con = K − n_rec (8); the top n_con connected chunks, then the first n_rec recovery chunks not
    already taken; when one side runs short, the other fills the rest (the code's refill re-took
-   n_con connected chunks, notes B2.6; here the connected list is read on from where it stopped,
-   so no chunk repeats). Ranks past K continue with the remaining connected chunks, then the
-   remaining recovery order, so a deeper k (the evaluation's) keeps the same top K.
+   n_con connected chunks, docs/design-notes.md#litesemrag-query, step 6; here the connected list
+   is read on from where it stopped, so no chunk repeats). Ranks past K continue with the remaining
+   connected chunks, then the remaining recovery order, so a deeper k (the evaluation's) keeps the
+   same top K.
 
 What a `QueryResult` holds: up to k chunks in that order; a connected chunk's score is S(c), a
 recovered one's R_ℓ(c) of the level that placed it. A query none of whose spans
@@ -99,11 +102,11 @@ class MatchedNodes:
         return int(self.proto.size)
 
 
-def match_spans(graph: SemanticGraph, batch: SpanBatch, pair_scores, global_best) -> MatchedNodes:
+def match_spans(semantic_graph: SemanticGraph, batch: SpanBatch, pair_scores, global_best) -> MatchedNodes:
     """The matched nodes of every query of `batch` (module doc, step 2). `pair_scores(spans, protos)`
     gives the cosine of each (span row, prototype) pair; `global_best(spans)` the prototype of
     highest cosine to each span row among all."""
-    ptr, ids, phrases = graph.proto_ptr, graph.string_ids, graph.phrase_index
+    ptr, ids, phrases = semantic_graph.proto_ptr, semantic_graph.string_ids, semantic_graph.phrase_index
     plan = []  # per considered span: (query, row, kind is entity, exact string or -1, partial strings)
     for q, spans in enumerate(batch.spans):
         base = int(batch.offsets[q])
@@ -215,31 +218,31 @@ class LitesemragRetriever(BaseRetriever):
         must be the ones that built the stage. `nlp`: the span pipeline (default: the stage's spaCy
         model, `litesemrag.spacy_model`). `vector_cache` and `allow_mixed_encoder` are accepted for the
         common protocol; the passage encoder is not used."""
-        graph = index.stage("litesemrag")
-        if graph is None:
+        semantic_graph = index.stage("litesemrag")
+        if semantic_graph is None:
             raise TigragError(MISSING_STAGE)
-        check_stage(graph, index.n_chunks)
+        check_stage(semantic_graph, index.n_chunks)
         super().__init__(index, config, None, backend)
-        self.graph = graph
+        self.graph = semantic_graph  # the stage's semantic graph (not the index's token graph)
         self.settings: LitesemragQueryConfig = self.config.litesemrag
         self.stage_config = index.config.litesemrag
         self.encoder = encoder if encoder is not None and hasattr(encoder, "span_vectors") else self._token_encoder()
-        if self.encoder.dim != graph.proto_vectors.shape[1]:
+        if self.encoder.dim != semantic_graph.proto_vectors.shape[1]:
             raise TigragError(f"the token encoder gives {self.encoder.dim}-d vectors but the stage's prototypes are "
-                              f"{graph.proto_vectors.shape[1]}-d")
+                              f"{semantic_graph.proto_vectors.shape[1]}-d")
         self.nlp = nlp
         self.df, self.pattern, self.bm25_host, self.bm25, self.protos = self.device.get(
-            "litesemrag.semantic_graph", self._device_stage, source=graph)
+            "litesemrag.semantic_graph", self._device_stage, source=semantic_graph)
 
     def _device_stage(self) -> tuple[np.ndarray, Any, Any, Any, Any]:
         """(document frequency per prototype, the postings' 0/1 pattern and BM25 (host and backend),
         the prototype vectors on the backend)."""
-        be, graph, cfg = self.be, self.graph, self.stage_config
-        tf = graph.tf.tocsr()
+        be, semantic_graph, cfg = self.be, self.graph, self.stage_config
+        tf = semantic_graph.tf.tocsr()
         pattern = scipy.sparse.csr_matrix((np.ones(tf.nnz, dtype=np.float32), tf.indices, tf.indptr), shape=tf.shape)
-        bm25_host = graph.bm25(cfg.k1, cfg.b)
+        bm25_host = semantic_graph.bm25(cfg.k1, cfg.b)
         return (np.diff(tf.indptr).astype(np.float64), be.csr(pattern), bm25_host, be.csr(bm25_host),
-                be.asarray(graph.proto_vectors))
+                be.asarray(semantic_graph.proto_vectors))
 
     def _token_encoder(self) -> Any:
         from .token_states import TokenStateEncoder

@@ -1,5 +1,5 @@
-"""LiteSemRAG's index stage (paper 3.1-3.2; notes B1): the heterogeneous semantic graph over the
-index's chunks, stored as arrays.
+"""LiteSemRAG's index stage (paper sections 3.1-3.2; docs/design-notes.md#litesemrag-index): the
+heterogeneous semantic graph over the index's chunks, stored as arrays.
 
 - *Token nodes* are the distinct span strings (entities, noun-chunk phrases, content tokens:
   `spans.py`), `strings`.
@@ -59,7 +59,7 @@ class SemanticGraph:
 
     @cached_property
     def phrase_index(self) -> dict[str, np.ndarray]:
-        """word → ids of the phrase strings (>= 2 words) that contain it (notes B1 "word → phrase index")."""
+        """word → ids of the phrase strings (>= 2 words) that contain it (the index of partial matching)."""
         index: dict[str, list[int]] = {}
         for i, s in enumerate(self.strings):
             words = s.split()
@@ -86,7 +86,7 @@ class SemanticGraph:
 @dataclass
 class SpanOccurrences:
     """Every span of the chunks with its vector(s): the inputs of the prototypes (a layer sweep keeps
-    these and assembles one graph per setting)."""
+    these and assembles one semantic graph per setting)."""
 
     spans: list  # per chunk: its spans (spans.Span)
     lengths: np.ndarray  # int32 per chunk: spaCy tokens
@@ -168,15 +168,15 @@ def _lap(timings: dict[str, float], stage: str, start: float) -> float:
     return now
 
 
-def check_stage(graph: SemanticGraph, n_chunks: int) -> None:
+def check_stage(stage: SemanticGraph, n_chunks: int) -> None:
     """TigragError unless the stage's arrays agree with each other and with an index of `n_chunks`."""
     problems = []
-    if graph.n_chunks != n_chunks:
-        problems.append(f"it covers {graph.n_chunks} chunks but the index has {n_chunks}")
-    if graph.proto_ptr.size != len(graph.strings) + 1 or int(graph.proto_ptr[-1]) != graph.n_prototypes:
+    if stage.n_chunks != n_chunks:
+        problems.append(f"it covers {stage.n_chunks} chunks but the index has {n_chunks}")
+    if stage.proto_ptr.size != len(stage.strings) + 1 or int(stage.proto_ptr[-1]) != stage.n_prototypes:
         problems.append("its string → prototype pointers do not match its prototypes")
-    if graph.tf.shape != (graph.n_prototypes, graph.n_chunks):
-        problems.append(f"its postings are {graph.tf.shape}, not prototypes × chunks")
+    if stage.tf.shape != (stage.n_prototypes, stage.n_chunks):
+        problems.append(f"its postings are {stage.tf.shape}, not prototypes × chunks")
     if problems:
         raise TigragError("the index's LiteSemRAG stage is inconsistent: " + "; ".join(problems)
                           + "; rebuild it with `tigrag extend INDEX --methods litesemrag`")

@@ -1,20 +1,23 @@
-"""LiteSemRAG's span extraction (paper section 3.2; notes part B1 "Spans"), batched with spaCy `nlp.pipe`.
+"""LiteSemRAG's span extraction (paper section 3.2; docs/design-notes.md#litesemrag-index), batched
+with spaCy `nlp.pipe`.
 
 Each text is first normalised by `clean_text`; spaCy then runs on the *cleaned* text, and every
 `Span`'s offsets index that cleaned text. Whoever embeds the spans (the token-level encoder) must
 therefore encode `clean_text(text)`, not the raw text: the original code takes offsets from the
-cleaned text but encodes the raw one, which misaligns span vectors (notes B6). `clean_text` is
-deterministic, so calling it again gives the exact string the offsets refer to.
+cleaned text but encodes the raw one, which misaligns span vectors
+(docs/design-notes.md#litesemrag-public-code-issues). `clean_text` is deterministic, so calling it
+again gives the exact string the offsets refer to.
 
 Per text the spans come grouped by kind, each group in reading order: entities, then noun-chunk
-phrases, then single tokens (the order the query stage reads them in, notes B2). Spans of different
-kinds never overlap.
+phrases, then single tokens (the order the query stage reads them in,
+docs/design-notes.md#litesemrag-query). Spans of different kinds never overlap.
 
 Choices and departures (documented, not silent):
 
 - `clean_text` lowercases a single capitalised word (e.g. a one-word name "Obama") before NER, as
-  the paper's code does; this hurts NER (notes B6). `protect_single_capitals=True` keeps it instead.
-- The original's noun-chunk "regex" filter is not recoverable from the notes and is not applied;
+  the paper's code does; this hurts NER (docs/design-notes.md#litesemrag-public-code-issues).
+  `protect_single_capitals=True` keeps it instead.
+- The original's noun-chunk "regex" filter is not applied (its pattern is not documented);
   instead a noun chunk is trimmed of leading/trailing non-content tokens (determiners, stop words,
   punctuation), so "the big red ball" gives the phrase "big red ball".
 - "Contained in a longer phrase" is decided on the phrase strings of the same text, word-wise (a
@@ -206,7 +209,7 @@ def parse_spans(
     protect_single_capitals: bool = False,
 ) -> tuple[list[list[Span]], np.ndarray]:
     """(spans of each text, spaCy tokens of each cleaned text): the spans of `extract_spans` and the
-    lengths LiteSemRAG's BM25 normalises by (notes B1: len_c in spaCy tokens)."""
+    lengths LiteSemRAG's BM25 normalises by (len_c in spaCy tokens, docs/design-notes.md#litesemrag-index)."""
     nlp = nlp if nlp is not None else load_span_pipeline(EntityConfig().model)
     cleaned = [clean_text(t, protect_single_capitals) for t in texts]
     spans: list[list[Span]] = []

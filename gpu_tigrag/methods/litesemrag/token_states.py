@@ -1,11 +1,13 @@
-"""Contextual span vectors for LiteSemRAG (paper 3.2, notes B1 "Vectors"): one hidden-states layer
-of a transformer encoder, a span's vector the mean of the sub-words that overlap its characters.
+"""Contextual span vectors for LiteSemRAG (paper section 3.2; docs/design-notes.md#litesemrag-index):
+one hidden-states layer of a transformer encoder, a span's vector the mean of the sub-words that
+overlap its characters.
 
 The texts given here must be the *cleaned* texts the spans' offsets index (`spans.clean_text`), so
 that the characters the offsets name are the characters encoded (the public code takes offsets
-from the cleaned text but encodes the raw one, notes B6). Offsets come from the model's fast
-tokenizer. A text longer than `max_length` sub-words is truncated, as in the code; a span past the
-cut overlaps no sub-word, gets no vector and is reported as dropped (`keep` is False).
+from the cleaned text but encodes the raw one, docs/design-notes.md#litesemrag-public-code-issues).
+Offsets come from the model's fast tokenizer. A text longer than `max_length` sub-words is
+truncated, as in the code; a span past the cut overlaps no sub-word, gets no vector and is reported
+as dropped (`keep` is False).
 
 Runs on torch: fp32 on CPU, fp16 on CUDA (the encoder's own device rule, `encoders.sentence`).
 """

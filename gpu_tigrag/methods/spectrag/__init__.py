@@ -1,6 +1,6 @@
-"""SpectRAG (papers/spectrag.txt): hybrid seeds, expansion over a weighted chunk graph, PPR and spectral
-proximity, token-budgeted context selection. Its stage: the chunk graph and spectral coordinates
-(`IndexConfig.spectrag`); its query settings: `RetrievalConfig.spectrag`."""
+"""SpectRAG (docs/design-notes.md#spectrag): hybrid seeds, expansion over a weighted chunk graph,
+PPR and spectral proximity, token-budgeted context selection. Its stage: the chunk graph and
+spectral coordinates (`IndexConfig.spectrag`); its query settings: `RetrievalConfig.spectrag`."""
 
 from ..registry import IndexStage, Method, System, register
 from . import stage

@@ -1,7 +1,7 @@
 """SpectRAG's index arrays: the weighted chunk graph, its spectral coordinates and chunk token counts.
 
-The arrays are an extension of the shared index (DESIGN.md "Several methods on one index"): built
-from the chunks, embeddings and entity table the index already has, stored beside them under
+The arrays are an extension of the shared index (docs/design-notes.md#several-methods-on-one-index):
+built from the chunks, embeddings and entity table the index already has, stored beside them under
 the manifest's `methods.spectrag` section, and absent (None) until asked for.
 
 `build_chunk_graph` builds it: the edge signals of `chunk_signals.py`, each min-max normalised

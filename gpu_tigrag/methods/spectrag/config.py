@@ -76,6 +76,7 @@ class SpectragQueryConfig(CheckedConfig):
             require(is_finite(value) and 0.0 <= value <= 1.0, f"spectrag.{name} must be in [0, 1], got {value}")
 
 
-#: the names these settings had before the method packages (kept for old code)
+#: aliases of the stage settings (the chunk graph's) and the query settings, kept importable for
+#: callers that use these names
 ChunkGraphConfig = SpectragIndexConfig
 SpectragConfig = SpectragQueryConfig

@@ -1,5 +1,6 @@
-"""The SpectRAG retriever (papers/spectrag.txt, Table 2; public code `query/*`): hybrid seeds, graph
-expansion over the chunk graph, proximity re-scoring and token-budgeted context selection.
+"""The SpectRAG retriever (paper Table 2; public code `query/*`; docs/design-notes.md#spectrag-query):
+hybrid seeds, expansion over the chunk graph, proximity re-scoring and token-budgeted context
+selection.
 
 Per block of B queries, every numeric stage is one array operation over the block (chunks × B
 on the backend); only the selection loop runs on the host, as a numba loop over the B × |M|
@@ -13,15 +14,16 @@ candidates:
 3. **Expansion.** Breadth-first over W's sparsity, `hops` hops from S0: F' = (A @ F > 0) ∧ ¬visited,
    capped at `max_candidates` chunks per query; a hop that overflows keeps its most relevant new
    chunks (equal relevance: lower chunk id), so the candidate set M is deterministic.
-4. **PPR** on each query's induced subgraph (graph/subgraph_ppr.py), restarting uniformly at S0,
-   dangling mass to the seeds (networkx's pagerank on G[M]: it starts uniform over M and a query
-   stops when its L1 change is below ppr_tol·|M|, the code's tol = 1e-6); ppr = π / max π over M.
+4. **PPR** on each query's induced subgraph of the chunk graph (ops/subgraph_ppr.py), restarting
+   uniformly at S0, dangling mass to the seeds (networkx's pagerank on G[M]: it starts uniform over
+   M and a query stops when its L1 change is below ppr_tol·|M|, the code's tol = 1e-6);
+   ppr = π / max π over M.
 5. **Spectral proximity** spec(x) = max_{s ∈ S0} ẑ_x·ẑ_s, ẑ the row-normalised coordinates (zero
    rows stay 0): one batched matmul over the padded candidates × seeds.
 6. **Score** = (1 − α)·rel + α·(share·spec + (1 − share)·ppr) on the candidates. PPR is missing for a
    query whose induced subgraph has no edge, spec when the index has no coordinates; a missing term
    is replaced by the other, and with both missing the score is rel (the code's fallback).
-7. **Selection** under a token budget (retrieve/token_budget.py); budget = `token_budget`, or 10 × the
+7. **Selection** under a token budget (token_budget.py); budget = `token_budget`, or 10 × the
    index's mean chunk (cl100k tokens) when it is 0.
 
 What a `QueryResult` holds: `chunk_ids` starts with the selected context in selection order
@@ -180,22 +182,22 @@ class SpectragRetriever(BaseRetriever):
         """`config.spectrag` holds the settings (default: `RetrievalConfig(method="spectrag")`).
         `encoder` defaults to the model and runtime that embedded the index; another one is an
         error unless `allow_mixed_encoder`. `vector_cache` keeps query vectors on disk across runs."""
-        graph = index.stage("spectrag")
-        if graph is None:
+        stage = index.stage("spectrag")  # the chunk graph, its spectral coordinates and token counts
+        if stage is None:
             raise TigragError(MISSING_STAGE)
-        if graph.n_chunks != index.n_chunks or len(graph.chunk_tokens) != index.n_chunks:
-            raise TigragError(f"the index's SpectRAG stage covers {graph.n_chunks} chunks but the index has "
+        if stage.n_chunks != index.n_chunks or len(stage.chunk_tokens) != index.n_chunks:
+            raise TigragError(f"the index's SpectRAG stage covers {stage.n_chunks} chunks but the index has "
                               f"{index.n_chunks}; rebuild it with `tigrag extend INDEX --methods spectrag`")
         super().__init__(index, config, encoder, backend, vector_cache, allow_mixed_encoder)
         self.settings: SpectragQueryConfig = self.config.spectrag
         device = self.device
         self.weights, self.adjacency, self.reach_degree = device.get("spectrag.chunk_graph", lambda: _chunk_graph(
-            self.be, graph.weights), source=graph)
+            self.be, stage.weights), source=stage)
         self.bm25 = device.bm25
         self.embeddings = device.embeddings
-        self.unit_coords = device.get("spectrag.unit_coords", lambda: self.be.asarray(unit_rows(graph.coords))
-                                      if graph.coords.ndim == 2 and graph.coords.shape[1] else None, source=graph)
-        self.chunk_tokens = np.asarray(graph.chunk_tokens, dtype=np.int64)
+        self.unit_coords = device.get("spectrag.unit_coords", lambda: self.be.asarray(unit_rows(stage.coords))
+                                      if stage.coords.ndim == 2 and stage.coords.shape[1] else None, source=stage)
+        self.chunk_tokens = np.asarray(stage.chunk_tokens, dtype=np.int64)
         budget = self.settings.token_budget
         if budget == 0:
             budget = int(round(10 * float(self.chunk_tokens.mean()))) if self.chunk_tokens.size else 0

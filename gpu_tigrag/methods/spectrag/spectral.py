@@ -12,7 +12,8 @@ smallest eigenpairs of L on the complement of that null space. Krylov solvers fr
 vector cannot be trusted there: in exact arithmetic they see one vector per eigenspace, and
 ARPACK from v0 = 1/√n was measured to return 7 of 15 zero eigenvalues of a 15-component graph,
 so its "33 smallest" skipped most of them. With c >= d + 1 every coordinate is a component
-indicator (the public code's degenerate case, notes A6): their count is reported.
+indicator (the public code's degenerate case, docs/design-notes.md#spectrag-public-code-issues):
+their count is reported.
 
 Solvers (`solver=`):
 - "host" (default, parity with the public code): on a connected graph SciPy ARPACK `eigsh` in
@@ -65,7 +66,7 @@ class Spectrum:
     eigenvalues: np.ndarray  # (d + 1,) float64 ascending; NaN where the graph has fewer nodes
     solver: str  # the method that succeeded: dense, arpack-shift-invert, arpack-sm, lobpcg, lanczos-la
     zero_eigenvalues: int  # eigenvalues < ZERO_EIGENVALUE among the d + 1
-    components: int  # connected components of the graph (isolated nodes included)
+    components: int  # connected components of the chunk graph (isolated nodes included)
     max_residual: float  # max over vectors of ||L v − λ v||
 
 

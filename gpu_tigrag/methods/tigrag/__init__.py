@@ -1,7 +1,8 @@
-"""TIGRAG (papers/tigrag.txt): token co-occurrence graph, batched PPR, PPR-weighted BM25, cumulative-mass
-pooling, embedding rerank and entity-driven multi-hop. Its index is the base index (no stage of its
-own); its query settings are the top-level fields of `RetrievalConfig`; its systems are the paper's
-Table-10 ablations, both presets, and each mechanism of `best` added to `paper` or removed from `best`."""
+"""TIGRAG (docs/design-notes.md#tigrag-paper): token co-occurrence graph, batched PPR, PPR-weighted
+BM25, cumulative-mass pooling, embedding rerank and entity-driven multi-hop. Its index is the base
+index (no stage of its own); its query settings are the top-level fields of `RetrievalConfig`; its
+systems are the paper's Table-10 ablations, both presets, and each mechanism of `best` added to
+`paper` or removed from `best`."""
 
 from ..registry import Method, System, register
 

@@ -5,7 +5,7 @@ added: the passage titles that the chunk's text mentions are candidates too (a f
 names its director, whose passage carries that name as its title), and every candidate
 carries the passages whose title it is, so the next hop can bring them in directly. With
 `bridge_entities = n`, only the n best candidates of a query are expanded: those naming a
-passage first, then by the hop's PPR mass on their tokens (the graph's own measure of how
+passage first, then by the hop's PPR mass on their tokens (the token graph's own measure of how
 close an entity is to the question). Fewer expansions also mean fewer encoder calls.
 """
 
@@ -25,7 +25,8 @@ from .titles import TitleIndex, entity_key
 
 @dataclass(frozen=True)
 class Bridge:
-    """One candidate for the next hop: its text, graph tokens and the passages it names."""
+    """One candidate for the next hop: its text, its token ids (nodes of the token graph) and the passages it
+    names."""
 
     key: Hashable  # identity across hops (entity id in the paper's mode, normalised text with titles)
     text: str

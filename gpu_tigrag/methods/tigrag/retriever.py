@@ -1,4 +1,4 @@
-"""The TIGRAG retriever: batched graph retrieval, rerank and entity-driven multi-hop.
+"""The TIGRAG retriever: batched retrieval over the token graph, rerank and entity-driven multi-hop.
 
 Per batch of B queries, every numeric stage is one array operation over the batch:
 seed matrix -> PPR (vocab × B) -> top-γ -> PPR-weighted BM25 (chunks × B) -> pooling ->
