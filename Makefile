@@ -1,6 +1,8 @@
 # Two commands on a fresh machine:
 #   make demo   set up .venv, index the bundled example corpus, answer its questions, print recall and timing
-#   make test   set up .venv, lint (ruff) and run the test suite
+#   make test   set up .venv, lint (ruff) and run the fast test tier (plus one end-to-end quality test on ../shared/data)
+# and, when there is time:
+#   make test-all   everything, the slow tier included (real transformer/spaCy builds of the shared datasets)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -9,7 +11,13 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 EXAMPLE_INDEX := .cache/example-index
 
-.PHONY: setup demo lint test bench-quality bench-throughput clean
+# Test tiers, by marker (pyproject.toml): `make test` deselects `slow`; `make test-all` runs everything.
+# `make test-reliability` and `make test-gpu` run the reliability suite and the CuPy cases alone.
+# PYTEST_ARGS adds options, e.g. make test PYTEST_ARGS="-x -k stream".
+PYTEST := $(BIN)/python -m pytest -q -ra
+PYTEST_ARGS ?=
+
+.PHONY: setup demo lint test test-all test-reliability test-gpu bench-list bench-quality bench-throughput clean
 
 setup: $(VENV)/.installed
 
@@ -30,13 +38,25 @@ lint: setup
 	$(BIN)/ruff check gpu_tigrag bench tests
 
 test: lint
-	$(BIN)/python -m pytest -q -ra
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+
+test-all: lint
+	$(PYTEST) $(PYTEST_ARGS)
+
+test-reliability: setup
+	$(PYTEST) -m reliability $(PYTEST_ARGS)
+
+test-gpu: setup
+	$(PYTEST) -m gpu $(PYTEST_ARGS)
+
+bench-list: setup
+	$(BIN)/python -m bench list
 
 bench-quality: setup
-	$(BIN)/python bench/quality.py
+	$(BIN)/python -m bench run quality
 
 bench-throughput: setup
-	$(BIN)/python bench/throughput.py
+	$(BIN)/python -m bench run throughput
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache

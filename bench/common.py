@@ -1,4 +1,6 @@
-"""Shared helpers for the benchmark scripts: datasets, cached index builds, cached encoders."""
+"""Shared helpers for the benchmark scripts: datasets, cached index builds, cached encoders, timing,
+result files. Imported as `bench.common` (scripts run as `python bench/X.py` put the repository root
+on the path first; `python -m bench run X` and `python -m bench.X` need nothing)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 DATA = Path(os.environ.get("TIGRAG_DATA", ROOT.parent / "shared" / "data"))
 CACHE = Path(os.environ.get("TIGRAG_BENCH_CACHE", ROOT / ".cache" / "bench"))
 RESULTS = ROOT / "bench" / "results"
@@ -39,6 +40,23 @@ def code_version() -> str:
 
 def machine() -> dict[str, Any]:
     return {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
+
+
+def synchronize(be: Any) -> None:
+    """Wait for the device of backend `be` (a no-op on the CPU), so a clock read afterwards is honest."""
+    if be.is_gpu:
+        be.xp.cuda.Stream.null.synchronize()
+
+
+def timed(be: Any, fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
+    """(mean seconds of `repeat` calls of `fn` after one warm-up call, the last result), the device synchronised."""
+    fn()  # warm-up: kernel compilation, memory pool
+    synchronize(be)
+    start = time.perf_counter()
+    for _ in range(repeat):
+        result = fn()
+    synchronize(be)
+    return (time.perf_counter() - start) / repeat, result
 
 
 def bench_index_config():

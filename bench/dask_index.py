@@ -13,11 +13,16 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import psutil
-from common import CACHE, write_results
-from scale import files_of, index_command, synth, tree_rss
+
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import CACHE, write_results
+from bench.scale import files_of, index_command, synth, tree_rss
 
 
 def measure(command: list[str]) -> dict:

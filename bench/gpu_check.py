@@ -2,7 +2,8 @@
 CPU figure from the same code. Run through bench/gpu_check.sh (see bench/README.md).
 
 Sections (each recorded, an error in one does not hide the others; exit status 1 if any failed):
-  parity      pytest's CuPy cases and the kernel checks
+  parity      `pytest -m gpu`: every test marked gpu (the CuPy case of each backend-parametrised test, and the
+              CuPy-against-NumPy comparisons, kernels included); the smoke run checks that they skip cleanly
   indexing    graph + BM25 of synthetic Zipf corpora generated on the device (100k and 1M chunks);
               the arrays' digests per backend, identical where both ran
   pair_count  counting those corpora's window pair keys: sort (xp.unique) vs hash (atomics kernel)
@@ -18,7 +19,7 @@ Sections (each recorded, an error in one does not hide the others; exit status 1
 
 `--smoke` is the CPU dry run that CI runs (tests/test_gpu_check_smoke.py): numpy in the device's
 place, tiny sizes, and a tiny index of examples/corpus.json built with the stand-in encoder and NER
-(nothing from .cache needed). `--deadline-s` bounds the whole run: subprocess sections get the time
+(nothing from .cache needed); the encoder section also runs the random-weights path. `--deadline-s` bounds the whole run: subprocess sections get the time
 left, and the report is rewritten after every section.
 """
 
@@ -39,24 +40,21 @@ from typing import Any, Callable
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+if not __package__:  # run as `python bench/gpu_check.py`: import `bench` (and gpu_tigrag) from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import ROOT, synchronize, timed
 
-from gpu_tigrag.backend import Backend, get_backend  # noqa: E402
-from gpu_tigrag.config import BM25Config, PPRConfig, RetrievalConfig  # noqa: E402
+from gpu_tigrag.backend import Backend, get_backend
+from gpu_tigrag.config import BM25Config, PPRConfig, RetrievalConfig
+from gpu_tigrag.synth import zipf_token_csr
 
 COPY_BANDWIDTH_H200 = 4.3e12  # bytes/s, device-to-device copy measured on an H200
 
 
-#: the parity tests: the CuPy cases and the kernel checks (all of them on the device)
-PARITY_TESTS = ["tests/test_graph_bm25.py", "tests/test_ppr.py", "tests/test_scoring.py", "tests/test_multihop.py",
-                "tests/test_fusion.py", "tests/test_presets.py",  # the best preset's stages on CuPy
-                "tests/test_kernels.py", "tests/test_pair_count.py", "tests/test_add.py",
-                "tests/test_stream.py::test_streaming_build_equals_in_memory_build",
-                "tests/test_spectrag_index.py", "tests/test_spectrag_query.py",  # SpectRAG's stages on CuPy
-                "tests/test_litesemrag.py::test_synthetic_stage_cupy_equals_numpy"]  # LiteSemRAG's query stage
-#: the smoke run's parity tests: a few seconds, enough to exercise the section
-SMOKE_PARITY_TESTS = ["tests/test_ppr.py", "tests/test_scoring.py"]
+#: the parity tests, selected by marker: every test marked `gpu` (the CuPy case of each test that takes the
+#: `backend` fixture, and the CuPy-against-NumPy comparisons; see tests/conftest.py). On a CPU machine (`--smoke`)
+#: they are all collected and skipped, which checks that the selection works and that they skip cleanly.
+PARITY_MARKER = "gpu"
 
 
 class Deadline:
@@ -73,21 +71,6 @@ class Deadline:
         return left
 
 
-def synchronize(be: Backend) -> None:
-    if be.is_gpu:
-        be.xp.cuda.Stream.null.synchronize()
-
-
-def timed(be: Backend, fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
-    fn()  # warm-up: kernel compilation, memory pool
-    synchronize(be)
-    start = time.perf_counter()
-    for _ in range(repeat):
-        result = fn()
-    synchronize(be)
-    return (time.perf_counter() - start) / repeat, result
-
-
 def device_info() -> dict[str, Any]:
     import cupy
 
@@ -101,30 +84,23 @@ def device_info() -> dict[str, Any]:
             "numba": numba.__version__, "python": platform.python_version(), "cpus": os.cpu_count()}
 
 
-def run_parity(out: Path, tests: list[str], timeout: float) -> dict[str, Any]:
-    """pytest on `tests`; ok when it exits 0. Counts of passed/skipped/failed from its summary line."""
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", *tests], cwd=ROOT,
+def run_parity(out: Path, marker: str, timeout: float, need_passed: bool = True) -> dict[str, Any]:
+    """pytest on the tests marked `marker` (`-m`, the whole tests/ folder collected; a module that fails to
+    import is reported, the others still run); ok when it exits 0 and, with `need_passed`, at least one passed
+    (on a device machine every `gpu` test must run: all skipped means CuPy saw no device). Counts of
+    passed/skipped/failed/errors/deselected from its summary line."""
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                           "--continue-on-collection-errors", "-m", marker, "tests"], cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
     (out / "parity_pytest.txt").write_text(proc.stdout + proc.stderr)
-    summary = [line for line in proc.stdout.splitlines() if " passed" in line or " failed" in line]
-    counts = dict.fromkeys(("passed", "skipped", "failed", "errors"), 0)
-    for n, word in re.findall(r"(\d+) (passed|skipped|failed|error)", summary[-1] if summary else ""):
-        counts["errors" if word == "error" else word] = int(n)
-    return {"returncode": proc.returncode, "summary": summary[-1] if summary else proc.stdout[-500:], "tests": tests,
-            "counts": counts, "ok": proc.returncode == 0}
-
-
-def synthetic_tokens(xp: Any, n_chunks: int, n_vocab: int, mean_length: int, seed: int) -> tuple[Any, Any]:
-    """Token-id CSR of a Zipf(1.1) corpus generated on the backend (no text, no host round trip)."""
-    rng = xp.random.RandomState(seed)
-    lengths = xp.clip(rng.poisson(mean_length, n_chunks), 1, None).astype(xp.int64)
-    indptr = xp.zeros(n_chunks + 1, dtype=xp.int64)
-    indptr[1:] = xp.cumsum(lengths)
-    weights = 1.0 / xp.arange(1, n_vocab + 1, dtype=xp.float64) ** 1.1
-    cdf = xp.cumsum(weights)
-    cdf /= cdf[-1]
-    ids = xp.searchsorted(cdf, rng.random_sample(int(indptr[-1]))).astype(xp.int32)
-    return indptr, xp.minimum(ids, n_vocab - 1)
+    summary = [line for line in proc.stdout.splitlines()
+               if re.search(r"\d+ (passed|skipped|failed|errors?|deselected)", line)]
+    counts = dict.fromkeys(("passed", "skipped", "failed", "errors", "deselected"), 0)
+    for n, word in re.findall(r"(\d+) (passed|skipped|failed|errors?|deselected)", summary[-1] if summary else ""):
+        counts["errors" if word.startswith("error") else word] = int(n)
+    ok = proc.returncode == 0 and (counts["passed"] > 0 or not need_passed)
+    return {"returncode": proc.returncode, "summary": summary[-1] if summary else proc.stdout[-500:],
+            "marker": marker, "counts": counts, "ok": ok}
 
 
 #: backends compared: the device one first; `--smoke` on a CPU machine runs "numpy" twice
@@ -141,7 +117,7 @@ def synthetic_corpora(sizes: list[int], cpu_max: int):
             if position == 1 and n > cpu_max:
                 continue
             be = get_backend(name)
-            yield (name, be, n, *synthetic_tokens(be.xp, n, SYNTH_VOCAB, SYNTH_MEAN_LENGTH, seed=0))
+            yield (name, be, n, *zipf_token_csr(be.xp, n, SYNTH_VOCAB, SYNTH_MEAN_LENGTH, seed=0))
 
 
 def csr_digests(be: Backend, matrix: Any) -> dict[str, str]:
@@ -185,7 +161,7 @@ def bench_pair_count(sizes: list[int], cpu_max: int) -> dict[str, Any]:
 
     "ok" is false when the two methods disagree, which fails the section but keeps the figures.
     """
-    from pair_count import compare  # bench/pair_count.py (it imports this file's helpers in turn)
+    from bench.pair_count import compare
 
     from gpu_tigrag.index.graph import window_pair_keys
 
@@ -273,20 +249,21 @@ def bench_engine(index: Any, queries: list[str], encoder: Any, batches: list[int
     return {"ok": worst >= 0.995, "same_top5_as_cpu": worst, "rows": rows}
 
 
-def encoder_folder(inputs: Path, scratch: Path) -> tuple[str, str]:
-    """(model for EncoderConfig, "real" or "random") : the default encoder's model where it is installed,
-    else its architecture (inputs/encoder_architecture: config and tokenizer files, no weights) saved
-    with random weights into `scratch`."""
+def encoder_folder(inputs: Path, scratch: Path, force_random: bool = False) -> tuple[str, str]:
+    """(model for EncoderConfig, "real" or "random") : the default encoder's model where it is installed
+    (unless `force_random`), else its architecture (inputs/encoder_architecture: config and tokenizer files,
+    no weights) saved with random weights into `scratch`."""
     import gpu_tigrag.encoders as encoders
     from gpu_tigrag.config import EncoderConfig
     from gpu_tigrag.errors import ModelError
 
     model = EncoderConfig().model
-    try:
-        encoders.resolve_model(model)
-        return model, "real"
-    except ModelError:
-        pass
+    if not force_random:
+        try:
+            encoders.resolve_model(model)
+            return model, "real"
+        except ModelError:
+            pass
     import shutil
 
     import torch
@@ -301,6 +278,32 @@ def encoder_folder(inputs: Path, scratch: Path) -> tuple[str, str]:
     torch.manual_seed(0)
     AutoModel.from_config(AutoConfig.from_pretrained(source)).save_pretrained(target)
     return str(target), "random"
+
+
+def random_weights_check(scratch: Path) -> dict[str, Any]:
+    """The smoke run's check of the path the GPU machine takes (the default encoder's weights are not carried):
+    the architecture copied without weights as bench/prepare_gpu_check.py copies it, given random weights by
+    `encoder_folder`, then loaded and run on two texts. Scratch files are removed afterwards."""
+    import shutil
+
+    from bench.prepare_gpu_check import copy_encoder_architecture
+
+    from gpu_tigrag.config import EncoderConfig
+    from gpu_tigrag.encoders.sentence import SentenceTransformerEncoder
+
+    inputs = scratch / "random_weights_inputs"
+    try:
+        copy_encoder_architecture(inputs / "encoder_architecture")
+        carried = sorted(p.name for p in (inputs / "encoder_architecture").glob("*.safetensors"))
+        model, weights = encoder_folder(inputs, scratch, force_random=True)
+        has_weights = (Path(model) / "model.safetensors").is_file()
+        vectors = SentenceTransformerEncoder(EncoderConfig(model=model, device="cpu")).encode(["a passage", "another"])
+    finally:
+        shutil.rmtree(inputs, ignore_errors=True)
+        shutil.rmtree(scratch / "encoder_random_weights", ignore_errors=True)
+    return {"weights": weights, "carried_weight_files": carried, "saved_random_weights": has_weights,
+            "shape": list(vectors.shape), "ok": weights == "random" and not carried and has_weights
+            and vectors.shape[0] == 2 and bool(np.isfinite(vectors).all())}
 
 
 PLURAL = {"passage": "passages", "query": "queries"}
@@ -387,7 +390,7 @@ def section(report: dict[str, Any], name: str, fn: Callable[[], Any], out: Path)
 def smoke_inputs(folder: Path) -> tuple[Path, Path]:
     """A tiny index of examples/corpus.json (stand-in encoder `hashing:256` and NER `capitalized`)
     and its questions' recorded vectors, in `folder`: the smoke run's stand-in for the 2Wiki inputs."""
-    from prepare_gpu_check import write_query_inputs  # bench/prepare_gpu_check.py
+    from bench.prepare_gpu_check import write_query_inputs
 
     from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig
     from gpu_tigrag.corpus import load_corpus
@@ -445,8 +448,8 @@ def main() -> int:
                               "backends": list(BACKENDS)}
     if not args.smoke:
         section(report, "device", device_info, args.out)
-    tests = SMOKE_PARITY_TESTS if args.smoke else PARITY_TESTS
-    section(report, "parity", lambda: run_parity(args.out, tests, deadline.left(600)), args.out)
+    section(report, "parity", lambda: run_parity(args.out, PARITY_MARKER, deadline.left(600), need_passed=not args.smoke),
+            args.out)
     section(report, "indexing", lambda: bench_indexing(args.sizes, args.cpu_max_chunks), args.out)
     section(report, "pair_count", lambda: bench_pair_count(args.sizes, args.cpu_max_chunks), args.out)
 
@@ -486,8 +489,12 @@ def main() -> int:
     def encoder() -> dict[str, Any]:
         inputs = args.inputs or ROOT / ".cache" / "bench" / "gpu_inputs"
         model, weights = encoder_folder(inputs, args.out)
-        return bench_encoder(need("index"), need("queries"), model, weights, 16 if args.smoke else 1000,
-                             args.batches[0], gpu=not args.smoke)
+        result = bench_encoder(need("index"), need("queries"), model, weights, 16 if args.smoke else 1000,
+                               args.batches[0], gpu=not args.smoke)
+        if args.smoke:  # the random-weights path of the GPU machine, exercised here too
+            result["random_weights"] = random_weights_check(args.out)
+            result["ok"] = result["ok"] and result["random_weights"]["ok"]
+        return result
 
     section(report, "encoder", encoder, args.out)
     if not args.no_workers:

@@ -1,6 +1,6 @@
 """Query throughput with one GPU Dask worker against CPU Dask workers, in the same run (issue 5).
 
-Everything is made on the machine it runs on: a synthetic Zipf corpus (bench/synth.py), its
+Everything is made on the machine it runs on: a synthetic Zipf corpus (gpu_tigrag/synth.py), its
 streaming index (stand-in encoder `hashing:256` and NER `capitalized`, so no model weights
 are needed; pairs counted on the GPU), and two-hop queries drawn from its text. Then
 `tigrag run` answers the same queries with `--workers 1 --backend cupy` (at the default
@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from gpu_tigrag.synth import passages, write_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "bench"
@@ -64,8 +66,7 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     corpus, index = work / "corpus.jsonl", work / "index"
-    subprocess.run([sys.executable, str(ROOT / "bench" / "synth.py"), str(args.passages), "-o", str(corpus)],
-                   check=True, capture_output=True)
+    write_corpus(corpus, passages(args.passages))  # what `python bench/synth.py N -o FILE` writes
     report: dict[str, Any] = {"passages": args.passages, "gpu_backend": gpu, "cpu_workers": args.cpu_workers}
     report["index_seconds"] = tigrag("index", str(corpus), "-o", str(index), "--stream", "--backend", gpu,
                                      "--workers", str(args.cpu_workers), *STAND_INS)

@@ -27,7 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from common import DATA, DATASETS, code_version, dataset_index, dataset_queries
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import DATA, DATASETS, code_version, dataset_index, dataset_queries
 
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.encoders import CachingEncoder, index_encoder_config, load_encoder

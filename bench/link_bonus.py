@@ -14,11 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from common import DATA, RESULTS, write_results
-from encoders import DATASETS, base_index, candidate_encoder, embeddings, with_encoder
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import DATA, RESULTS, write_results
+from bench.encoders import DATASETS, base_index, candidate_encoder, embeddings, with_encoder
 
 from gpu_tigrag.evaluate.datasets import load_dataset
 from gpu_tigrag.evaluate.experiment import Experiment

@@ -35,11 +35,15 @@ import argparse
 import dataclasses
 import sys
 import time
+from pathlib import Path
 
-from common import CACHE, DATA, write_results
-from encoders import DATASETS, base_index
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import CACHE, DATA, write_results
+from bench.encoders import DATASETS, base_index
 
-from gpu_tigrag.config import RetrievalConfig, SemanticGraphConfig
+from gpu_tigrag.config import RetrievalConfig
+from gpu_tigrag.methods.litesemrag.config import LitesemragIndexConfig
 from gpu_tigrag.evaluate.datasets import load_dataset
 from gpu_tigrag.evaluate.experiment import Experiment
 from gpu_tigrag.index.build import add_method
@@ -60,19 +64,19 @@ def stage_index(name: str, passage_chunks: bool = False):
     path = CACHE / f"index_{name}{suffix}_litesemrag"
     if (path / "manifest.json").is_file():
         index = load_index(path)
-        if index.config.litesemrag == SemanticGraphConfig():
+        if index.config.litesemrag == LitesemragIndexConfig():
             return index
         print(f"[{name}] the cached stage has other settings than the defaults: rebuilding it", file=sys.stderr)
     else:
         index = passage_index(name) if passage_chunks else base_index(name)
-    index = add_method(index, "litesemrag", config=SemanticGraphConfig(), show_progress=True)
+    index = add_method(index, "litesemrag", config=LitesemragIndexConfig(), show_progress=True)
     save_index(index, path)
     return index
 
 
 def passage_index(name: str):
     """The reference configuration with one chunk per passage (sentence windows of 1000, no overlap)."""
-    from common import bench_index_config
+    from bench.common import bench_index_config
 
     from gpu_tigrag.config import ChunkConfig
     from gpu_tigrag.corpus import load_corpus
@@ -143,7 +147,7 @@ def markdown(out: dict[str, dict], passage_chunks: bool = False) -> str:
              + (": SciFact, one chunk per passage" if passage_chunks else ""), "",
              f"Command: `{command}` (2-core CPU, numpy backend; {units}: every system ranks the same chunks, "
              "the dense ones with all-MiniLM-L6-v2). LiteSemRAG's token "
-             f"states come from all-MiniLM-L6-v2's layer {SemanticGraphConfig().layer} (the code takes DeBERTa-v3-large's −2; "
+             f"states come from all-MiniLM-L6-v2's layer {LitesemragIndexConfig().layer} (the code takes DeBERTa-v3-large's −2; "
              "the layer measured on SciFact's training queries, litesemrag_sweep.md; DeBERTa: no offline "
              "package ships), its spans from the project's spaCy model. Its paper evaluates on BEIR HotpotQA, SciFact "
              "and FEVER with Recall@10 and MRR@10; this copy of the paper lost its table values, so no figure can be "
@@ -239,16 +243,16 @@ def sweep(smoke: bool) -> int:
     if smoke:
         dataset.queries = dataset.queries[:20]
     start = time.perf_counter()
-    found = extract_occurrences(index.chunk_texts, SemanticGraphConfig(), show_progress=True, layers=list(LAYERS))
+    found = extract_occurrences(index.chunk_texts, LitesemragIndexConfig(), show_progress=True, layers=list(LAYERS))
     extract_seconds = time.perf_counter() - start
     rows = []
 
-    def run(layer: int, config: SemanticGraphConfig) -> dict:
+    def run(layer: int, config: LitesemragIndexConfig) -> dict:
         t = time.perf_counter()
         graph = assemble_semantic_graph(found, LAYERS.index(layer), config)
         assemble = time.perf_counter() - t
-        variant = dataclasses.replace(index, config=dataclasses.replace(index.config, litesemrag=config),
-                                      litesemrag=graph)
+        variant = dataclasses.replace(index, config=index.config.with_section("litesemrag", config),
+                                      stages={**index.stages, "litesemrag": graph})
         experiment = Experiment(variant, dataset, backend="numpy")
         report = experiment.report(experiment.run_config("LiteSemRAG", RetrievalConfig(method="litesemrag")))
         m = report["metrics"]
@@ -261,9 +265,9 @@ def sweep(smoke: bool) -> int:
 
     for layer in LAYERS:
         for tau in CONCENTRATIONS:
-            run(layer, dataclasses.replace(SemanticGraphConfig(), layer=layer, concentration=tau))
+            run(layer, dataclasses.replace(LitesemragIndexConfig(), layer=layer, concentration=tau))
     best = max(rows, key=lambda r: (r["mrr@10"], r["recall@10"]))
-    run(best["layer"], dataclasses.replace(SemanticGraphConfig(), layer=best["layer"],
+    run(best["layer"], dataclasses.replace(LitesemragIndexConfig(), layer=best["layer"],
                                            concentration=best["concentration"], chunk_aggregation=True))
     if not smoke:
         write_results("litesemrag_sweep", {"dataset": name, "split": "train", "queries": len(dataset.queries),
@@ -272,7 +276,7 @@ def sweep(smoke: bool) -> int:
 
 
 def sweep_markdown(rows: list[dict], queries: int, extract_seconds: float) -> str:
-    default = SemanticGraphConfig()
+    default = LitesemragIndexConfig()
     lines = ["# LiteSemRAG: token-state layer × τ_conc (and chunk-level aggregation) on SciFact's training queries", "",
              f"Command: `python bench/litesemrag.py --sweep` ({queries} training queries of BEIR SciFact, the reference "
              f"index's chunks, all-MiniLM-L6-v2 token states; spans and all three layers' vectors extracted once in "

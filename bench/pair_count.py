@@ -1,26 +1,29 @@
-"""Counting windowed co-occurrence pairs: sort (`xp.unique`) against hash (kernels/pair_count.py).
+"""Counting windowed co-occurrence pairs: sort (`xp.unique`) against hash (gpu_tigrag/kernels/pair_count.py).
 
 Both methods count the same packed pair keys, emitted by the window kernel from synthetic Zipf
-tokens (`synthetic_tokens` of the GPU check: vocabulary 200k, mean chunk length 60, w = 4),
+tokens (`gpu_tigrag.synth.zipf_token_csr`, as in the GPU check: vocabulary 200k, mean chunk length 60, w = 4),
 the first N keys of a corpus large enough. Each timing is the mean of `--repeat` runs after one
 warm-up (JIT compilation, memory pool), the device synchronised before the clock stops; the
 two results are checked equal. Tables are allocated inside the timed call, as in indexing.
 
-Usage: python bench/pair_count.py [--sizes 1000000 10000000 50000000] [--backends numpy cupy]
-Writes bench/results/pair_count.{json,md}.
+Usage: python bench/pair_count.py [--sizes 1000000 10000000 50000000] [--backends numpy cupy] [--smoke]
+Writes bench/results/pair_count.{json,md} (`--smoke`: 20,000 keys, one repeat, nothing written).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
-from common import write_results
-from gpu_check import synthetic_tokens, timed
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import timed, write_results
 
 from gpu_tigrag.backend import Backend, cuda_available, get_backend
 from gpu_tigrag.index.graph import count_pairs, window_pair_keys
+from gpu_tigrag.synth import zipf_token_csr
 
 N_VOCAB, MEAN_LENGTH, WINDOW = 200_000, 60, 4
 METHODS = ("sort", "hash")
@@ -30,7 +33,7 @@ def pair_keys(be: Backend, n_keys: int, seed: int = 0) -> tuple[Any, int]:
     """The first `n_keys` window pair keys of a synthetic corpus (on the backend) and its chunk count."""
     n_chunks = max(1_000, n_keys // 250)  # ~320 keys per chunk at these settings
     while True:
-        indptr, ids = synthetic_tokens(be.xp, n_chunks, N_VOCAB, MEAN_LENGTH, seed)
+        indptr, ids = zipf_token_csr(be.xp, n_chunks, N_VOCAB, MEAN_LENGTH, seed)
         keys = window_pair_keys(be, indptr, ids, N_VOCAB, WINDOW)
         if keys.size >= n_keys:
             return keys[:n_keys].copy(), n_chunks
@@ -76,7 +79,10 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000, 50_000_000])
     parser.add_argument("--backends", nargs="+", default=["numpy", *(["cupy"] if cuda_available() else [])])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="20,000 keys, one repeat, no results written")
     args = parser.parse_args()
+    if args.smoke:
+        args.sizes, args.repeat = [20_000], 1
     rows = []
     for name in args.backends:
         be = get_backend(name)
@@ -88,6 +94,9 @@ def main() -> int:
                   f"(hash/sort {row['hash_over_sort']:.2f})", file=sys.stderr, flush=True)
             del keys
     text = markdown(rows, args.repeat)
+    if args.smoke:
+        print(text)
+        return 0 if all(r["equal"] for r in rows) else 1
     write_results("pair_count", {"repeat": args.repeat, "n_vocab": N_VOCAB, "mean_length": MEAN_LENGTH,
                                  "window": WINDOW, "rows": rows}, text)
     print(text)

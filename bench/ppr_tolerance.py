@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from common import dataset_runs, write_results
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import dataset_runs, write_results
 from gpu_tigrag.config import PPRConfig, RetrievalConfig
 from gpu_tigrag.evaluate.experiment import Experiment, query_dataset
 

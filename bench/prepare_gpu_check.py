@@ -17,6 +17,7 @@ Prints the size to carry and exits with status 1 if it exceeds 40 MiB.
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import subprocess
@@ -26,7 +27,10 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-from common import CACHE, ROOT, dataset_index, dataset_queries
+
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import CACHE, ROOT, dataset_index, dataset_queries
 
 from gpu_tigrag.presets import PRESETS, preset
 from gpu_tigrag.encoders import QUERY, Encoder, PrecomputedEncoder, index_encoder_config, load_encoder
@@ -105,6 +109,7 @@ def copy_encoder_architecture(folder: Path) -> None:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     INPUTS.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(CACHE / "gpu_workers_wheels", ignore_errors=True)  # older layout: now in gpu_inputs/wheels
     download_wheels(INPUTS / "wheels", WHEELS)

@@ -10,9 +10,13 @@ Writes bench/results/quality.{json,md}. Index builds are cached under .cache/ben
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
+from pathlib import Path
 
-from common import dataset_index, dataset_queries, write_results
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import dataset_index, dataset_queries, write_results
 
 from gpu_tigrag.config import config_to_dict
 from gpu_tigrag.evaluate.experiment import Experiment, query_dataset

@@ -8,11 +8,13 @@ stand-ins `hashing:64` and `capitalized`) and records its exit code, whether std
 traceback, its first stderr line, and whether it left an output behind. A probe passes when it
 gives what its row expects: exit 2 with one clear line and nothing written, or exit 0 with the
 warning named. Concurrent writers, kills and resumes need process choreography: the tests in
-tests/test_reliability_*.py do those, and their counts are in the report too.
+the reliability suite (`pytest -m reliability`: tests/test_reliability_*.py and the other tests marked
+`reliability`) does those, and its counts per file are in the report too.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -24,14 +26,17 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from common import ROOT, write_results
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import ROOT, write_results
 
 FAST = ["--set", "encoder.model=hashing:64", "--set", "entities.model=capitalized"]
 CORPUS = [{"title": "Glass Orchard", "text": "The Glass Orchard is a drama film directed by Mirela Vantz."},
           {"title": "Mirela Vantz", "text": "Mirela Vantz is a film director born in the harbour town Korvath."},
           {"title": "Korvath", "text": "Korvath is a harbour town with a lighthouse and a fishing fleet."}]
-SUITE = ["tests/test_reliability_writers.py", "tests/test_reliability_values.py", "tests/test_reliability_disk.py",
-         "tests/test_config_types.py", "tests/test_records.py", "tests/test_encoders.py"]
+#: the reliability suite: the tests marked `reliability` (pyproject.toml; tests/test_reliability_*.py and the
+#: checks of configuration types, input records and encoder identity)
+SUITE_MARKER = "reliability"
 
 
 @dataclass
@@ -152,8 +157,8 @@ def run_suite() -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "junit.xml"
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *SUITE],
-                       cwd=ROOT, capture_output=True, text=True)
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
+                        "-m", SUITE_MARKER, "tests"], cwd=ROOT, capture_output=True, text=True)
         seconds = time.perf_counter() - start
         files: dict[str, dict[str, int]] = {}
         for case in ET.parse(report).getroot().iter("testcase"):
@@ -195,6 +200,7 @@ def markdown(results: list[dict], suite: dict, disk: bool) -> str:
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     disk = full_disk()
     try:
         with tempfile.TemporaryDirectory() as tmp:

@@ -21,7 +21,12 @@ import time
 from pathlib import Path
 
 import psutil
-from common import CACHE, ROOT, write_results
+
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import CACHE, write_results
+
+from gpu_tigrag.synth import passages, write_corpus
 
 STAND_INS = ["--set", "encoder.model=hashing:256", "--set", "entities.model=capitalized"]
 
@@ -57,7 +62,8 @@ def run_measured(command: list[str], kill_after: float | None = None) -> dict:
 def synth(n: int) -> Path:
     path = CACHE / f"synth_{n}.jsonl"
     if not path.is_file():
-        subprocess.run([sys.executable, str(ROOT / "bench" / "synth.py"), str(n), "-o", str(path)], check=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_corpus(path, passages(n))  # what `python bench/synth.py N -o PATH` writes
     return path
 
 
@@ -116,7 +122,6 @@ def main() -> None:
                                 == (CACHE / "scale_run_2.jsonl").read_text()}
 
     # the transformer's own rate, on its own
-    sys.path.insert(0, str(ROOT))
     from gpu_tigrag.encoders import load_encoder
 
     texts = [json.loads(line)["text"] for line in open(synth(args.sizes[0]))][: args.transformer_passages]

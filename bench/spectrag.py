@@ -19,13 +19,16 @@ import argparse
 import dataclasses
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-from common import DATA, write_results
-from encoders import DATASETS, base_index
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import DATA, write_results
+from bench.encoders import DATASETS, base_index
 
-from gpu_tigrag.config import ChunkGraphConfig
+from gpu_tigrag.methods.spectrag.config import SpectragIndexConfig
 from gpu_tigrag.evaluate.datasets import load_dataset
 from gpu_tigrag.evaluate.experiment import Experiment, run_contexts
 from gpu_tigrag.index.build import add_method
@@ -39,11 +42,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     parser.add_argument("--smoke", action="store_true", help="the first 20 queries only, no results written")
-    parser.add_argument("--weights", default=ChunkGraphConfig().weights,
+    parser.add_argument("--weights", default=SpectragIndexConfig().weights,
                         help="spectrag.weights of the stage (config2, config1, calibrate); results go to "
                              "spectrag.md for the default, spectrag_<weights>.md otherwise")
     args = parser.parse_args()
-    stage_config = dataclasses.replace(ChunkGraphConfig(), weights=args.weights)
+    stage_config = dataclasses.replace(SpectragIndexConfig(), weights=args.weights)
     out: dict[str, dict] = {}
     for name in args.datasets:
         index = base_index(name)
@@ -72,13 +75,13 @@ def main() -> int:
                      "spectrag_stage_seconds": stage_seconds, "spectrag_stats": index.spectrag.stats,
                      "tigrag_build_seconds": float(sum(index.timings.values())), "systems": systems}
     if not args.smoke:
-        stem = "spectrag" if args.weights == ChunkGraphConfig().weights else f"spectrag_{args.weights}"
+        stem = "spectrag" if args.weights == SpectragIndexConfig().weights else f"spectrag_{args.weights}"
         write_results(stem, {"datasets": out, "weights": args.weights}, markdown(out, args.weights))
     return 0
 
 
 def markdown(out: dict[str, dict], weights: str) -> str:
-    command = "python bench/spectrag.py" + ("" if weights == ChunkGraphConfig().weights else f" --weights {weights}")
+    command = "python bench/spectrag.py" + ("" if weights == SpectragIndexConfig().weights else f" --weights {weights}")
     lines = [f"# SpectRAG beside the baselines and TIGRAG (issue 13; signal weights: {weights})", "",
              f"Command: `{command}` (2-core CPU, numpy backend; the cached indexes of the benchmark "
              "scripts, one encoder for every system). SpectRAG's paper evaluates on MultiHop-RAG and UltraDomain, "

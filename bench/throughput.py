@@ -12,10 +12,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse
-from common import DATA, DATASETS, dataset_index, dataset_queries, write_results
+
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import DATA, DATASETS, dataset_index, dataset_queries, write_results
 
 from gpu_tigrag.backend import get_backend
 import dataclasses

@@ -13,26 +13,18 @@ import time
 import pytest
 
 import gpu_tigrag.batch_run
-from conftest import EXAMPLES, QUESTIONS, string_entities
+from conftest import QUESTIONS
 from gpu_tigrag.batch_run import run_queries
 from gpu_tigrag.cli import main
-from gpu_tigrag.config import EncoderConfig, IndexConfig, RetrievalConfig
-from gpu_tigrag.corpus import load_corpus
+from gpu_tigrag.config import RetrievalConfig
 from gpu_tigrag.errors import OutputError, TigragError
-from gpu_tigrag.index.build import build_index
-from gpu_tigrag.encoders import load_encoder
-from gpu_tigrag.index.store import save_index
 from gpu_tigrag.methods.tigrag.retriever import Retriever
 
 
 @pytest.fixture(scope="module")
-def index_path(tmp_path_factory):
-    config = IndexConfig(encoder=EncoderConfig(model="hashing:128"))
-    index = build_index(load_corpus(EXAMPLES / "corpus.json"), config, encoder=load_encoder(config.encoder),
-                        entity_extractor=string_entities)
-    path = tmp_path_factory.mktemp("sched") / "index"
-    save_index(index, path)
-    return path, index
+def index_path(example_index):
+    """The shared example index (read only: every run writes to its own output under tmp_path)."""
+    return example_index.path, example_index.index
 
 
 def write_queries(path, n):
@@ -74,6 +66,7 @@ def test_resume_after_a_torn_write(index_path, tmp_path):
     assert partial.read_text() == "".join(full)
 
 
+@pytest.mark.slow  # 68 s in the profile on 2 shared cores (600 queries through the CLI, killed, resumed)
 def test_kill_and_restart_loses_and_repeats_nothing(index_path, tmp_path):
     path, _ = index_path
     queries = write_queries(tmp_path / "q.jsonl", 600)
@@ -109,6 +102,7 @@ def test_two_dask_workers_give_exactly_the_local_results(index_path, tmp_path):
     assert spread.read_text() == local.read_text()
 
 
+@pytest.mark.slow  # 53 s in the profile on 2 shared cores (a Dask cluster, one worker killed)
 def test_the_shards_of_a_killed_worker_are_rerun(index_path, tmp_path):
     pytest.importorskip("distributed")
     from distributed import Client, LocalCluster

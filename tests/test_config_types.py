@@ -13,6 +13,8 @@ from gpu_tigrag.errors import TigragError
 from gpu_tigrag.evaluate.experiment import SWEEP_KEYS, parse_sweeps
 from gpu_tigrag.presets import PRESETS
 
+pytestmark = [pytest.mark.reliability]
+
 PASSAGES = [
     {"title": "Glass Orchard", "text": "The Glass Orchard is a drama film directed by Mirela Vantz."},
     {"title": "Mirela Vantz", "text": "Mirela Vantz is a film director born in the harbour town Korvath."},

@@ -66,6 +66,7 @@ def test_non_utf8_and_missing_file(tmp_path):
     ("hotpotqa_train_sample/hotpotqa_train_corpus.json", 994),
     ("beir_scifact", 5183),
 ])
+@pytest.mark.data
 def test_every_shared_format_loads(relative, count):
     path = require_data(SHARED_DATA / relative)
     passages = load_corpus(path)

@@ -23,6 +23,8 @@ from gpu_tigrag.index.store import load_index, save_index
 from gpu_tigrag.presets import preset
 from gpu_tigrag.methods.tigrag.retriever import Retriever
 
+pytestmark = [pytest.mark.reliability]
+
 CONFIG = IndexConfig(encoder=EncoderConfig(model="hashing:64"), entities=EntityConfig(model="capitalized"))
 
 

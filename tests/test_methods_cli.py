@@ -4,29 +4,20 @@ import json
 
 import pytest
 
-from conftest import EXAMPLES, logged_messages, string_entities
+from conftest import EXAMPLES, logged_messages
 from gpu_tigrag.cli import main
-from gpu_tigrag.config import EncoderConfig, IndexConfig
-from gpu_tigrag.corpus import load_corpus
-from gpu_tigrag.encoders import load_encoder
-from gpu_tigrag.index.build import build_index
+from gpu_tigrag.index.build import add_method
 from gpu_tigrag.index.store import save_index
 
 QUESTION = "Where was the director of the film The Glass Orchard born?"
 
 
-def _build(folder, methods):
-    config = IndexConfig(encoder=EncoderConfig(model="hashing:128"))
-    index = build_index(load_corpus(EXAMPLES / "corpus.json"), config, encoder=load_encoder(config.encoder),
-                        entity_extractor=string_entities, methods=methods)
-    save_index(index, folder)
-    return folder
-
-
 @pytest.fixture(scope="module")
-def indexes(tmp_path_factory):
-    root = tmp_path_factory.mktemp("methods")
-    return _build(root / "with", ("tigrag", "spectrag")), _build(root / "without", ("tigrag",))
+def indexes(tmp_path_factory, example_index):
+    """The shared example index with SpectRAG's stage added (saved here), and the shared one itself (TIGRAG only)."""
+    with_stage = tmp_path_factory.mktemp("methods") / "with"
+    save_index(add_method(example_index.index, "spectrag"), with_stage)
+    return with_stage, example_index.path
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +56,7 @@ def test_spectrag_on_an_index_without_its_stage_is_a_one_line_error(indexes, que
     assert "no SpectRAG stage" in err and "tigrag extend" in err and "Traceback" not in err
     assert main(["eval", str(without), str(EXAMPLES / "questions.json"), "--systems", "SpectRAG", "-q"]) == 2
     assert "tigrag extend" in capsys.readouterr().err
-    assert main(["run", str(without), str(query_file), "-o", str(without.parent / "o.jsonl"),
+    assert main(["run", str(without), str(query_file), "-o", str(query_file.parent / "o.jsonl"),
                  "--method", "spectrag", "--workers", "1", "-q"]) == 2
     assert "no spectrag stage" in capsys.readouterr().err
 

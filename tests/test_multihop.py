@@ -111,6 +111,7 @@ def test_out_of_memory_splits_the_batch_and_loses_no_query(index, backend, monke
     assert sizes == [5, 2, 3, 1, 2]
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not __import__("gpu_tigrag.backend").backend.cuda_available(), reason="no CUDA device")
 def test_cupy_results_equal_numpy_results(index):
     """Parity of the whole batched pipeline: same top-k ids, scores to rtol 1e-5."""

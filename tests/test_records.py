@@ -16,6 +16,8 @@ from gpu_tigrag.evaluate.queries import load_queries
 from gpu_tigrag.records import (PASSAGE_ID_KEYS, PASSAGE_TEXT_KEYS, QUERY_ID_KEYS, QUERY_TEXT_KEYS, passage_fields,
                                 query_id, query_text)
 
+pytestmark = [pytest.mark.reliability]
+
 BOTH = {"_id": "underscore", "id": "plain", "qid": "q", "question": "Who directed it?", "gold_titles": ["A"]}
 
 
@@ -131,6 +133,7 @@ def test_a_beir_query_without_id_is_an_error(tmp_path):
     ("musique_train100/musique_train.json", "id"),
     ("hotpotqa_train_sample/hotpotqa_train_sample10.json", "_id"),
 ])
+@pytest.mark.data
 def test_bundled_query_files_keep_their_ids(relative, first_id):
     """Each bundled file uses one id key per record, so the precedence does not change any id."""
     path = require_data(SHARED_DATA / relative)

@@ -29,6 +29,8 @@ from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.index.store import load_index, manifest_sha256, save_index
 from gpu_tigrag.index.stream import build_index_streaming
 
+pytestmark = [pytest.mark.reliability]
+
 CONFIG = IndexConfig(encoder=EncoderConfig(model="hashing:64"), entities=EntityConfig(model="capitalized"))
 FAST = ["--set", "encoder.model=hashing:64", "--set", "entities.model=capitalized"]
 

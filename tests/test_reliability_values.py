@@ -17,6 +17,8 @@ from gpu_tigrag.evaluate.datasets import check_gold, load_beir
 from gpu_tigrag.evaluate.queries import Query
 from gpu_tigrag.index.build import build_index
 
+pytestmark = [pytest.mark.reliability]
+
 PASSAGES = [
     {"title": "Glass Orchard", "text": "The Glass Orchard is a drama film directed by Mirela Vantz."},
     {"title": "Mirela Vantz", "text": "Mirela Vantz is a film director born in the harbour town Korvath."},

@@ -28,6 +28,8 @@ from gpu_tigrag.locking import lock_path, writer_lock
 from gpu_tigrag.presets import preset
 from gpu_tigrag.methods.tigrag.retriever import Retriever
 
+pytestmark = [pytest.mark.reliability]
+
 CONFIG = IndexConfig(encoder=EncoderConfig(model="hashing:64"), entities=EntityConfig(model="capitalized"))
 FAST = ["--set", "encoder.model=hashing:64", "--set", "entities.model=capitalized"]
 HOLD = ("import sys\nfrom gpu_tigrag.locking import writer_lock\nwith writer_lock(sys.argv[1]):\n"

@@ -9,13 +9,14 @@ import time
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES, ROOT, logged_messages, string_entities
+from conftest import EXAMPLES, logged_messages, string_entities
 from gpu_tigrag.config import EncoderConfig, IndexConfig
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.errors import TigragError
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.index.stream import build_index_streaming
+from gpu_tigrag.synth import passages, write_corpus
 
 CONFIG = IndexConfig(encoder=EncoderConfig(model="hashing:64"))
 
@@ -40,9 +41,10 @@ def files_of(index_dir):
     return json.loads((index_dir / "manifest.json").read_text())["files"]
 
 
+@pytest.mark.slow  # 51 s in the profile on 2 shared cores (3,000-passage streaming builds, one killed)
 def test_resume_after_kill_gives_an_identical_index(tmp_path):
     corpus = tmp_path / "synth.jsonl"
-    subprocess.run([sys.executable, str(ROOT / "bench" / "synth.py"), "3000", "-o", str(corpus)], check=True)
+    write_corpus(corpus, passages(3000))
     command = [sys.executable, "-m", "gpu_tigrag.cli", "index", str(corpus), "--stream", "--partition-passages", "100",
                "--set", "encoder.model=hashing:32", "--set", "entities.model=capitalized", "-q"]
     subprocess.run(command + ["-o", str(tmp_path / "clean")], check=True, timeout=600, capture_output=True)
@@ -124,9 +126,10 @@ def peak_tree_pss_mib(command: list[str]) -> float:
     return peak / 2**20
 
 
+@pytest.mark.slow  # 85 s in the profile on 2 shared cores (10,000-passage streaming builds, memory measured)
 def test_the_memory_budget_bounds_the_working_memory(tmp_path):
     corpus = tmp_path / "synth.jsonl"
-    subprocess.run([sys.executable, str(ROOT / "bench" / "synth.py"), "10000", "-o", str(corpus)], check=True)
+    write_corpus(corpus, passages(10000))
     budget = 48
     command = [sys.executable, "-m", "gpu_tigrag.cli", "index", "--stream", "--workers", "1", "-q",
                "--memory-budget", str(budget), "--set", "encoder.model=hashing:32", "--set", "entities.model=capitalized"]

