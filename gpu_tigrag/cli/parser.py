@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from .. import __version__
+from ..backend import BACKEND_NAMES
 from .commands import (cmd_add, cmd_datasets, cmd_eval, cmd_extend, cmd_index, cmd_methods, cmd_query, cmd_report, cmd_run,
                        cmd_settings)
 
@@ -25,7 +26,7 @@ def add_retrieval_options(parser: argparse.ArgumentParser) -> None:
                                                                               for m in methods())
                              + f". {', '.join(m.name for m in stage_methods())} need their index stage "
                              "(`tigrag extend INDEX --methods NAME`); a method's settings: --set NAME.KEY=VALUE")
-    parser.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"],
+    parser.add_argument("--backend", default="auto", choices=list(BACKEND_NAMES),
                         help="array backend (default: auto, the GPU when CuPy sees one)")
     parser.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
                         help="override a retrieval parameter, parsed by its declared type, e.g. --set ppr.top_gamma=50 --set "
@@ -54,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         "corpus.jsonl or directory, Parquet) into INDEX_DIR."))
     p.add_argument("corpus", nargs="+", type=Path, help="corpus file(s) or BEIR directory")
     p.add_argument("-o", "--output", type=Path, required=True, help="index directory to write")
-    p.add_argument("--backend", default="numpy", choices=["auto", "numpy", "cupy"],
+    p.add_argument("--backend", default="numpy", choices=list(BACKEND_NAMES),
                    help="array backend for graph and BM25 (default: numpy)")
     p.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
                    help="override an index parameter, parsed by its declared type, e.g. --set graph.window=5 (or w=5) "
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "are embedded and tagged). The index is rewritten atomically.")
     p.add_argument("index", type=Path, help="index directory to grow")
     p.add_argument("corpus", nargs="+", type=Path, help="corpus file(s) with the new passages")
-    p.add_argument("--backend", default="numpy", choices=["auto", "numpy", "cupy"])
+    p.add_argument("--backend", default="numpy", choices=list(BACKEND_NAMES))
     p.add_argument("--drop-duplicates", action="store_true",
                    help="skip passages repeating another's title and text, or the title and id of a passage already "
                         "in the index (without it they are added and counted in a warning)")
@@ -94,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Build the index stage of each of --methods over INDEX_DIR (rebuilding one that is "
                                    "there) and write the index back atomically, holding its writer lock.")
     p.add_argument("index", type=Path, help="index directory to extend")
-    p.add_argument("--backend", default="numpy", choices=["auto", "numpy", "cupy"],
+    p.add_argument("--backend", default="numpy", choices=list(BACKEND_NAMES),
                    help="array backend for the similarity products and SpGEMM (default: numpy)")
     p.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
                    help="override a setting of the stage, e.g. --set spectrag.weights=config1 --set "
@@ -114,10 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_retrieval_options(p)
     p.set_defaults(func=cmd_query)
 
+    from ..methods.registry import systems
+
     p = sub.add_parser("eval", help="recall on a query file, or a full evaluation run",
-                       description="Without --systems/--sweep/--out/--qa-endpoint: recall@2 and recall@5 (HippoRAG's "
-                                   "definition) of TIGRAG. With them: baselines, TIGRAG, the Table-10 ablations, "
-                                   "sweeps and QA in one run, written to --out as results.json, report.md and plots.")
+                       description="Without --systems/--sweep/--out/--qa-endpoint: R@2/5/10, MRR@10, nDCG@10 and "
+                                   "context recall of --method (default TIGRAG with --preset). With them: any of the "
+                                   "named systems of every method, sweeps and QA in one run, written to --out as "
+                                   "results.json, report.md and plots.")
     p.add_argument("index", type=Path, help="index directory")
     p.add_argument("queries", help="query file (JSON/JSONL), HippoRAG-protocol folder or BEIR folder; an empty "
                                    "query is an error naming its record. Gold passages missing from the index are "
@@ -127,7 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", help="BEIR qrels split (default test)")
     p.add_argument("--data-dir", help="folder holding local dataset copies, when QUERIES is a dataset name")
     p.add_argument("--systems", nargs="+", metavar="SYSTEM",
-                   help="systems to run ('all' = NaiveRAG, BM25, TIGRAG, TIGRAG 1-hop and the three ablations)")
+                   help="systems to run, or 'all' (those whose method's index stage the index lacks are skipped "
+                        "with a warning): " + ", ".join(systems()))
     p.add_argument("--sweep", action="append", metavar="NAME=V1,V2",
                    help="sensitivity sweep of th, beta, iota, h, gamma, damping or w, e.g. --sweep th=0.1,0.5,0.8")
     p.add_argument("--out", help="run directory for results.json, report.md and PNG plots (checked writable before "
