@@ -70,7 +70,7 @@ def retrieval_fingerprints() -> dict[str, dict[str, object]]:
 
 def method_fingerprints(name: str) -> dict[str, dict[str, object]]:
     """SpectRAG's and LiteSemRAG's rankings (default settings, depth 20) on dataset `name`."""
-    from litesemrag import stage_index
+    from bench.litesemrag import stage_index
 
     from gpu_tigrag.config import RetrievalConfig
     from gpu_tigrag.evaluate.metrics import recall_at_k
