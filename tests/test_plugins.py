@@ -172,3 +172,12 @@ def test_every_system_of_an_evaluation_shares_one_device_index(passages):
     prepared = DeviceIndex.of(index, get_backend("numpy")).prepared
     assert {"bm25", "embeddings", "transition", "spectrag.chunk_graph"} <= set(prepared)
     assert set(prepared.values()) == {1}, prepared
+
+
+def test_make_retriever_refuses_an_option_no_method_takes(passages):
+    index = _build(passages[:5])
+    with pytest.raises(TigragError, match="unknown retriever option.*encodr"):
+        make_retriever(index, RetrievalConfig(method="bm25"), backend="numpy", encodr=None)
+    # an option of another method (TIGRAG's entity extractor) is dropped for BM25
+    assert make_retriever(index, RetrievalConfig(method="bm25"), backend="numpy",
+                          entity_extractor=string_entities).retrieve(QUESTIONS[:1], k=2)

@@ -204,7 +204,11 @@ def make_retriever(index: "Index", config: Any = None, **options: Any) -> "BaseR
     cls = get_method(config.method).retriever_class()
     accepted = getattr(cls, "OPTIONS", None)
     if accepted is not None:
-        options = {k: v for k, v in options.items() if k in accepted}
+        known = set().union(*(getattr(m.retriever_class(), "OPTIONS", ()) for m in methods()))
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise TigragError(f"unknown retriever option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        options = {k: v for k, v in options.items() if k in accepted}  # the others belong to other methods
     return cls(index, config, **options)
 
 
