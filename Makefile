@@ -20,7 +20,7 @@ XDIST ?= -n 2 --dist loadfile
 PYTEST := $(BIN)/python -m pytest -q -ra
 PYTEST_ARGS ?=
 
-.PHONY: setup demo lint test test-all test-reliability test-gpu bench-list bench-quality bench-throughput clean
+.PHONY: setup demo lint test test-all test-slow test-reliability test-gpu bench-list bench-quality bench-throughput clean
 
 setup: $(VENV)/.installed
 
@@ -45,6 +45,10 @@ test: lint
 
 test-all: lint
 	$(PYTEST) $(XDIST) $(PYTEST_ARGS)
+
+# The slow tier alone (CI runs it after `make test`, so the two add up to `make test-all`).
+test-slow: setup
+	$(PYTEST) $(XDIST) -m slow $(PYTEST_ARGS)
 
 test-reliability: setup
 	$(PYTEST) -m reliability $(PYTEST_ARGS)

@@ -197,8 +197,6 @@ def load_corpus(paths: str | Path | Sequence[str | Path]) -> list[Passage]:
 def drop_duplicates(passages: list[Passage], known: set[tuple[str, str]] | None = None) -> list[Passage]:
     """Passages without title-and-text repeats, and without those whose (title, id) is in `known`
     (the passages an index already holds); the count dropped is logged as a warning."""
-    from ..corpus import drop_duplicate_passages
-
     kept = [p for p in drop_duplicate_passages(passages) if not known or (p.title, p.doc_id) not in known]
     if len(kept) < len(passages):
         log.warning("dropped %s duplicate passage(s)", f"{len(passages) - len(kept):,}")
