@@ -88,7 +88,8 @@ def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, con
     for iteration in range(1, config.max_iter + 1):
         coef = (d * x[dangling].sum(axis=0) + (1 - d)).astype(xp.float32)
         sweep(p.indptr, p.indices, p.data, x, v, coef, d, out, delta)
-        xp.copyto(out, x, where=converged)  # past convergence the iterate stays the converged one
+        if interval > 1:  # reads deferred: past convergence the iterate stays the converged one
+            xp.copyto(out, x, where=converged)
         used += ~converged
         converged = converged | (delta.max() < config.tol)
         x, out = out, x
