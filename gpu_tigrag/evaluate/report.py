@@ -11,9 +11,6 @@ from ..atomic import atomic_write, atomic_write_text
 from ..errors import TigragError
 
 ABLATIONS = ("TIGRAG without BM25", "TIGRAG degree centrality", "TIGRAG without reranking", "TIGRAG")
-#: systems shown in the by-type table (every system's split is in results.json)
-BY_TYPE_SYSTEMS = ("NaiveRAG", "BM25", "Hybrid", "TIGRAG", "TIGRAG 1-hop", "TIGRAG paper", "TIGRAG best", "SpectRAG",
-                   "LiteSemRAG")
 SWEEP_TITLES = {"beta": "Table 6 (β)", "iota": "Table 7 (ι)", "h": "Table 8 (h)", "th": "Table 9 (th_ρ)",
                 "gamma": "γ (not in the paper)", "damping": "PPR damping (not in the paper)", "w": "window w"}
 
@@ -28,45 +25,12 @@ def number(value: float | None, spec: str) -> str:
 
 
 def claims(systems: dict[str, Any]) -> list[str]:
-    """The paper's claims (Table 2 and Table 10) checked against this run, each says holds or not."""
-    lines = []
+    """Each method's published claims checked against this run (`Method.claims`), one line each
+    saying whether it holds."""
+    from ..methods.registry import methods
+
     m = {name: s["metrics"] for name, s in systems.items()}
-    if "SpectRAG" in m and "Hybrid" in m:
-        c, r10 = m["SpectRAG"]["context_recall"], m["Hybrid"]["recall@10"]
-        lines.append(f"- SpectRAG's context recall above Hybrid's R@10 (its paper, MultiHop-RAG): "
-                     f"{'holds' if c > r10 else 'does not hold'} ({100 * c:.2f} vs {100 * r10:.2f}, "
-                     f"{m['SpectRAG']['context_chunks']:.1f} chunks per context).")
-    if "LiteSemRAG" in m:
-        others = [name for name in m if not name.startswith("LiteSemRAG")]
-        if others:
-            best = max(others, key=lambda name: m[name]["mrr@10"])
-            mrr, top = m["LiteSemRAG"]["mrr@10"], m[best]["mrr@10"]
-            lines.append(f"- LiteSemRAG's MRR@10 the best of the systems (its paper, on BEIR SciFact, HotpotQA and "
-                         f"FEVER): {'holds' if mrr > top else 'does not hold'} ({100 * mrr:.2f} vs {best}'s "
-                         f"{100 * top:.2f}).")
-    if "TIGRAG" in m and "NaiveRAG" in m:
-        d2 = m["TIGRAG"]["recall@2"] - m["NaiveRAG"]["recall@2"]
-        d5 = m["TIGRAG"]["recall@5"] - m["NaiveRAG"]["recall@5"]
-        verdict = "holds" if d2 > 0 and d5 > 0 else "does not hold"
-        lines.append(f"- TIGRAG > NaiveRAG: {verdict} (R@2 {100 * d2:+.2f} pp, R@5 {100 * d5:+.2f} pp).")
-    ablated = [a for a in ABLATIONS[:3] if a in m]
-    if "TIGRAG" in m and ablated:
-        # drop = mean of the R@2 and R@5 drops, in points
-        drop = {a: 50 * sum(m["TIGRAG"][k] - m[a][k] for k in ("recall@2", "recall@5")) for a in ablated}
-        if "TIGRAG degree centrality" in drop:
-            worst = max(drop, key=drop.get)
-            verdict = "holds" if worst == "TIGRAG degree centrality" else f"does not hold (largest drop: {worst})"
-            lines.append(f"- Removing PPR (degree centrality) hurts most: {verdict} "
-                         f"(mean R@2/R@5 drop {drop['TIGRAG degree centrality']:.2f} pp).")
-        if "TIGRAG without reranking" in drop:
-            d = drop["TIGRAG without reranking"]
-            lines.append(f"- Removing the rerank hurts: {'holds' if d > 0 else 'does not hold'} "
-                         f"(mean R@2/R@5 drop {d:.2f} pp).")
-        if "TIGRAG without BM25" in drop:
-            d = drop["TIGRAG without BM25"]
-            lines.append(f"- Removing BM25 barely matters (|drop| ≤ 1 pp): {'holds' if abs(d) <= 1 else 'does not hold'} "
-                         f"(mean R@2/R@5 drop {d:.2f} pp).")
-    return lines
+    return [line for method in methods() if method.claims is not None for line in method.claims(m)]
 
 
 def markdown(payload: dict[str, Any]) -> str:
@@ -117,7 +81,10 @@ def markdown(payload: dict[str, Any]) -> str:
                 f"{pct(gains['queries_gaining_top5'])}%, losing: {pct(gains['queries_losing_top5'])}%."]
     types = systems.get("TIGRAG", {}).get("metrics", {}).get("by_type")
     if types:
-        shown = [name for name in BY_TYPE_SYSTEMS if name in systems] or list(systems)
+        from ..methods.registry import systems as named_systems
+
+        headline = [name for name, system in named_systems().items() if system.headline]
+        shown = [name for name in headline if name in systems] or list(systems)
         out += ["", "## By question type (R@2 / R@5)", "", "| type | queries | " + " | ".join(shown) + " |",
                 "|---|---|" + "---|" * len(shown)]
         for t, row in types.items():

@@ -63,11 +63,14 @@ class System:
     method: str
     overrides: Mapping[str, Any] = field(default_factory=dict)
     preset: str | None = None
+    headline: bool = False  # shown in the report's by-question-type table (every system's split is in results.json)
 
 
 @dataclass(frozen=True)
 class Method:
-    """A retrieval method: `retriever` is its class or "module:Class" (imported on first use)."""
+    """A retrieval method: `retriever` is its class or "module:Class" (imported on first use); its
+    `systems` are the named configurations `tigrag eval --systems` runs; `claims` checks its paper's
+    claims on a run's metrics (the report prints them)."""
 
     name: str
     label: str
@@ -76,6 +79,8 @@ class Method:
     query_config: type | None = None
     stage: IndexStage | None = None
     systems: tuple[System, ...] = ()
+    #: the method's published claims checked on a run: {system: metrics} -> one line per claim it can check
+    claims: Callable[[dict[str, dict[str, Any]]], list[str]] | None = None
 
     def retriever_class(self) -> type:
         if isinstance(self.retriever, str):

@@ -11,4 +11,4 @@ for _name, _label, _class, _description in (
     ("hybrid", "Hybrid", "HybridRetriever", "reciprocal-rank fusion of the NaiveRAG and BM25 rankings"),
 ):
     register(Method(name=_name, label=_label, description=_description, retriever=f"{_RETRIEVERS}:{_class}",
-                    systems=(System(_label, _name),)))
+                    systems=(System(_label, _name, headline=True),)))
