@@ -351,6 +351,11 @@ def bench_encoder(index: Any, queries: list[str], model: str, weights: str, cpu_
         out.update(fp16_vs_fp32_mean_cosine=float(cosines.mean()), fp16_vs_fp32_min_cosine=float(cosines.min()),
                    passage_speedup_vs_cpu=out["cuda_passages_per_second"] / out["cpu_passages_per_second"])
         live = SentenceTransformerEncoder(EncoderConfig(model=model, device="cuda"))
+        # the query vectors handed to CuPy through DLPack are the host path's, bit for bit
+        handed = live.encode(queries[:64], kind="query", device_output=True)
+        host = live.encode(queries[:64], kind="query")
+        out["dlpack_handover_on_device"] = type(handed).__module__.startswith("cupy")
+        out["dlpack_handover_identical"] = bool(np.array_equal(get_backend("cupy").to_host(handed), host))
         config = dataclasses.replace(preset("best"), batch_size=engine_batch, memory_budget_mb=64_000)
         retriever = Retriever(index, config, encoder=live, backend=BACKENDS[0], allow_mixed_encoder=weights != "real")
         retriever.retrieve(queries[:engine_batch])  # warm-up
@@ -363,7 +368,8 @@ def bench_encoder(index: Any, queries: list[str], model: str, weights: str, cpu_
         print(f"engine best with live encoder: {len(queries) / seconds:,.0f} q/s", file=sys.stderr, flush=True)
     out["ok"] = all(np.isfinite(v) for k, v in out.items() if k.endswith("per_second"))
     if gpu:
-        out["ok"] = out["ok"] and out["fp16_vs_fp32_min_cosine"] > 0.99
+        out["ok"] = (out["ok"] and out["fp16_vs_fp32_min_cosine"] > 0.99 and out["dlpack_handover_on_device"]
+                     and out["dlpack_handover_identical"])
     return out
 
 
