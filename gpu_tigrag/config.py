@@ -163,9 +163,13 @@ class MethodSections(Mapping[str, Any]):
     class's defaults, so a config written before a method was registered still reads; equality and
     hashing see every registered method's settings, defaults included."""
 
-    def __init__(self, side: str, values: Mapping[str, Any] | None = None):
+    def __init__(self, side: str, values: Mapping[str, Any] | None = None,
+                 foreign: Mapping[str, Mapping[str, Any]] | None = None):
+        """`foreign`: the stored settings of methods not registered here, kept as read so that a
+        config written where a plug-in was installed still reads, and writes back unchanged."""
         self._side = side
         self._values = dict(values or {})
+        self.foreign = {name: dict(value) for name, value in (foreign or {}).items()}
         classes = _section_classes(side)
         for name, value in self._values.items():
             cls = classes.get(name)
@@ -190,10 +194,11 @@ class MethodSections(Mapping[str, Any]):
         return len(_section_classes(self._side))
 
     def replace(self, name: str, value: Any) -> "MethodSections":
-        return MethodSections(self._side, {**self._values, name: value})
+        return MethodSections(self._side, {**self._values, name: value}, self.foreign)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, MethodSections) and dict(self.items()) == dict(other.items())
+        return (isinstance(other, MethodSections) and dict(self.items()) == dict(other.items())
+                and self.foreign == other.foreign)
 
     def __hash__(self) -> int:
         return hash(tuple(self.items()))
@@ -340,6 +345,7 @@ def config_to_dict(config: Any) -> dict[str, Any]:
         value = getattr(config, f.name)
         if isinstance(value, MethodSections):
             out.update((name, config_to_dict(section)) for name, section in value.items())
+            out.update((name, dict(section)) for name, section in value.foreign.items())
         else:
             out[f.name] = config_to_dict(value) if dataclasses.is_dataclass(value) else value
     return out
@@ -356,14 +362,17 @@ def config_from_dict(cls: type, data: Mapping[str, Any]) -> Any:
         raise TigragError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
     types, sections = _field_types(cls), _sections_of(cls)
     unknown = set(data) - set(types) - set(sections)
+    # a config with method sections keeps the (object-valued) sections of methods not registered here
+    foreign = {name: data[name] for name in unknown if "sections" in types and isinstance(data[name], Mapping)}
+    unknown -= set(foreign)
     if unknown:
         raise TigragError(f"{cls.__name__}: unknown field(s) {sorted(unknown)}")
     kwargs: dict[str, Any] = {}
     given = {name: config_from_dict(sections[name], value) for name, value in data.items() if name in sections}
-    if given:
-        kwargs["sections"] = MethodSections(cls._side, given)
+    if given or foreign:
+        kwargs["sections"] = MethodSections(cls._side, given, foreign)
     for name, value in data.items():
-        if name in sections:
+        if name in sections or name in foreign:
             continue
         hint = types[name]
         if dataclasses.is_dataclass(hint):

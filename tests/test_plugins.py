@@ -181,3 +181,20 @@ def test_make_retriever_refuses_an_option_no_method_takes(passages):
     # an option of another method (TIGRAG's entity extractor) is dropped for BM25
     assert make_retriever(index, RetrievalConfig(method="bm25"), backend="numpy",
                           entity_extractor=string_entities).retrieve(QUESTIONS[:1], k=2)
+
+
+def test_a_stage_of_a_method_not_installed_is_kept_not_dropped(lengthy, passages, tmp_path):
+    from gpu_tigrag.index.store import load_index, save_index
+
+    path = save_index(_build(passages[:5], ("tigrag", "lengthy")), tmp_path / "idx")
+    unregister("lengthy")  # the plug-in is not installed where the index is read next
+    try:
+        index = load_index(path)
+        assert make_retriever(index, RetrievalConfig(method="bm25"), backend="numpy").retrieve(QUESTIONS[:1], k=2)
+        with pytest.raises(TigragError, match="'lengthy', which is not installed"):
+            index.stage("lengthy")
+        with pytest.raises(TigragError, match="stage of lengthy, a method not installed here.*nothing was written"):
+            save_index(index, path)
+        assert "lengthy" in json.loads((path / "manifest.json").read_text())["methods"]
+    finally:
+        register(LENGTHY, replace=True)

@@ -168,6 +168,10 @@ def save_index(index: Index, path: str | Path) -> Path:
     that a killed save left beside `path`.
     """
     target = Path(path).resolve()
+    foreign = sorted(set(index.stages) - {m.name for m in stage_methods()})
+    if foreign:
+        raise TigragError(f"the index holds the stage of {', '.join(foreign)}, a method not installed here; writing "
+                          "it would drop that stage, so nothing was written: install the package that provides it")
     with writer_lock(target, INDEX_WRITE):
         if target.exists() and not (target / MANIFEST).is_file():
             raise TigragError(f"{target}: exists and is not an index directory; refusing to overwrite it")
@@ -321,12 +325,18 @@ def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
             method = get_method(name)
         except TigragError:
             log.warning("%s holds a stage of method %r, which is not installed here; it is ignored", path, name)
+            index.stages[name] = StageLoader(name, functools.partial(_not_installed, path, name))
             continue
         if method.stage is not None:
             index.stages[name] = StageLoader(name, functools.partial(
                 _load_stage, path, manifest, index, method, load_npy, strings))
     _set_origin(index, Origin(str(path.resolve()), manifest_digest))
     return index
+
+
+def _not_installed(path: Path, name: str) -> Any:
+    raise TigragError(f"{path} holds a stage of method {name!r}, which is not installed here; install the "
+                      "package that provides it")
 
 
 def _load_stage(path: Path, manifest: dict[str, Any], index: Index, method: Any,
