@@ -58,7 +58,12 @@ def _read_strings(path: Path, column: str) -> list[str]:
     return pq.read_table(path, columns=[column]).column(column).to_pylist()
 
 
-def _index_arrays(index: Index) -> dict[str, np.ndarray]:
+def _stage_payloads(index: Index) -> dict[str, tuple[dict[str, np.ndarray], dict[str, list[str]]]]:
+    """(arrays, string columns) of every stage the index holds, each stage converted once."""
+    return {m.name: m.stage.to_arrays(index.stage(m.name)) for m in _stored_stages(index)}
+
+
+def _index_arrays(index: Index, payloads: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
     arrays = {
         "chunk_passage": index.chunk_passage.astype(np.int32),
         "token_indptr": index.token_indptr.astype(np.int64),
@@ -72,8 +77,9 @@ def _index_arrays(index: Index) -> dict[str, np.ndarray]:
     }
     arrays.update(csr_arrays("graph", index.graph))
     arrays.update(csr_arrays("bm25", index.bm25))
+    payloads = _stage_payloads(index) if payloads is None else payloads
     for method in _stored_stages(index):
-        arrays.update(method.stage.to_arrays(index.stage(method.name))[0])
+        arrays.update(payloads[method.name][0])
     return arrays
 
 
@@ -88,7 +94,7 @@ def _methods_section(index: Index) -> dict[str, Any]:
                      "files": m.stage.files} for m in _stored_stages(index)}
 
 
-def _index_strings(index: Index) -> dict[str, tuple[str, list[str]]]:
+def _index_strings(index: Index, payloads: dict[str, Any]) -> dict[str, tuple[str, list[str]]]:
     return {
         "passages_title": ("title", index.passage_titles),
         "passages_id": ("doc_id", index.passage_ids),
@@ -96,7 +102,7 @@ def _index_strings(index: Index) -> dict[str, tuple[str, list[str]]]:
         "vocab": ("token", index.vocab.tokens),
         "entities": ("text", index.entities.texts),
         **{name: ("text", values) for m in _stored_stages(index)
-           for name, values in m.stage.to_arrays(index.stage(m.name))[1].items()},
+           for name, values in payloads[m.name][1].items()},
     }
 
 
@@ -185,10 +191,11 @@ def save_index(index: Index, path: str | Path) -> Path:
 def _write_directory(index: Index, target: Path) -> None:
     with atomic_directory(target) as tmp:
         files: dict[str, dict[str, Any]] = {}
-        for name, array in _index_arrays(index).items():
+        payloads = _stage_payloads(index)
+        for name, array in _index_arrays(index, payloads).items():
             np.save(tmp / f"{name}.npy", array, allow_pickle=False)
             files[f"{name}.npy"] = {}
-        for name, (column, values) in _index_strings(index).items():
+        for name, (column, values) in _index_strings(index, payloads).items():
             _write_strings(tmp / f"{name}.parquet", column, values)
             files[f"{name}.parquet"] = {}
         for name in files:

@@ -94,11 +94,11 @@ class BaseRetriever:
         cfg = self.index.config
         return [self.index.vocab.encode(valid_tokens(q, cfg.tokens, cfg.chunk.language)) for q in queries]
 
-    def encode_host(self, texts: Sequence[str], on_backend: bool = False) -> Any:
-        """Query vectors, timed as `encode`: on the host, or with `on_backend` wherever the encoder
-        can hand them to the backend directly (a CUDA model to CuPy: no host round trip)."""
+    def encode_queries(self, texts: Sequence[str]) -> Any:
+        """Query vectors, timed as `encode`: on the host, or already on the backend where the encoder
+        can hand them over directly (a CUDA model to CuPy: no host round trip)."""
         t = time.perf_counter()
-        if on_backend and self.be.is_gpu and getattr(self.encoder, "supports_device_output", False):
+        if self.be.is_gpu and getattr(self.encoder, "supports_device_output", False):
             vectors = self.encoder.encode(texts, kind=QUERY, device_output=True)
         else:
             vectors = self.encoder.encode(texts, kind=QUERY)
@@ -108,13 +108,13 @@ class BaseRetriever:
 
     def encode(self, texts: Sequence[str]) -> Any:
         """Query vectors on the backend."""
-        return self.be.asarray(self.encode_host(texts, on_backend=True))
+        return self.be.asarray(self.encode_queries(texts))
 
     def prepare(self, queries: Sequence[str]) -> Any:
         """Tokenise and embed a batch (CPU work; may run in another thread ahead of `run_prepared`).
         The vectors stay where the encoder made them (`be.asarray` moves them once, if at all)."""
         queries = list(queries)
-        return PreparedBatch(queries, self.query_seeds(queries), self.encode_host(queries, on_backend=True))
+        return PreparedBatch(queries, self.query_seeds(queries), self.encode_queries(queries))
 
     # -- batches -----------------------------------------------------------------------------
     def retrieve(self, queries: Sequence[str], k: int | None = None, show_progress: bool = False) -> list[QueryResult]:

@@ -28,7 +28,7 @@ METHOD = register(Method(
                      summary=stage.summary,
                      rebuilt_because="prototypes are built from all occurrences of a string at once, and new ones "
                                      "move them"),
-    claims=lambda m: best_mrr_claim(m),
+    claims=best_mrr_claim,
     systems=(
         System("LiteSemRAG", "litesemrag", headline=True),
         System("LiteSemRAG without recovery share", "litesemrag", {"litesemrag.recovery_share": 0.0}),

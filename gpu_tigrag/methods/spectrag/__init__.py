@@ -25,7 +25,7 @@ METHOD = register(Method(
     stage=IndexStage(config=SpectragIndexConfig, build=stage.build, to_arrays=stage.to_arrays,
                      from_arrays=stage.from_arrays, arrays=stage.ARRAYS, summary=stage.summary,
                      rebuilt_because="the graph is global: new chunks change old neighbours and the eigenvectors"),
-    claims=lambda m: context_recall_claim(m),
+    claims=context_recall_claim,
     systems=(
         System("SpectRAG", "spectrag", headline=True),
         System("SpectRAG relevance only", "spectrag", {"spectrag.alpha": 0.0}),
