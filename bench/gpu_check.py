@@ -45,7 +45,8 @@ if not __package__:  # run as `python bench/gpu_check.py`: import `bench` (and g
 from bench.common import ROOT, synchronize, timed
 
 from gpu_tigrag.backend import Backend, get_backend
-from gpu_tigrag.config import BM25Config, PPRConfig, RetrievalConfig
+from gpu_tigrag.config import BM25Config, RetrievalConfig
+from gpu_tigrag.methods.tigrag.config import PPRConfig
 from gpu_tigrag.synth import zipf_token_csr
 
 COPY_BANDWIDTH_H200 = 4.3e12  # bytes/s, device-to-device copy measured on an H200

@@ -51,8 +51,8 @@ def main() -> int:
             vectors = experiment.encoder.encode(experiment.texts, kind="query")
             spread = float(np.mean((index.embeddings @ vectors.T).std(axis=0)))
             for unit, question, bridge in grid:
-                config = preset_with("best", {"fusion.link_bonus_unit": unit, "fusion.question_link_bonus": question,
-                                              "fusion.bridge_link_bonus": bridge})
+                config = preset_with("best", {"tigrag.fusion.link_bonus_unit": unit, "tigrag.fusion.question_link_bonus": question,
+                                              "tigrag.fusion.bridge_link_bonus": bridge})
                 metrics = experiment.report(experiment.run_config("best", config))["metrics"]
                 row = {"encoder": spec, "dataset": name, "unit": unit, "question": question, "bridge": bridge,
                        "mean_cosine_std": spread, "recall@2": metrics["recall@2"], "recall@5": metrics["recall@5"],
@@ -64,8 +64,8 @@ def main() -> int:
         rows.sort(key=lambda r: (r["encoder"], r["dataset"]))
     for r in rows:  # the preset may have changed since a row was measured
         r["is_preset"] = (r["unit"], r["question"], r["bridge"]) == (
-            preset("best").fusion.link_bonus_unit, preset("best").fusion.question_link_bonus,
-            preset("best").fusion.bridge_link_bonus)
+            preset("best").tigrag.fusion.link_bonus_unit, preset("best").tigrag.fusion.question_link_bonus,
+            preset("best").tigrag.fusion.bridge_link_bonus)
     write_results("link_bonus", {"rows": rows}, markdown(rows))
     return 0
 

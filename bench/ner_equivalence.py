@@ -31,7 +31,7 @@ def main() -> None:
         experiment = Experiment(index, query_dataset(name, queries), backend="numpy", encoder=encoder)
         runs, results = {}, {}
         for mode in ("index", "query"):
-            run = experiment.run_config(f"entities at {mode}", RetrievalConfig(entities_at=mode))
+            run = experiment.run_config(f"entities at {mode}", RetrievalConfig.of("tigrag", entities_at=mode))
             runs[mode], results[mode] = experiment.report(run), run.results
         a, b = results["index"], results["query"]
         same_ranking = sum(x.chunk_ids == y.chunk_ids for x, y in zip(a, b))

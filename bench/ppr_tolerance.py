@@ -18,7 +18,8 @@ from pathlib import Path
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 from bench.common import dataset_runs, write_results
-from gpu_tigrag.config import PPRConfig, RetrievalConfig
+from gpu_tigrag.config import RetrievalConfig
+from gpu_tigrag.methods.tigrag.config import PPRConfig
 from gpu_tigrag.evaluate.experiment import Experiment, query_dataset
 
 TOLERANCES = (1e-6, 1e-5, 1e-4, 1e-3)
@@ -34,7 +35,7 @@ def main() -> None:
         experiment.run_config("warm", RetrievalConfig())
         reference = None
         for tol in TOLERANCES:
-            run = experiment.run_config(f"tol={tol:g}", RetrievalConfig(ppr=PPRConfig(tol=tol)))
+            run = experiment.run_config(f"tol={tol:g}", RetrievalConfig.of("tigrag", ppr=PPRConfig(tol=tol)))
             report = experiment.report(run)
             ranked = [r.chunk_ids[:5] for r in run.results]
             reference = reference or ranked

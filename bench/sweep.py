@@ -15,7 +15,8 @@ if not __package__:  # run as `python bench/X.py`: import the `bench` package fr
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 from bench.common import dataset_runs, write_results
 
-from gpu_tigrag.config import PPRConfig, RetrievalConfig
+from gpu_tigrag.config import RetrievalConfig
+from gpu_tigrag.methods.tigrag.config import PPRConfig
 from gpu_tigrag.evaluate.experiment import Experiment, query_dataset
 
 DAMPINGS = (0.3, 0.5, 0.7, 0.85)
@@ -30,7 +31,7 @@ def main() -> None:
     for name, index, queries, encoder in dataset_runs(args.datasets):
         experiment = Experiment(index, query_dataset(name, queries), backend="numpy", encoder=encoder)
         for damping, gamma in itertools.product(DAMPINGS, GAMMAS):
-            config = RetrievalConfig(ppr=PPRConfig(damping=damping, top_gamma=gamma))
+            config = RetrievalConfig.of("tigrag", ppr=PPRConfig(damping=damping, top_gamma=gamma))
             report = experiment.report(experiment.run_config(f"damping={damping} gamma={gamma}", config))
             row = {"dataset": name, "damping": damping, "top_gamma": gamma, **report["metrics"],
                    "mean_pool_size_hop1": report["mean_pool_size_hop1"], "chunks": index.n_chunks}

@@ -24,7 +24,8 @@ from bench.common import DATA, DATASETS, dataset_index, dataset_queries, write_r
 from gpu_tigrag.backend import get_backend
 import dataclasses
 
-from gpu_tigrag.config import PPRConfig, RetrievalConfig
+from gpu_tigrag.config import RetrievalConfig
+from gpu_tigrag.methods.tigrag.config import PPRConfig
 from gpu_tigrag.presets import preset
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.ops.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
@@ -132,7 +133,7 @@ def main() -> None:
                                                      encoder)
         encoder = retriever.encoder
     ratio = retrieval["best"]["queries_per_second"] / retrieval["paper"]["queries_per_second"]
-    ppr = bench_ppr(index, retriever.query_seeds(queries), RetrievalConfig().ppr, args.batch, args.igraph_queries)
+    ppr = bench_ppr(index, retriever.query_seeds(queries), RetrievalConfig().tigrag.ppr, args.batch, args.igraph_queries)
     payload = {"dataset": "2wikimultihopqa", "passages": len(passages), "chunks": index.n_chunks,
                "index_build_source": "recorded in the cached index's manifest" if args.reuse_index else "this run",
                "index_build_seconds": {**index.timings, "total": build_total}, "retrieval": retrieval,

@@ -25,6 +25,8 @@ _EXPORTS: dict[str, str] = {
     # configuration and presets
     "IndexConfig": ".config",
     "RetrievalConfig": ".config",
+    "replace_path": ".config",
+    "TigragQueryConfig": ".methods.tigrag.config",
     "preset": ".presets",
     "PRESETS": ".presets",
     # corpus and queries
@@ -62,9 +64,9 @@ _EXPORTS: dict[str, str] = {
 #: the public names: those of _EXPORTS (a test checks that the two agree) and the version
 __all__ = [
     "BaseRetriever", "Index", "IndexConfig", "Method", "LitesemragRetriever", "PRESETS", "Passage", "Query", "QueryResult", "RetrievalConfig", "Retriever",
-    "SpectragRetriever", "TigragError", "TigragRetriever", "__version__", "add_method", "add_passages", "build_index",
+    "SpectragRetriever", "TigragError", "TigragQueryConfig", "TigragRetriever", "__version__", "add_method", "add_passages", "build_index",
     "build_index_streaming", "get_backend", "load_corpus", "load_dataset", "load_index", "load_queries",
-    "make_retriever", "preset", "register_method", "run_distributed", "run_queries", "save_index",
+    "make_retriever", "preset", "register_method", "replace_path", "run_distributed", "run_queries", "save_index",
 ]
 
 
@@ -85,7 +87,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # for type checkers and editors; never executed
     from .backend import get_backend
     from .batch_run import run_queries
-    from .config import IndexConfig, RetrievalConfig
+    from .config import IndexConfig, RetrievalConfig, replace_path
     from .corpus import Passage, load_corpus
     from .dask_run import run_distributed
     from .errors import TigragError
@@ -102,6 +104,7 @@ if TYPE_CHECKING:  # for type checkers and editors; never executed
     from .methods.registry import Method
     from .methods.registry import register as register_method
     from .methods.tigrag.retriever import Retriever, TigragRetriever
+    from .methods.tigrag.config import TigragQueryConfig
     from .retrieve.base import BaseRetriever
     from .methods.litesemrag.retriever import LitesemragRetriever
     from .methods.spectrag.retriever import SpectragRetriever

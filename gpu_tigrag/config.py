@@ -219,6 +219,8 @@ class _WithSections(_Checked):
     `config.spectrag`), replaced with `config.with_section(method, value)`."""
 
     _side = ""
+    #: {old top-level key: the method section it moved into}, read as aliases (old files, `--set`)
+    _moved_keys: Mapping[str, str] = {}
 
     def __post_init__(self) -> None:
         if isinstance(self.sections, Mapping) and not isinstance(self.sections, MethodSections):
@@ -254,86 +256,45 @@ class IndexConfig(_WithSections):
     sections: MethodSections = field(default_factory=lambda: MethodSections("index"))
 
 
-@dataclass(frozen=True)
-class PPRConfig(_Checked):
-    """Personalized PageRank expansion (section 3.4). Not given by the paper: see bench/results/sweep."""
-
-    damping: float = setting(0.5, 'continue probability; restart = 1 - damping')
-    top_gamma: int = setting(100, 'γ, expanded tokens kept per query')
-    tol: float = setting(1e-4, 'L1 change per column below which a column has converged (bench/results/ppr_tolerance.md)')
-    max_iter: int = setting(50, 'PPR sweeps at most per block')
-
-    def _check(self) -> None:
-        _require(0.0 < self.damping < 1.0, f"PPR damping must be in (0, 1), got {self.damping}")
-        _require(self.top_gamma >= 1, f"top_gamma must be >= 1, got {self.top_gamma}")
-        _require(_finite(self.tol) and self.tol > 0, f"ppr.tol must be a finite number > 0, got {self.tol}")
-        _require(self.max_iter >= 1, f"ppr.max_iter must be >= 1, got {self.max_iter}")
-
-
-@dataclass(frozen=True)
-class FusionConfig(_Checked):
-    """Mechanisms beyond the paper (bench/results/quality.md measures each). The defaults switch
-    every one off, which is the paper's TIGRAG; the `best` preset (presets.py) turns them on."""
-
-    first_hop: str = setting("pool", 'top-ι chunks of hop 1 by "pool" (pooled cosine, paper) or "hybrid" (RRF of cosine, BM25, ρ, links)')
-    hop_fusion: str = setting("max", 'merge of the hops: "max" (eq. 3.16) or "rrf" (reciprocal-rank fusion of the hop rankings)')
-    title_links: bool = setting(False, "passages whose title the question or a hop's top chunk mentions are linked in")
-    question_link_bonus: float = setting(5.0, 'added to the final score of chunks of passages the question names')
-    bridge_link_bonus: float = setting(2.0, 'added for chunks of passages named by an expanded bridging entity')
-    link_bonus_unit: str = setting("cosine_std", 'bonuses in units of the query\'s cosine spread over all chunks (the same weight for any encoder\'s cosine scale), or "absolute" (cosine units)')
-    bridge_entities: int = setting(0, 'entities expanded per hop: 0 = every new one (paper), n = the n best')
-    dedup_passages: bool = setting(False, 'the final top-k holds one chunk (the best) per passage')
-    rrf_k: int = setting(60, 'RRF constant k in 1 / (k + rank)')
-    rrf_depth: int = setting(100, 'ranks per list that RRF counts')
-
-    def _check(self) -> None:
-        _require(self.first_hop in ("pool", "hybrid"),
-                 f"fusion.first_hop must be 'pool' or 'hybrid', got {self.first_hop!r}")
-        _require(self.link_bonus_unit in ("cosine_std", "absolute"),
-                 f"fusion.link_bonus_unit must be 'cosine_std' or 'absolute', got {self.link_bonus_unit!r}")
-        _require(self.hop_fusion in ("max", "rrf"), f"fusion.hop_fusion must be 'max' or 'rrf', got {self.hop_fusion!r}")
-        _require(self.bridge_entities >= 0 and self.rrf_k >= 0 and self.rrf_depth >= 1,
-                 "fusion.bridge_entities and fusion.rrf_k must be >= 0, fusion.rrf_depth >= 1")
-        _require(all(_finite(v) and v >= 0 for v in (self.question_link_bonus, self.bridge_link_bonus)),
-                 "fusion link bonuses must be finite numbers >= 0")
+#: top-level keys of a retrieval config written before TIGRAG's settings became its section
+#: (`tigrag.*`): read from old run files and accepted by `--set` as aliases of `tigrag.KEY`
+TIGRAG_LEGACY_KEYS: tuple[str, ...] = ("ppr", "pool_threshold", "iota", "hops", "entity_labels", "entities_at",
+                                       "scoring", "expansion", "rerank", "fusion")
 
 
 @dataclass(frozen=True)
 class RetrievalConfig(_WithSections):
-    """Scoring, pooling, rerank and multi-hop of TIGRAG (sections 3.5-3.7; defaults from section 4.1.5),
-    the method that answers (`method`), and in `sections` the query settings of the other methods."""
+    """The method that answers (`method`), the settings every method shares (context size, batching,
+    memory), and in `sections` each method's own query settings (`config.tigrag`, `config.spectrag`, ...)."""
 
     _side = "query"
+    _moved_keys = {key: "tigrag" for key in TIGRAG_LEGACY_KEYS}
 
-    ppr: PPRConfig = setting(help='Personalized PageRank expansion', factory=PPRConfig)
-    pool_threshold: float = setting(0.8, 'th_ρ: share of the graph-score mass kept in the pool (eq. 3.9)')
-    iota: int = setting(1, 'ι, chunks whose entities drive the next hop')
-    hops: int = setting(2, 'h: hops of entity-driven expansion')
-    beta: int = setting(5, 'β, chunks in the final context')
-    batch_size: int = setting(256, 'queries per PPR block (lowered to fit memory_budget_mb)')
+    beta: int = setting(5, 'β, chunks in the final context: every method\'s default k and the context that evaluation scores')
+    batch_size: int = setting(256, 'queries per block (lowered to fit memory_budget_mb)')
     memory_budget_mb: int = setting(2048, "working memory of one batch's dense chunks × B and vocab × B blocks")
-    entity_labels: tuple[str, ...] = setting(DEFAULT_ENTITY_LABELS, 'NER labels that count as bridging entities')
-    entities_at: str = setting("index", '"index": look up the NER run at build time; "query": run NER on H (eq. 3.10) per hop Ablations of the paper\'s Table 10 (defaults = full TIGRAG):')
-    scoring: str = setting("bm25", '"bm25" (eq. 3.7) or "graph": token presence instead of BM25 (graph-only scoring)')
-    expansion: str = setting("ppr", '"ppr" or "degree": top-γ tokens by weighted degree centrality instead of PPR')
-    rerank: bool = setting(True, 'False: rank the pool by the graph score ρ instead of the embedding cosine')
-    fusion: FusionConfig = setting(help='beyond the paper: off by default', factory=FusionConfig)
     method: str = setting("tigrag", 'a registered method (`tigrag methods` lists them); its settings: `<method>.KEY`')
     sections: MethodSections = field(default_factory=lambda: MethodSections("query"))
+
+    @classmethod
+    def of(cls, method: str = "tigrag", **settings: Any) -> "RetrievalConfig":
+        """The config answering with `method`: shared settings (`beta`, `batch_size`, ...) and the
+        method's own settings by field name, over their defaults: `RetrievalConfig.of("tigrag", hops=1)`."""
+        shared = {name: settings.pop(name) for name in list(settings) if name in _field_types(cls) and name != "sections"}
+        shared.pop("method", None)
+        section = _section_classes(cls._side).get(method)
+        if section is None:
+            if settings:
+                raise TigragError(f"method {method!r} has no query settings; got {sorted(settings)}")
+            return cls(method=method, **shared)
+        return cls(method=method, sections={method: section(**settings)}, **shared)
 
     def _check(self) -> None:
         from .methods.registry import method_names
 
         _require(self.method in method_names(),
                  f"method must be one of {', '.join(method_names())}, got {self.method!r}")
-        _require(self.scoring in ("bm25", "graph"), f"scoring must be 'bm25' or 'graph', got {self.scoring!r}")
-        _require(self.expansion in ("ppr", "degree"), f"expansion must be 'ppr' or 'degree', got {self.expansion!r}")
-        _require(self.entities_at in ("index", "query"),
-                 f"entities_at must be 'index' or 'query', got {self.entities_at!r}")
-        unknown = set(self.entity_labels) - set(ENTITY_LABELS)
-        _require(not unknown, f"unknown entity label(s) {sorted(unknown)}; known: {', '.join(ENTITY_LABELS)}")
-        _require(0.0 < self.pool_threshold <= 1.0, f"pool threshold must be in (0, 1], got {self.pool_threshold}")
-        for name in ("hops", "iota", "beta", "batch_size"):
+        for name in ("beta", "batch_size"):
             _require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
         _require(self.memory_budget_mb >= 0, f"memory_budget_mb must be >= 0, got {self.memory_budget_mb}")
 
@@ -351,6 +312,26 @@ def config_to_dict(config: Any) -> dict[str, Any]:
     return out
 
 
+def upgrade_config_dict(cls: type, data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`data` (a stored config of class `cls`) with the keys of an older layout moved to where they
+    live now (`cls._moved_keys`: TIGRAG's settings, once top-level, into its section); a key given in
+    both places is an error."""
+    moved = getattr(cls, "_moved_keys", {})
+    if not isinstance(data, Mapping) or not any(key in data for key in moved):
+        return data
+    out = {key: value for key, value in data.items() if key not in moved}
+    for key, section in moved.items():
+        if key not in data:
+            continue
+        target = dict(out.get(section) or {})
+        if key in target:
+            raise TigragError(f"{cls.__name__}: {key!r} is given both at the top level (the old layout) and "
+                              f"as {section}.{key}")
+        target[key] = data[key]
+        out[section] = target
+    return out
+
+
 def _sections_of(cls: type) -> dict[str, type]:
     """{method: config class} of the method sections of config class `cls` (none for most)."""
     return _section_classes(cls._side) if issubclass(cls, _WithSections) else {}
@@ -360,6 +341,7 @@ def config_from_dict(cls: type, data: Mapping[str, Any]) -> Any:
     """Rebuild a (nested) config dataclass from `config_to_dict` output; unknown keys are errors."""
     if not isinstance(data, Mapping):
         raise TigragError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
+    data = upgrade_config_dict(cls, data)
     types, sections = _field_types(cls), _sections_of(cls)
     unknown = set(data) - set(types) - set(sections)
     # a config with method sections keeps the (object-valued) sections of methods not registered here
@@ -437,8 +419,8 @@ def settings_markdown() -> str:
 
 #: the paper's symbols -> setting paths, shared by `--set` and `--sweep` (s, o and w are index settings)
 SYMBOLS: dict[str, str] = {
-    "th": "pool_threshold", "beta": "beta", "iota": "iota", "h": "hops", "gamma": "ppr.top_gamma",
-    "damping": "ppr.damping", "w": "graph.window", "s": "chunk.sentences_per_chunk", "o": "chunk.overlap",
+    "th": "tigrag.pool_threshold", "beta": "beta", "iota": "tigrag.iota", "h": "tigrag.hops",
+    "gamma": "tigrag.ppr.top_gamma", "damping": "tigrag.ppr.damping", "w": "graph.window", "s": "chunk.sentences_per_chunk", "o": "chunk.overlap",
 }
 _TRUE, _FALSE = ("true", "1", "yes"), ("false", "0", "no")
 
@@ -509,6 +491,9 @@ def _fields_list(cls: type) -> str:
 def setting_path(config_cls: type, key: str) -> str:
     """The dotted field path of `key` (a path or one of SYMBOLS) in `config_cls`; TigragError if none."""
     path = SYMBOLS.get(key, key) if key not in _field_types(config_cls) else key
+    head = path.split(".")[0]
+    if head in getattr(config_cls, "_moved_keys", {}):  # the old top-level name of a method's setting
+        path = f"{config_cls._moved_keys[head]}.{path}"
     if path == "sections" or path.startswith("sections."):
         raise TigragError(f"unknown setting {key!r}: a method's settings are set by its name, e.g. spectrag.alpha")
     cls, parts = config_cls, path.split(".")
@@ -554,3 +539,13 @@ def _replace(config: Any, parts: list[str], value: Any, key: str) -> Any:
     if isinstance(value, str):
         value = parse_value(_field_types(type(config))[name], value, key)
     return dataclasses.replace(config, **{name: value})
+
+
+def __getattr__(name: str) -> Any:
+    """`PPRConfig`, `FusionConfig` and `TigragQueryConfig` live in `gpu_tigrag.methods.tigrag.config`;
+    importable from here too."""
+    if name in ("PPRConfig", "FusionConfig", "TigragQueryConfig"):
+        from .methods.tigrag import config as tigrag_config
+
+        return getattr(tigrag_config, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

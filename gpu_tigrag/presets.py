@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .config import FusionConfig, RetrievalConfig, replace_path
+from .config import RetrievalConfig, replace_path
 from .errors import TigragError
+from .methods.tigrag.config import FusionConfig
 
 PRESETS: dict[str, RetrievalConfig] = {
     "paper": RetrievalConfig(),
-    "best": RetrievalConfig(fusion=FusionConfig(
+    "best": RetrievalConfig.of("tigrag", fusion=FusionConfig(
         first_hop="hybrid", title_links=True, question_link_bonus=5.0, bridge_link_bonus=2.0,
         bridge_entities=8, dedup_passages=True)),
 }
@@ -26,7 +27,7 @@ def preset(name: str = DEFAULT_PRESET) -> RetrievalConfig:
 
 
 def preset_with(name: str, overrides: Mapping[str, Any]) -> RetrievalConfig:
-    """Preset `name` with `overrides` ({"fusion.title_links": False, ...}) applied, as `--set` does."""
+    """Preset `name` with `overrides` ({"tigrag.fusion.title_links": False, ...}) applied, as `--set` does."""
     config = preset(name)
     for path, value in overrides.items():
         config = replace_path(config, path, value)

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator
 
 from .atomic import atomic_write_json, remove_stale_temporaries
 from .checksums import sha256_file
-from .errors import CorpusError, ResumeMismatchError
+from .errors import CorpusError, ResumeMismatchError, TigragError
 
 FORMAT = "gpu_tigrag-run"
 HINT = "refusing to --resume it (nothing was changed): choose another output, or delete it to start over"
@@ -52,6 +52,17 @@ def _differences(saved: Any, wanted: Any, prefix: str = "") -> list[str]:
     return [] if saved == wanted else [f"{prefix[:-1]} {saved!r} there, {wanted!r} now"]
 
 
+def _current_layout(config: Any) -> Any:
+    """A stored retrieval config in today's layout (a run file written before TIGRAG's settings became
+    the `tigrag` section resumes as long as the settings are the same)."""
+    from .config import RetrievalConfig, upgrade_config_dict
+
+    try:
+        return upgrade_config_dict(RetrievalConfig, config) if isinstance(config, dict) else config
+    except TigragError:
+        return config
+
+
 def check_meta(output: Path, identity: dict[str, Any], has_rows: bool) -> None:
     """Refuse to resume `output` unless its sidecar matches `identity` (an output without rows
     needs none)."""
@@ -74,7 +85,7 @@ def check_meta(output: Path, identity: dict[str, Any], has_rows: bool) -> None:
         reasons.append("another index (its manifest's sha256 differs)")
     if saved.get("k") != identity["k"]:
         reasons.append(f"k={saved.get('k')}, not k={identity['k']}")
-    changed = _differences(saved.get("retrieval_config"), identity["retrieval_config"])
+    changed = _differences(_current_layout(saved.get("retrieval_config")), identity["retrieval_config"])
     if changed:
         reasons.append("another retrieval configuration (" + "; ".join(changed[:5])
                        + (f"; {len(changed) - 5} more" if len(changed) > 5 else "") + ")")

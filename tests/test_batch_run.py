@@ -110,7 +110,7 @@ def test_the_shards_of_a_killed_worker_are_rerun(index_path, tmp_path):
 
     path, index = index_path
     queries = write_queries(tmp_path / "q.jsonl", 400)
-    config = RetrievalConfig(batch_size=2, hops=1)
+    config = RetrievalConfig.of("tigrag", batch_size=2, hops=1)
     local = tmp_path / "local.jsonl"
     run_queries(Retriever(index, config, backend="numpy"), queries, local, k=3)
     spread = tmp_path / "spread.jsonl"

@@ -92,8 +92,8 @@ def test_eval_names_its_preset_and_both_presets_run(example_index, capsys):
                      "--preset", name]) == 0
         reports[name] = json.loads(capsys.readouterr().out)
         assert reports[name]["preset"] == name
-    assert reports["paper"]["retrieval_config"]["fusion"]["title_links"] is False
-    assert reports["best"]["retrieval_config"]["fusion"]["title_links"] is True
+    assert reports["paper"]["retrieval_config"]["tigrag"]["fusion"]["title_links"] is False
+    assert reports["best"]["retrieval_config"]["tigrag"]["fusion"]["title_links"] is True
     # measured 2026-11-30 on the 15 example questions: paper R@2 0.900 / R@5 1.000, best 0.867 / 1.000
     # (best ranks a bridge-linked passage above the answer's passage on one question); floors with margin
     assert reports["best"]["metrics"]["recall@5"] >= reports["paper"]["metrics"]["recall@5"] >= 0.9
@@ -112,7 +112,7 @@ def test_eval_systems_include_presets_and_mechanism_ablations(example_index, cap
                  "--systems", *systems]) == 0
     runs = json.loads(capsys.readouterr().out)["results"]["systems"]
     assert list(runs) == systems
-    assert runs["TIGRAG best"]["config"]["fusion"]["title_links"] is True
-    assert runs["best without title links"]["config"]["fusion"]["title_links"] is False
-    assert runs["paper + title links"]["config"]["fusion"]["first_hop"] == "pool"
-    assert runs["paper + title links"]["config"]["fusion"]["title_links"] is True
+    assert runs["TIGRAG best"]["config"]["tigrag"]["fusion"]["title_links"] is True
+    assert runs["best without title links"]["config"]["tigrag"]["fusion"]["title_links"] is False
+    assert runs["paper + title links"]["config"]["tigrag"]["fusion"]["first_hop"] == "pool"
+    assert runs["paper + title links"]["config"]["tigrag"]["fusion"]["title_links"] is True

@@ -40,7 +40,7 @@ def one_line_error(capsys) -> str:
 
 def test_tuples_are_comma_lists():
     config = replace_path(RetrievalConfig(), "entity_labels", "PERSON, ORG,")
-    assert config.entity_labels == ("PERSON", "ORG")
+    assert config.tigrag.entity_labels == ("PERSON", "ORG")
     with pytest.raises(TigragError, match="unknown entity label"):
         replace_path(RetrievalConfig(), "entity_labels", "PERSON,ORGANISATION")
 
@@ -48,12 +48,12 @@ def test_tuples_are_comma_lists():
 @pytest.mark.parametrize("text, value", [("true", True), ("False", False), ("1", True), ("0", False),
                                          ("yes", True), ("NO", False)])
 def test_booleans_are_strict(text, value):
-    assert replace_path(RetrievalConfig(), "rerank", text).rerank is value
+    assert replace_path(RetrievalConfig(), "rerank", text).tigrag.rerank is value
 
 
 @pytest.mark.parametrize("text", ["flase", "maybe", "", "2", "on"])
 def test_bad_booleans_are_errors(text):
-    with pytest.raises(TigragError, match="rerank expects a boolean"):
+    with pytest.raises(TigragError, match="rerank \\(tigrag.rerank\\) expects a boolean"):
         replace_path(RetrievalConfig(), "rerank", text)
 
 
@@ -71,8 +71,9 @@ def test_values_of_each_type_are_parsed():
     config = replace_path(RetrievalConfig(), "ppr.tol", "1e-3")
     config = replace_path(config, "hops", " 3 ")
     config = replace_path(config, "fusion.first_hop", "hybrid")
-    assert (config.ppr.tol, config.hops, config.fusion.first_hop) == (1e-3, 3, "hybrid")
-    assert isinstance(config.ppr.tol, float) and isinstance(config.hops, int)
+    tigrag = config.tigrag
+    assert (tigrag.ppr.tol, tigrag.hops, tigrag.fusion.first_hop) == (1e-3, 3, "hybrid")
+    assert isinstance(tigrag.ppr.tol, float) and isinstance(tigrag.hops, int)
 
 
 @pytest.mark.parametrize("key, value", [("ppr", "3"), ("fusion", "1"), ("ppr", PPRConfig())])
@@ -84,7 +85,7 @@ def test_a_nested_config_cannot_be_replaced(key, value):
 def test_unknown_fields_and_properties_are_rejected_naming_the_valid_ones():
     with pytest.raises(TigragError, match="chunk.stride is derived.*sentences_per_chunk, overlap"):
         replace_path(IndexConfig(), "chunk.stride", "3")
-    with pytest.raises(TigragError, match="unknown setting 'dampng'.*pool_threshold.*symbols: th"):
+    with pytest.raises(TigragError, match="unknown setting 'dampng'.*beta.*tigrag.*symbols: th"):
         replace_path(RetrievalConfig(), "dampng", "0.5")
     with pytest.raises(TigragError, match="PPRConfig has the fields damping, top_gamma, tol, max_iter"):
         replace_path(RetrievalConfig(), "ppr.dampng", "0.5")
@@ -93,44 +94,57 @@ def test_unknown_fields_and_properties_are_rejected_naming_the_valid_ones():
 
 
 def test_paper_symbols_are_one_table_for_set_and_sweep():
-    assert replace_path(RetrievalConfig(), "th", "0.5").pool_threshold == 0.5
-    assert replace_path(RetrievalConfig(), "gamma", "20").ppr.top_gamma == 20
+    assert replace_path(RetrievalConfig(), "th", "0.5").tigrag.pool_threshold == 0.5
+    assert replace_path(RetrievalConfig(), "gamma", "20").tigrag.ppr.top_gamma == 20
     assert replace_path(IndexConfig(), "w", "5").graph.window == 5
     assert all(SYMBOLS[key] == path for key, path in SWEEP_KEYS.items())
     assert {"th", "beta", "iota", "h", "gamma", "damping", "w"} <= set(SWEEP_KEYS)
     with pytest.raises(TigragError, match="w \\(graph.window\\) is an index setting"):
         replace_path(RetrievalConfig(), "w", "5")
-    with pytest.raises(TigragError, match="th \\(pool_threshold\\) is a retrieval setting"):
+    with pytest.raises(TigragError, match="th \\(tigrag.pool_threshold\\) is a retrieval setting"):
         replace_path(IndexConfig(), "th", "0.5")
 
 
 def test_sweep_values_are_typed_before_the_run():
     assert parse_sweeps(["th=0.1,0.5", "w=3"]) == {"th": ["0.1", "0.5"], "w": ["3"]}
-    for spec, message in [("th=abc", "th \\(pool_threshold\\) expects a number"), ("gamma=1.5", "expects an integer"),
-                          ("th=2", "pool threshold must be in"), ("w=1", "window must be >= 2"),
+    for spec, message in [("th=abc", "th \\(tigrag.pool_threshold\\) expects a number"), ("gamma=1.5", "expects an integer"),
+                          ("th=2", "pool_threshold must be in"), ("w=1", "window must be >= 2"),
                           ("s=4", "index setting"), ("theta=1", "NAME one of th")]:
         with pytest.raises(TigragError, match=message):
             parse_sweeps([spec])
 
 
 def test_python_api_checks_declared_types():
-    with pytest.raises(TigragError, match="RetrievalConfig.hops must be an integer"):
-        RetrievalConfig(hops="2")
-    with pytest.raises(TigragError, match="RetrievalConfig.rerank must be a boolean"):
-        RetrievalConfig(rerank=1)
+    with pytest.raises(TigragError, match="TigragQueryConfig.hops must be an integer"):
+        RetrievalConfig.of("tigrag", hops="2")
+    with pytest.raises(TigragError, match="TigragQueryConfig.rerank must be a boolean"):
+        RetrievalConfig.of("tigrag", rerank=1)
     with pytest.raises(TigragError, match="BM25Config.k1 must be a number"):
         BM25Config(k1="1.2")
-    assert RetrievalConfig(entity_labels=["PERSON"]).entity_labels == ("PERSON",)
+    assert RetrievalConfig.of("tigrag", entity_labels=["PERSON"]).tigrag.entity_labels == ("PERSON",)
     assert BM25Config(k1=1).k1 == 1  # an int is a number
 
 
 def test_defaults_and_presets_are_unchanged():
     assert PRESETS["paper"] == RetrievalConfig()
-    best = PRESETS["best"].fusion
+    best = PRESETS["best"].tigrag.fusion
     assert best == FusionConfig(first_hop="hybrid", title_links=True, question_link_bonus=5.0, bridge_link_bonus=2.0,
                                 link_bonus_unit="cosine_std", bridge_entities=8, dedup_passages=True)
     for config in (*PRESETS.values(), IndexConfig()):
         assert config_from_dict(type(config), config_to_dict(config)) == config
+
+
+def test_the_old_layout_of_tigrag_settings_still_reads():
+    """TIGRAG's settings were top-level keys before they became the `tigrag` section: old run files
+    and `--set` paths keep their meaning; a key given in both places is an error."""
+    best = PRESETS["best"]
+    old = config_to_dict(best)
+    old.update(old.pop("tigrag"))
+    assert config_from_dict(RetrievalConfig, old) == best
+    assert replace_path(best, "fusion.title_links", "no") == replace_path(best, "tigrag.fusion.title_links", "no")
+    both = {**config_to_dict(best), "hops": 1}
+    with pytest.raises(TigragError, match="'hops' is given both at the top level"):
+        config_from_dict(RetrievalConfig, both)
 
 
 def test_cli_set_parses_tuples(tiny_index, capsys):
@@ -140,11 +154,11 @@ def test_cli_set_parses_tuples(tiny_index, capsys):
 
 
 @pytest.mark.parametrize("setting, message", [
-    ("rerank=flase", "--set rerank=flase: rerank expects a boolean"),
-    ("ppr=3", "--set ppr=3: ppr is a group of settings"),
+    ("rerank=flase", "--set rerank=flase: rerank (tigrag.rerank) expects a boolean"),
+    ("ppr=3", "--set ppr=3: tigrag.ppr is a group of settings"),
     ("fusion=1", "fusion is a group of settings"),
     ("chunk.stride=3", "unknown setting 'chunk.stride'"),
-    ("hops=2.5", "hops expects an integer"),
+    ("hops=2.5", "hops (tigrag.hops) expects an integer"),
     ("w=5", "index setting"),
     ("nonsense", "--set expects KEY=VALUE"),
 ])
@@ -171,4 +185,4 @@ def test_cli_sweep_with_a_bad_value_is_one_line(tiny_index, tmp_path, capsys):
     queries = tmp_path / "q.json"
     queries.write_text(json.dumps([{"question": "Where was Mirela Vantz born?", "gold_titles": ["Mirela Vantz"]}]))
     assert main(["eval", str(tiny_index), str(queries), "--systems", "TIGRAG", "--sweep", "th=abc", "-q"]) == 2
-    assert "--sweep 'th=abc': th (pool_threshold) expects a number, got 'abc'" in one_line_error(capsys)
+    assert "--sweep 'th=abc': th (tigrag.pool_threshold) expects a number, got 'abc'" in one_line_error(capsys)

@@ -17,4 +17,4 @@ def test_the_settings_table_in_the_docs_is_current():
 def test_every_setting_has_help():
     rows = [row for side in describe_settings().values() for row in side]
     assert len(rows) > 80 and not [row.path for row in rows if not row.help.strip()]
-    assert {"ppr.damping", "spectrag.alpha", "litesemrag.level_weights", "spectrag.weights"} <= {r.path for r in rows}
+    assert {"tigrag.ppr.damping", "spectrag.alpha", "litesemrag.level_weights", "spectrag.weights"} <= {r.path for r in rows}

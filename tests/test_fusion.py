@@ -71,7 +71,8 @@ def test_reciprocal_rank_depth_bounds_the_ranked_entries(backend, depth):
 def test_link_bonus_counts_in_the_queries_cosine_spread_or_in_cosine(backend, unit):
     from types import SimpleNamespace
 
-    from gpu_tigrag.config import FusionConfig, RetrievalConfig
+    from gpu_tigrag.config import RetrievalConfig
+    from gpu_tigrag.methods.tigrag.config import FusionConfig
     from gpu_tigrag.methods.tigrag.retriever import Retriever
 
     rng = np.random.default_rng(3)
@@ -82,9 +83,9 @@ def test_link_bonus_counts_in_the_queries_cosine_spread_or_in_cosine(backend, un
     question[[3, 20], :] = True
     bridged = np.zeros((30, 2), dtype=bool)
     bridged[[5, 20], :] = True
-    config = RetrievalConfig(fusion=FusionConfig(title_links=True, question_link_bonus=5.0, bridge_link_bonus=2.0,
+    config = RetrievalConfig.of("tigrag", fusion=FusionConfig(title_links=True, question_link_bonus=5.0, bridge_link_bonus=2.0,
                                                  link_bonus_unit=unit))
-    stub = SimpleNamespace(be=backend, config=config)
+    stub = SimpleNamespace(be=backend, config=config, settings=config.tigrag)
     got = backend.to_host(Retriever._add_link_bonus(stub, *(backend.asarray(a) for a in (final, dense, question, bridged))))
     scale = dense.std(axis=0) if unit == "cosine_std" else np.ones(2)
     expected = final.copy()

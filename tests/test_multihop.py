@@ -31,7 +31,7 @@ def index():
 
 
 def run(index, backend, hops):
-    retriever = Retriever(index, RetrievalConfig(hops=hops, iota=1), backend=backend)
+    retriever = Retriever(index, RetrievalConfig.of("tigrag", hops=hops, iota=1), backend=backend)
     return retriever, retriever.retrieve(QUERIES, k=index.n_chunks)
 
 
@@ -65,7 +65,7 @@ def test_merge_is_max_over_hops_and_stops_without_new_entities(index, backend):
 
 
 def test_entities_already_seen_are_not_new(index, backend):
-    retriever = Retriever(index, RetrievalConfig(hops=3, iota=1), backend=backend)
+    retriever = Retriever(index, RetrievalConfig.of("tigrag", hops=3, iota=1), backend=backend)
     result = retriever.retrieve([QUERIES[0]], k=3)[0]
     seen = [e for hop in result.hops for e in hop.new_entities]
     assert len(seen) == len(set(seen))
@@ -74,7 +74,7 @@ def test_entities_already_seen_are_not_new(index, backend):
 
 
 def test_entity_labels_choose_which_entities_drive_a_hop(index, backend):
-    retriever = Retriever(index, RetrievalConfig(hops=2, entity_labels=("DATE",)), backend=backend)
+    retriever = Retriever(index, RetrievalConfig.of("tigrag", hops=2, entity_labels=("DATE",)), backend=backend)
     result = retriever.retrieve([QUERIES[0]], k=3)[0]
     assert len(result.hops) == 1 and result.hops[0].new_entities == []
 
@@ -125,7 +125,7 @@ def test_cupy_results_equal_numpy_results(index):
 
 def test_ablations_change_only_their_stage(index, backend):
     full = Retriever(index, RetrievalConfig(), backend=backend)
-    no_rerank = Retriever(index, RetrievalConfig(rerank=False), backend=backend)
+    no_rerank = Retriever(index, RetrievalConfig.of("tigrag", rerank=False), backend=backend)
     seeds = full.query_seeds(QUERIES[:1])
     hop = full.graph_stage(seeds)
     ranked = no_rerank.retrieve(QUERIES[:1], k=index.n_chunks)[0]
@@ -134,11 +134,11 @@ def test_ablations_change_only_their_stage(index, backend):
     assert first_hop.top_chunks == [int(np.argmax(rho))]  # the pool is ordered by ρ, not by cosine
 
     bm25_before = index.bm25.data.copy()
-    presence = Retriever(index, RetrievalConfig(scoring="graph"), backend=backend)
+    presence = Retriever(index, RetrievalConfig.of("tigrag", scoring="graph"), backend=backend)
     assert set(backend.to_host(presence.bm25.data).tolist()) == {1.0}
     np.testing.assert_array_equal(index.bm25.data, bm25_before)  # the index itself is untouched
 
-    degree = Retriever(index, RetrievalConfig(expansion="degree"), backend=backend)
+    degree = Retriever(index, RetrievalConfig.of("tigrag", expansion="degree"), backend=backend)
     a, b = (backend.to_host(degree.graph_stage(degree.query_seeds([q])).rho) for q in QUERIES[:2])
     np.testing.assert_array_equal(a, b)  # degree expansion ignores the query
 
@@ -148,7 +148,7 @@ def test_query_time_ner_equals_the_index_lookup(index):
         return [ENTITIES[index.chunk_texts.index(t)] for t in texts]
 
     lookup = Retriever(index, RetrievalConfig(), backend="numpy").retrieve(QUERIES, k=index.n_chunks)
-    at_query = Retriever(index, RetrievalConfig(entities_at="query"), backend="numpy",
+    at_query = Retriever(index, RetrievalConfig.of("tigrag", entities_at="query"), backend="numpy",
                          entity_extractor=ner).retrieve(QUERIES, k=index.n_chunks)
     assert [r.chunk_ids for r in at_query] == [r.chunk_ids for r in lookup]
     assert [r.scores for r in at_query] == [r.scores for r in lookup]
@@ -162,10 +162,10 @@ def test_query_time_ner_filters_by_the_label_of_the_occurrence(index):
 
     lookup = Retriever(index, RetrievalConfig(), backend="numpy").retrieve(QUERIES[:1], k=index.n_chunks)[0]
     assert lookup.hops[0].new_entities == ["Mirela Vantz"]
-    result = Retriever(index, RetrievalConfig(entities_at="query"), backend="numpy",
+    result = Retriever(index, RetrievalConfig.of("tigrag", entities_at="query"), backend="numpy",
                        entity_extractor=ner).retrieve(QUERIES[:1], k=index.n_chunks)[0]
     assert result.hops[0].new_entities == ["Korvath Lighthouse"]  # unknown to the table: a fresh entity
     assert len(result.hops) == 2
     assert 2 in result.chunk_ids and 2 not in lookup.chunk_ids  # hop 2 on "korvath lighthouse" pooled Korvath
     with pytest.raises(Exception, match="entities_at"):
-        RetrievalConfig(entities_at="later")
+        RetrievalConfig.of("tigrag", entities_at="later")

@@ -1,7 +1,7 @@
 import numpy as np
 import scipy.sparse
 
-from gpu_tigrag.config import PPRConfig
+from gpu_tigrag.methods.tigrag.config import PPRConfig
 from gpu_tigrag.ops.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
 from gpu_tigrag.ops.topk import top_k_rows
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from gpu_tigrag.config import EncoderConfig, FusionConfig, IndexConfig, RetrievalConfig
+from gpu_tigrag.config import EncoderConfig, IndexConfig, RetrievalConfig
+from gpu_tigrag.methods.tigrag.config import FusionConfig
 from gpu_tigrag.corpus import Passage
 from gpu_tigrag.errors import TigragError
 from gpu_tigrag.index.build import build_index
@@ -36,7 +37,7 @@ def index():
 
 def test_presets_paper_is_the_dataclass_default_and_best_is_the_retriever_default(index):
     assert preset("paper") == RetrievalConfig()
-    assert preset("best").fusion.title_links and preset("best").fusion.dedup_passages
+    assert preset("best").tigrag.fusion.title_links and preset("best").tigrag.fusion.dedup_passages
     assert Retriever(index, backend="numpy").config == preset("best")
     with pytest.raises(TigragError, match="unknown preset"):
         preset("fastest")
@@ -50,7 +51,7 @@ def test_best_links_the_named_passage_and_its_bridge_first(index, backend):
 
 
 def test_bridge_choice_caps_the_expanded_entities(index, backend):
-    config = RetrievalConfig(fusion=FusionConfig(bridge_entities=1))
+    config = RetrievalConfig.of("tigrag", fusion=FusionConfig(bridge_entities=1))
     result = Retriever(index, config, backend=backend).retrieve(["Who directed the thriller Winter Tide?"], k=3)[0]
     assert len(result.hops[0].new_entities) == 1
     every = Retriever(index, RetrievalConfig(), backend=backend).retrieve(["Who directed the thriller Winter Tide?"], k=3)[0]
@@ -60,9 +61,9 @@ def test_bridge_choice_caps_the_expanded_entities(index, backend):
 def test_dedup_keeps_one_chunk_per_passage(index, backend):
     assert (index.chunk_passage == 5).sum() >= 3  # the almanac spans several chunks
     query = ["Which film director was born in a harbour town, per the long almanac of tides and boats?"]
-    plain = Retriever(index, RetrievalConfig(hops=1), backend=backend).retrieve(query, k=index.n_chunks)[0]
+    plain = Retriever(index, RetrievalConfig.of("tigrag", hops=1), backend=backend).retrieve(query, k=index.n_chunks)[0]
     assert plain.titles.count("Harbour Almanac") >= 2
-    dedup = Retriever(index, RetrievalConfig(hops=1, fusion=FusionConfig(dedup_passages=True)),
+    dedup = Retriever(index, RetrievalConfig.of("tigrag", hops=1, fusion=FusionConfig(dedup_passages=True)),
                       backend=backend).retrieve(query, k=4)[0]
     first = list(dict.fromkeys(plain.passage_ids))[:4]  # each passage at the rank of its best chunk
     assert len(first) >= 2

@@ -61,7 +61,7 @@ def one_line_error(capsys) -> str:
     (lambda: EncoderConfig(batch_size=0), "encoder.batch_size must be >= 1"),
     (lambda: EntityConfig(batch_size=0), "entities.batch_size must be >= 1"),
     (lambda: RetrievalConfig(batch_size=0), "batch_size must be >= 1"),
-    (lambda: RetrievalConfig(hops=0), "hops must be >= 1"),
+    (lambda: RetrievalConfig.of("tigrag", hops=0), "hops must be >= 1"),
     (lambda: RetrievalConfig(memory_budget_mb=-1), "memory_budget_mb must be >= 0"),
 ])
 def test_out_of_range_settings_are_rejected(make, message):

@@ -1,7 +1,6 @@
 """Writers of an index or a run output: one at a time, resumes that check what they continue,
 streaming checkpoints that cannot go stale, temporaries of a killed save cleaned up (issue 11.1)."""
 
-import dataclasses
 import json
 import os
 import shutil
@@ -16,7 +15,7 @@ import pytest
 from conftest import EXAMPLES, QUESTIONS, ROOT, logged_messages, string_entities
 from gpu_tigrag.batch_run import run_queries
 from gpu_tigrag.cli import main
-from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig, RetrievalConfig
+from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig, RetrievalConfig, replace_path
 from gpu_tigrag.corpus import Passage, load_corpus
 from gpu_tigrag.errors import IndexFormatError, ResumeMismatchError, TigragError, WriterLockError
 from gpu_tigrag.index.add import add_passages, add_to_index_dir
@@ -197,7 +196,7 @@ def test_concurrent_resumed_runs_write_each_query_once(base, tmp_path):
     index_dir, _ = base
     queries = write_queries(tmp_path / "q.jsonl", 150)
     reference = tmp_path / "reference.jsonl"
-    config = dataclasses.replace(preset(), batch_size=4, hops=1)  # what the command line below runs
+    config = replace_path(replace_path(preset(), "batch_size", 4), "hops", 1)  # what the command line below runs
     run_queries(Retriever(load_index(index_dir), config, backend="numpy"), queries, reference, k=3)
     out = tmp_path / "out.jsonl"
     command = [sys.executable, "-m", "gpu_tigrag.cli", "run", str(index_dir), str(queries), "-k", "3", "-q",
@@ -260,11 +259,26 @@ def test_a_resume_with_another_k_is_refused(finished_run, tmp_path):
     refuses(out, "k=3, not k=5", lambda: run_queries(retriever, queries, out, k=5, resume=True))
 
 
+def test_a_run_file_of_the_old_config_layout_resumes(finished_run, tmp_path):
+    """A sidecar written when TIGRAG's settings were top-level keys of the retrieval config (before
+    the `tigrag` section) describes the same run: the resume continues it."""
+    retriever, queries, full = finished_run
+    out = partial_copy(finished_run, tmp_path, rows=5)
+    sidecar = out.with_name(out.name + ".meta.json")
+    meta = json.loads(sidecar.read_text())
+    config = meta["retrieval_config"]
+    config.update(config.pop("tigrag"))
+    assert "hops" in config and "ppr" in config
+    sidecar.write_text(json.dumps(meta))
+    stats = run_queries(retriever, queries, out, k=3, resume=True)
+    assert stats["skipped_done"] == 5 and out.read_text() == full.read_text()
+
+
 def test_a_resume_with_another_configuration_is_refused(finished_run, tmp_path):
     retriever, queries, _ = finished_run
     out = partial_copy(finished_run, tmp_path)
-    changed = Retriever(retriever.index, RetrievalConfig(batch_size=4, hops=1), backend="numpy")
-    refuses(out, r"another retrieval configuration \(hops 2 there, 1 now\)",
+    changed = Retriever(retriever.index, RetrievalConfig.of("tigrag", batch_size=4, hops=1), backend="numpy")
+    refuses(out, r"another retrieval configuration \(tigrag.hops 2 there, 1 now\)",
             lambda: run_queries(changed, queries, out, k=3, resume=True))
 
 

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse
 
 from gpu_tigrag.backend import Backend
-from gpu_tigrag.config import PPRConfig
+from gpu_tigrag.methods.tigrag.config import PPRConfig
 from gpu_tigrag.ops.ppr import TransitionMatrix, personalized_pagerank, seed_matrix
 from gpu_tigrag.ops.topk import best_of_each_group, ranked_top_k
 

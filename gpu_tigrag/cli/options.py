@@ -15,7 +15,7 @@ def parse_sets(config: Any, assignments: Sequence[str]) -> Any:
     for item in assignments or []:
         key, sep, value = item.partition("=")
         if not sep:
-            raise TigragError(f"--set expects KEY=VALUE (e.g. ppr.damping=0.5), got {item!r}")
+            raise TigragError(f"--set expects KEY=VALUE (e.g. tigrag.ppr.damping=0.5), got {item!r}")
         try:
             config = replace_path(config, key.strip(), value.strip())
         except TigragError as exc:

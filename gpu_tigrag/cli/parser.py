@@ -29,10 +29,10 @@ def add_retrieval_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="auto", choices=list(BACKEND_NAMES),
                         help="array backend (default: auto, the GPU when CuPy sees one)")
     parser.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
-                        help="override a retrieval parameter, parsed by its declared type, e.g. --set ppr.top_gamma=50 --set "
-                             "h=1 --set entity_labels=PERSON,ORG --set rerank=false (booleans: true/false, 1/0, "
+                        help="override a retrieval parameter, parsed by its declared type, e.g. --set tigrag.ppr.top_gamma=50 --set "
+                             "h=1 --set tigrag.entity_labels=PERSON,ORG --set tigrag.rerank=false (booleans: true/false, 1/0, "
                              "yes/no); the paper's symbols th, beta, iota, h, gamma, damping name their settings; a "
-                             "method's settings: NAME.KEY (every setting: `tigrag settings`)")
+                             "method's settings: NAME.KEY, TIGRAG's also without their tigrag. prefix (every setting: `tigrag settings`)")
     parser.add_argument("--no-verify", action="store_true", help="skip checksum verification when loading")
     parser.add_argument("--vector-cache", nargs="?", const="", default=None, metavar="DIR",
                         help="keep query and expansion vectors in an on-disk cache shared by runs (default folder: "

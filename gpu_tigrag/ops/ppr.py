@@ -15,14 +15,13 @@ is below `tol` or after `max_iter` sweeps.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
 from ..kernels.ppr import ppr_sweep_cpu, ppr_sweep_cuda
 
 from ..backend import Backend
-from ..config import PPRConfig
 from .topk import top_k_rows
 
 
@@ -62,7 +61,15 @@ def seed_matrix(be: Backend, seeds: Sequence[np.ndarray], n_vocab: int) -> Any:
     return v
 
 
-def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, config: PPRConfig) -> tuple[Any, int]:
+class PPRSettings(Protocol):
+    """What the power iteration reads of its settings (TIGRAG's `PPRConfig` is one)."""
+
+    damping: float
+    tol: float
+    max_iter: int
+
+
+def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, config: PPRSettings) -> tuple[Any, int]:
     """PPR scores (vocab × B, float32, columns sum to 1 where seeded) and the sweeps used.
 
     Each sweep is one fused kernel (kernels.ppr): sparse product, restart and the per-column

@@ -1,33 +1,34 @@
 """TIGRAG (docs/design-notes.md#tigrag-paper): token co-occurrence graph, batched PPR, PPR-weighted
 BM25, cumulative-mass pooling, embedding rerank and entity-driven multi-hop. Its index is the base
-index (no stage of its own); its query settings are the top-level fields of `RetrievalConfig`; its
+index (no stage of its own); its query settings are `TigragQueryConfig` (`config.tigrag`); its
 systems are the paper's Table-10 ablations, both presets, and each mechanism of `best` added to
 `paper` or removed from `best`."""
 
 from ..registry import Method, System, register
 from .claims import claims
+from .config import TigragQueryConfig
 
 #: the paper's Table-10 ablations of the configuration under evaluation
 ABLATIONS = {
     "TIGRAG": {},
-    "TIGRAG 1-hop": {"hops": 1},
-    "TIGRAG without BM25": {"scoring": "graph"},
-    "TIGRAG degree centrality": {"expansion": "degree"},
-    "TIGRAG without reranking": {"rerank": False},
+    "TIGRAG 1-hop": {"tigrag.hops": 1},
+    "TIGRAG without BM25": {"tigrag.scoring": "graph"},
+    "TIGRAG degree centrality": {"tigrag.expansion": "degree"},
+    "TIGRAG without reranking": {"tigrag.rerank": False},
 }
 #: both presets, each mechanism of `best` added to the paper's method alone, and removed from `best`
 PRESET_VARIANTS = {
     "TIGRAG paper": ("paper", {}),
     "TIGRAG best": ("best", {}),
-    "paper + title links": ("paper", {"fusion.title_links": True}),
-    "paper + hybrid first hop": ("paper", {"fusion.first_hop": "hybrid"}),
-    "paper + bridging choice (8)": ("paper", {"fusion.bridge_entities": 8}),
-    "paper + passage dedup": ("paper", {"fusion.dedup_passages": True}),
-    "best without title links": ("best", {"fusion.title_links": False}),
-    "best without hybrid first hop": ("best", {"fusion.first_hop": "pool"}),
-    "best expanding every entity": ("best", {"fusion.bridge_entities": 0}),
-    "best without passage dedup": ("best", {"fusion.dedup_passages": False}),
-    "best with RRF hop fusion": ("best", {"fusion.hop_fusion": "rrf"}),
+    "paper + title links": ("paper", {"tigrag.fusion.title_links": True}),
+    "paper + hybrid first hop": ("paper", {"tigrag.fusion.first_hop": "hybrid"}),
+    "paper + bridging choice (8)": ("paper", {"tigrag.fusion.bridge_entities": 8}),
+    "paper + passage dedup": ("paper", {"tigrag.fusion.dedup_passages": True}),
+    "best without title links": ("best", {"tigrag.fusion.title_links": False}),
+    "best without hybrid first hop": ("best", {"tigrag.fusion.first_hop": "pool"}),
+    "best expanding every entity": ("best", {"tigrag.fusion.bridge_entities": 0}),
+    "best without passage dedup": ("best", {"tigrag.fusion.dedup_passages": False}),
+    "best with RRF hop fusion": ("best", {"tigrag.fusion.hop_fusion": "rrf"}),
 }
 
 #: the systems of the report's by-question-type table
@@ -37,6 +38,7 @@ METHOD = register(Method(
     name="tigrag", label="TIGRAG",
     description="token graph, batched PPR, PPR-weighted BM25, pooling, embedding rerank, entity multi-hop",
     retriever=__name__ + ".retriever:TigragRetriever",
+    query_config=TigragQueryConfig,
     systems=(*(System(name, "tigrag", overrides, headline=name in HEADLINE) for name, overrides in ABLATIONS.items()),
              *(System(name, "tigrag", overrides, preset, headline=name in HEADLINE)
                for name, (preset, overrides) in PRESET_VARIANTS.items())),

@@ -16,6 +16,7 @@ import numpy as np
 
 from ...backend import Backend
 from ...config import RetrievalConfig
+from .config import TigragQueryConfig
 from ...ops.ppr import personalized_pagerank, seed_matrix, top_gamma
 from ...encoders import Encoder, VectorCache
 from ...index.index import Index
@@ -70,12 +71,14 @@ class TigragRetriever(BaseRetriever):
         allow_mixed_encoder: bool = False,
     ):
         """`config` defaults to the `best` preset (gpu_tigrag.presets); `RetrievalConfig()` is the
-        paper's method. `entity_extractor` is the NER of `entities_at="query"` (default: spaCy).
+        paper's method; its settings are `config.tigrag`. `entity_extractor` is the NER of
+        `tigrag.entities_at="query"` (default: spaCy).
         `encoder` defaults to the model and runtime that embedded the index; another one is an
         error unless `allow_mixed_encoder`. `vector_cache` keeps query and expansion vectors on
         disk across runs."""
         super().__init__(index, config, encoder, backend, vector_cache, allow_mixed_encoder)
-        config, device = self.config, self.device
+        self.settings: TigragQueryConfig = self.config.tigrag
+        config, device = self.settings, self.device
         self.transition = device.transition
         self.bm25 = device.bm25
         if config.scoring == "graph":  # ablation: token presence, no BM25 weighting
@@ -121,7 +124,7 @@ class TigragRetriever(BaseRetriever):
     # -- stages ---------------------------------------------------------------------------
     def graph_stage(self, seeds: Sequence[np.ndarray]) -> GraphHop:
         """PPR expansion over the token graph, weighted BM25 and pooling for a batch of seed sets."""
-        be, xp, cfg = self.be, self.be.xp, self.config
+        be, xp, cfg = self.be, self.be.xp, self.settings
         t = time.perf_counter()
         n_seeds = np.array([np.unique(s).size for s in seeds], dtype=np.int64)
         if self.degree is None:
@@ -148,13 +151,13 @@ class TigragRetriever(BaseRetriever):
     FUSION_CHUNK_BYTES_PER_QUERY = 8 * 4 + 2
 
     def bytes_per_query(self) -> int:
-        fusion = self.config.fusion
+        fusion = self.settings.fusion
         chunk_bytes = self.CHUNK_BYTES_PER_QUERY + (
             self.FUSION_CHUNK_BYTES_PER_QUERY if fusion.first_hop == "hybrid" or fusion.title_links else 0)
         return self.index.n_chunks * chunk_bytes + self.index.n_vocab * self.VOCAB_BYTES_PER_QUERY
 
     def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
-        be, xp, cfg, fusion = self.be, self.be.xp, self.config, self.config.fusion
+        be, xp, cfg, fusion = self.be, self.be.xp, self.settings, self.settings.fusion
         queries, seeds = batch.queries, batch.seeds
         n = len(queries)
         query_vectors = be.asarray(batch.vectors)
@@ -233,7 +236,7 @@ class TigragRetriever(BaseRetriever):
 
     def _merge_hops(self, sigma: Any, hop_scores: list[tuple[np.ndarray, Any]]) -> Any:
         """Final chunk scores from hop 1 and the expanded hops: max over hops (eq. 3.16) or RRF."""
-        be, xp, fusion = self.be, self.be.xp, self.config.fusion
+        be, xp, fusion = self.be, self.be.xp, self.settings.fusion
         if fusion.hop_fusion == "max":
             final = sigma.copy()
             for cols, scores in hop_scores:
@@ -260,7 +263,7 @@ class TigragRetriever(BaseRetriever):
         query's cosine over all chunks: encoders spread their cosines very differently (about 0.10
         for all-MiniLM-L6-v2, 0.025 for multilingual-e5-small on 2Wiki), and a bonus in cosine units
         tuned on one overrides the ranking of the other (bench/results/link_bonus.md)."""
-        xp, fusion = self.be.xp, self.config.fusion
+        xp, fusion = self.be.xp, self.settings.fusion
         base = xp.where(xp.isfinite(final), final, cosine)
         bonus = fusion.question_link_bonus * question + fusion.bridge_link_bonus * bridged
         if fusion.link_bonus_unit == "cosine_std":
@@ -282,7 +285,7 @@ class TigragRetriever(BaseRetriever):
             owner.extend([col] * len(ents))
         self.timer.add("entities", t)
         graph_hop = self.graph_stage(expanded_seeds)
-        vectors = self.encode(texts) if self.config.rerank else None
+        vectors = self.encode(texts) if self.settings.rerank else None
         t = time.perf_counter()
         sigma = self._rank_pool(graph_hop, lambda: masked_max_cosine(
             be, self.embeddings, vectors, np.asarray(owner, dtype=np.int64), len(active), graph_hop.pool))
@@ -292,7 +295,7 @@ class TigragRetriever(BaseRetriever):
     def _rank_pool(self, hop: GraphHop, pool_cosine: Callable[[], Any]) -> Any:
         """Scores that order the pool: the embedding cosine (`pool_cosine()`, -inf outside the pool),
         or ρ itself when rerank is ablated."""
-        if self.config.rerank:
+        if self.settings.rerank:
             return pool_cosine()
         xp = self.be.xp
         return xp.where(hop.pool, hop.rho, xp.float32(-np.inf)).astype(xp.float32)
@@ -313,7 +316,7 @@ class TigragRetriever(BaseRetriever):
         """(ids, scores), B × k, of the final top-k; with `dedup_passages`, each passage appears once,
         at its best chunk (highest score, then lowest id): one top-k over the block with every other
         chunk of a passage masked out."""
-        if self.config.fusion.dedup_passages:
+        if self.settings.fusion.dedup_passages:
             final = best_of_each_group(self.be, final, *self.device_passage_chunks)
         return self.top_k(final, k)
 

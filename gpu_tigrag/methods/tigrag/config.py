@@ -1,0 +1,81 @@
+"""TIGRAG's query settings: PPR expansion, scoring, pooling, rerank, multi-hop (sections 3.4-3.7;
+defaults from section 4.1.5) and the mechanisms beyond the paper (`fusion`, off by default). Read as
+`RetrievalConfig().tigrag`, set with `--set tigrag.KEY` (the paper's symbols `th`, `iota`, `h`,
+`gamma`, `damping` name them too). TIGRAG has no index stage: it queries the base index."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...config import DEFAULT_ENTITY_LABELS, ENTITY_LABELS, CheckedConfig, is_finite, require, setting
+
+
+@dataclass(frozen=True)
+class PPRConfig(CheckedConfig):
+    """Personalized PageRank expansion (section 3.4). Not given by the paper: see bench/results/sweep."""
+
+    damping: float = setting(0.5, 'continue probability; restart = 1 - damping')
+    top_gamma: int = setting(100, 'γ, expanded tokens kept per query')
+    tol: float = setting(1e-4, 'L1 change per column below which a column has converged (bench/results/ppr_tolerance.md)')
+    max_iter: int = setting(50, 'PPR sweeps at most per block')
+
+    def _check(self) -> None:
+        require(0.0 < self.damping < 1.0, f"PPR damping must be in (0, 1), got {self.damping}")
+        require(self.top_gamma >= 1, f"top_gamma must be >= 1, got {self.top_gamma}")
+        require(is_finite(self.tol) and self.tol > 0, f"tigrag.ppr.tol must be a finite number > 0, got {self.tol}")
+        require(self.max_iter >= 1, f"tigrag.ppr.max_iter must be >= 1, got {self.max_iter}")
+
+
+@dataclass(frozen=True)
+class FusionConfig(CheckedConfig):
+    """Mechanisms beyond the paper (bench/results/quality.md measures each). The defaults switch
+    every one off, which is the paper's TIGRAG; the `best` preset (presets.py) turns them on."""
+
+    first_hop: str = setting("pool", 'top-ι chunks of hop 1 by "pool" (pooled cosine, paper) or "hybrid" (RRF of cosine, BM25, ρ, links)')
+    hop_fusion: str = setting("max", 'merge of the hops: "max" (eq. 3.16) or "rrf" (reciprocal-rank fusion of the hop rankings)')
+    title_links: bool = setting(False, "passages whose title the question or a hop's top chunk mentions are linked in")
+    question_link_bonus: float = setting(5.0, 'added to the final score of chunks of passages the question names')
+    bridge_link_bonus: float = setting(2.0, 'added for chunks of passages named by an expanded bridging entity')
+    link_bonus_unit: str = setting("cosine_std", 'bonuses in units of the query\'s cosine spread over all chunks (the same weight for any encoder\'s cosine scale), or "absolute" (cosine units)')
+    bridge_entities: int = setting(0, 'entities expanded per hop: 0 = every new one (paper), n = the n best')
+    dedup_passages: bool = setting(False, 'the final top-k holds one chunk (the best) per passage')
+    rrf_k: int = setting(60, 'RRF constant k in 1 / (k + rank)')
+    rrf_depth: int = setting(100, 'ranks per list that RRF counts')
+
+    def _check(self) -> None:
+        require(self.first_hop in ("pool", "hybrid"),
+                 f"tigrag.fusion.first_hop must be 'pool' or 'hybrid', got {self.first_hop!r}")
+        require(self.link_bonus_unit in ("cosine_std", "absolute"),
+                 f"tigrag.fusion.link_bonus_unit must be 'cosine_std' or 'absolute', got {self.link_bonus_unit!r}")
+        require(self.hop_fusion in ("max", "rrf"), f"tigrag.fusion.hop_fusion must be 'max' or 'rrf', got {self.hop_fusion!r}")
+        require(self.bridge_entities >= 0 and self.rrf_k >= 0 and self.rrf_depth >= 1,
+                 "tigrag.fusion.bridge_entities and tigrag.fusion.rrf_k must be >= 0, tigrag.fusion.rrf_depth >= 1")
+        require(all(is_finite(v) and v >= 0 for v in (self.question_link_bonus, self.bridge_link_bonus)),
+                 "tigrag.fusion link bonuses must be finite numbers >= 0")
+
+
+@dataclass(frozen=True)
+class TigragQueryConfig(CheckedConfig):
+    """Scoring, pooling, rerank and multi-hop of TIGRAG; the defaults are the paper's method."""
+
+    ppr: PPRConfig = setting(help='Personalized PageRank expansion', factory=PPRConfig)
+    pool_threshold: float = setting(0.8, 'th_ρ: share of the graph-score mass kept in the pool (eq. 3.9)')
+    iota: int = setting(1, 'ι, chunks whose entities drive the next hop')
+    hops: int = setting(2, 'h: hops of entity-driven expansion')
+    entity_labels: tuple[str, ...] = setting(DEFAULT_ENTITY_LABELS, 'NER labels that count as bridging entities')
+    entities_at: str = setting("index", '"index": look up the NER run at build time; "query": run NER on H (eq. 3.10) per hop')
+    scoring: str = setting("bm25", 'ablation (Table 10): "bm25" (eq. 3.7) or "graph": token presence instead of BM25')
+    expansion: str = setting("ppr", 'ablation (Table 10): "ppr" or "degree": top-γ tokens by weighted degree centrality instead of PPR')
+    rerank: bool = setting(True, 'ablation (Table 10): False ranks the pool by the graph score ρ instead of the embedding cosine')
+    fusion: FusionConfig = setting(help='beyond the paper: off by default', factory=FusionConfig)
+
+    def _check(self) -> None:
+        require(self.scoring in ("bm25", "graph"), f"tigrag.scoring must be 'bm25' or 'graph', got {self.scoring!r}")
+        require(self.expansion in ("ppr", "degree"), f"tigrag.expansion must be 'ppr' or 'degree', got {self.expansion!r}")
+        require(self.entities_at in ("index", "query"),
+                f"tigrag.entities_at must be 'index' or 'query', got {self.entities_at!r}")
+        unknown = set(self.entity_labels) - set(ENTITY_LABELS)
+        require(not unknown, f"unknown entity label(s) {sorted(unknown)}; known: {', '.join(ENTITY_LABELS)}")
+        require(0.0 < self.pool_threshold <= 1.0, f"tigrag.pool_threshold must be in (0, 1], got {self.pool_threshold}")
+        for name in ("hops", "iota"):
+            require(getattr(self, name) >= 1, f"tigrag.{name} must be >= 1, got {getattr(self, name)}")
