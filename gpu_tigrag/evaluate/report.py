@@ -10,7 +10,6 @@ from typing import Any, Sequence
 from ..atomic import atomic_write, atomic_write_text
 from ..errors import TigragError
 
-ABLATIONS = ("TIGRAG without BM25", "TIGRAG degree centrality", "TIGRAG without reranking", "TIGRAG")
 SWEEP_TITLES = {"beta": "Table 6 (β)", "iota": "Table 7 (ι)", "h": "Table 8 (h)", "th": "Table 9 (th_ρ)",
                 "gamma": "γ (not in the paper)", "damping": "PPR damping (not in the paper)", "w": "window w"}
 
@@ -22,6 +21,26 @@ def pct(value: float | None) -> str:
 def number(value: float | None, spec: str) -> str:
     """`value` formatted with `spec`, or '–' where the system has no such figure (baselines)."""
     return "–" if value is None else format(value, spec)
+
+
+def ablation_tables(systems: dict[str, Any]) -> list[str]:
+    """Per method, its ablation systems that this run holds (`System.ablation_of`), then the full
+    system they ablate: the paper's Table-10 layout for TIGRAG."""
+    from ..methods.registry import methods
+
+    out: list[str] = []
+    for method in methods():
+        by_full: dict[str, list[str]] = {}
+        for system in method.systems:
+            if system.ablation_of is not None and system.name in systems:
+                by_full.setdefault(system.ablation_of, []).append(system.name)
+        for full, ablations in by_full.items():
+            caption = f" ({method.ablation_caption})" if method.ablation_caption else ""
+            out += ["", f"## Ablations of {full}{caption}", "", "| approach | R@2 | R@5 |", "|---|---|---|"]
+            for name in ablations + ([full] if full in systems else []):
+                metrics = systems[name]["metrics"]
+                out.append(f"| {name} | {pct(metrics['recall@2'])} | {pct(metrics['recall@5'])} |")
+    return out
 
 
 def claims(systems: dict[str, Any]) -> list[str]:
@@ -91,11 +110,7 @@ def markdown(payload: dict[str, Any]) -> str:
             cells = [f"{pct(systems[s]['metrics']['by_type'][t]['recall@2'])} / "
                      f"{pct(systems[s]['metrics']['by_type'][t]['recall@5'])}" for s in shown]
             out.append(f"| {t} | {row['queries']} | " + " | ".join(cells) + " |")
-    if any(a in systems for a in ABLATIONS[:3]):
-        out += ["", "## Ablations (Table 10 layout)", "", "| approach | R@2 | R@5 |", "|---|---|---|"]
-        for a in ABLATIONS:
-            if a in systems:
-                out.append(f"| {a} | {pct(systems[a]['metrics']['recall@2'])} | {pct(systems[a]['metrics']['recall@5'])} |")
+    out += ablation_tables(systems)
     for key, rows in payload["results"]["sweeps"].items():
         out += ["", f"## Sensitivity: {SWEEP_TITLES.get(key, key)}", "", f"| {key} | R@2 | R@5 | nDCG@10 |", "|---|---|---|---|"]
         out += [f"| {r['value']} | {pct(r['recall@2'])} | {pct(r['recall@5'])} | {pct(r['ndcg@10'])} |" for r in rows]

@@ -64,6 +64,7 @@ class System:
     overrides: Mapping[str, Any] = field(default_factory=dict)
     preset: str | None = None
     headline: bool = False  # shown in the report's by-question-type table (every system's split is in results.json)
+    ablation_of: str | None = None  # the full system this one removes a mechanism from (the report's ablation table)
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,8 @@ class Method:
     systems: tuple[System, ...] = ()
     #: the method's published claims checked on a run: {system: metrics} -> one line per claim it can check
     claims: Callable[[dict[str, dict[str, Any]]], list[str]] | None = None
+    #: where the report's ablation table of this method comes from, e.g. "Table 10 layout" (shown in its heading)
+    ablation_caption: str = ""
 
     def retriever_class(self) -> type:
         if isinstance(self.retriever, str):
