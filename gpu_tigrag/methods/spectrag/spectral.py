@@ -1,19 +1,26 @@
 """Spectral coordinates of SpectRAG's chunk graph: the lowest eigenvectors of the normalised Laplacian.
 
 L = I − D^-1/2 W D^-1/2, with an isolated node's row and column zero (eigenvalue 0), as SciPy's
-`laplacian(normed=True)`. The d + 1 smallest eigenpairs are computed; the lowest vector is
-dropped, leaving coordinates n × d. A graph of c components has c zero eigenvalues, but only one
-vector is dropped (the public code's behaviour, kept): their count is reported.
+`laplacian(normed=True)` (a self loop on the diagonal of W is ignored, as there). The d + 1
+smallest eigenpairs are computed; the lowest vector is dropped, leaving coordinates n × d.
 
-A graph of c > 1 components is solved by components: its null space is known exactly (the vector
-D^1/2 1_C of each component C, e_i for an isolated node), so the first min(c, d + 1) eigenpairs are
-those (components by size, largest first, ties by lowest node), and the remaining ones are the
-smallest eigenpairs of L on the complement of that null space. Krylov solvers from one start
-vector cannot be trusted there: in exact arithmetic they see one vector per eigenspace, and
-ARPACK from v0 = 1/√n was measured to return 7 of 15 zero eigenvalues of a 15-component graph,
-so its "33 smallest" skipped most of them. With c >= d + 1 every coordinate is a component
-indicator (the public code's degenerate case, docs/design-notes.md#spectrag-public-code-issues):
-their count is reported.
+A graph of c > 1 components has a null space of dimension c, known exactly: the vector D^1/2 1_C
+of each component C (e_i for an isolated node). The public code asks ARPACK for the d + 1 smallest
+eigenpairs of the whole L and drops the lowest; on such a spectrum ARPACK returns whatever basis of
+the null space its rounding errors lead to (measured: another one on each run of the same code,
+its shift-invert mode failing on some runs), so its coordinates are an arbitrary subspace of the
+null space, in which the rows of one component are parallel (cosine 1) and no row is zero. How
+the engine chooses the null-space coordinates (`null_space=`):
+- "random" (default, the public code's behaviour made reproducible): a seeded random subspace of
+  the null space of the same dimension (d when c >= d + 1, c − 1 otherwise);
+- "largest": the null vectors of the largest components first (ties by lowest node), the first
+  one dropped: rows of the chunks outside the d + 1 largest components are zero, so their spectral
+  proximity is 0 (the engine's rule before it was compared with the public code).
+The remaining d + 1 − c coordinates (c <= d) are the smallest eigenpairs of L on the complement
+of the null space. Krylov solvers from one start vector cannot be trusted there: in exact
+arithmetic they see one vector per eigenspace (ARPACK from v0 = 1/√n was measured to return 7 of
+15 zero eigenvalues of a 15-component graph), so that part runs LOBPCG against the known null
+space. The number of components and of zero eigenvalues is reported.
 
 Solvers (`solver=`):
 - "host" (default, parity with the public code): on a connected graph SciPy ARPACK `eigsh` in
@@ -49,6 +56,10 @@ from ...errors import TigragError
 log = logging.getLogger(__name__)
 
 SOLVERS = ("host", "device")
+#: how the null-space coordinates of a graph of several components are chosen (module doc)
+NULL_SPACES = ("random", "largest")
+#: seed of the random null-space subspace ("random")
+NULL_SPACE_SEED = 42
 #: above this many nodes the host path starts with LOBPCG, as the public code
 LARGE_GRAPH = 50_000
 #: shift-invert centre just below the spectrum: L − σI is positive definite, so it factorises
@@ -126,6 +137,26 @@ def component_null_space(weights: scipy.sparse.csr_matrix, limit: int) -> tuple[
     kept = rank[labels] < width
     basis[np.flatnonzero(kept), rank[labels][kept]] = entries[kept]
     return int(count), basis / np.linalg.norm(basis, axis=0)
+
+
+def component_vectors(weights: scipy.sparse.csr_matrix) -> tuple[int, np.ndarray, np.ndarray]:
+    """(c, the component of each node, each node's entry in the unit null vector of its component):
+    entry sqrt(degree) / ||D^1/2 1_C||, 1 for an isolated node. n memory, whatever c."""
+    count, labels = connected_components(weights, directed=False)
+    degree = np.asarray(weights.astype(np.float64).sum(axis=1)).ravel()
+    entries = np.where(degree > 0, np.sqrt(np.maximum(degree, 0.0)), 1.0)
+    norms = np.sqrt(np.bincount(labels, weights=entries ** 2, minlength=count))
+    return int(count), labels.astype(np.int64), entries / norms[labels]
+
+
+def random_null_coordinates(labels: np.ndarray, entries: np.ndarray, count: int, width: int,
+                            seed: int = NULL_SPACE_SEED) -> np.ndarray:
+    """n × `width` orthonormal columns spanning a seeded random `width`-dimensional subspace of the
+    null space of a graph of `count` components (`component_vectors`): row i is entries[i] times a
+    random unit-free row of its component, so the rows of one component are parallel."""
+    rng = np.random.default_rng(seed)
+    mixing, _ = np.linalg.qr(rng.standard_normal((count, width)))  # count × width, orthonormal columns
+    return entries[:, None] * mixing[labels]
 
 
 def _dense(lap: scipy.sparse.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -210,8 +241,21 @@ def _device(weights: scipy.sparse.csr_matrix, k: int, backend: Backend,
 
 
 def _solve(weights: scipy.sparse.csr_matrix, lap: scipy.sparse.csr_matrix, k: int, solver: str,
-           backend: Backend | None) -> tuple[np.ndarray, np.ndarray, str, int]:
-    """(values, vectors, solver name, components) of the k smallest eigenpairs of `lap`, n > k."""
+           backend: Backend | None, null_space: str) -> tuple[np.ndarray, np.ndarray, str, int]:
+    """(values, vectors, solver name, components) of the k smallest eigenpairs of `lap`, n > k; the
+    null-space part chosen by `null_space` (module doc)."""
+    if null_space == "random":
+        components, labels, entries = component_vectors(weights)
+        if components > 1:
+            width = min(components, k)
+            null = random_null_coordinates(labels, entries, components, width)
+            rest = k - width
+            if rest == 0:
+                return np.zeros(k), null, "components-random", components
+            full = component_null_space(weights, components)[1]  # n × c with c <= d: dense is small
+            values, vectors, name = _complement(weights, lap, rest, solver, backend, full)
+            return (np.concatenate([np.zeros(width), values]), np.hstack([null, vectors]), "components-random+" + name,
+                    components)
     components, null = component_null_space(weights, k)
     rest = k - null.shape[1]
     if components == 1:
@@ -220,29 +264,41 @@ def _solve(weights: scipy.sparse.csr_matrix, lap: scipy.sparse.csr_matrix, k: in
         return (*_host(lap, k), 1)
     if rest == 0:
         return np.zeros(k), null, "components", components
+    values, vectors, name = _complement(weights, lap, rest, solver, backend, null)
+    return (np.concatenate([np.zeros(null.shape[1]), values]), np.hstack([null, vectors]), "components+" + name,
+            components)
+
+
+def _complement(weights: scipy.sparse.csr_matrix, lap: scipy.sparse.csr_matrix, k: int, solver: str,
+                backend: Backend | None, null: np.ndarray) -> tuple[np.ndarray, np.ndarray, str]:
+    """The k smallest eigenpairs of `lap` orthogonal to the known null space `null` (n × c)."""
     if solver == "device":
-        values, vectors = _device(weights, rest, backend or get_backend("numpy"), null)
-        name = "components+lanczos-la"
-    else:
-        values, vectors = _lobpcg(lap, rest, constraints=null, preconditioned=True)
-        name = "components+lobpcg"
-    return (np.concatenate([np.zeros(null.shape[1]), values]), np.hstack([null, vectors]), name, components)
+        values, vectors = _device(weights, k, backend or get_backend("numpy"), null)
+        return values, vectors, "lanczos-la"
+    values, vectors = _lobpcg(lap, k, constraints=null, preconditioned=True)
+    return values, vectors, "lobpcg"
 
 
 def spectral_coordinates(weights: scipy.sparse.spmatrix, dimensions: int, solver: str = "host",
-                         backend: Backend | None = None) -> Spectrum:
+                         backend: Backend | None = None, null_space: str = "random") -> Spectrum:
     """Coordinates n × `dimensions` of the nodes of the symmetric weight matrix `weights` (see the
-    module doc for the solvers); `backend` serves the "device" solver."""
+    module doc for the solvers and `null_space`); `backend` serves the "device" solver. A diagonal
+    (self loops) is ignored, as SciPy's normed Laplacian ignores it."""
     if solver not in SOLVERS:
         raise TigragError(f"eigensolver must be one of {', '.join(SOLVERS)}, got {solver!r}")
+    if null_space not in NULL_SPACES:
+        raise TigragError(f"null_space must be one of {', '.join(NULL_SPACES)}, got {null_space!r}")
     weights = scipy.sparse.csr_matrix(weights)
+    if weights.diagonal().any():
+        weights = scipy.sparse.csr_matrix(weights - scipy.sparse.diags(weights.diagonal()))
+        weights.eliminate_zeros()
     n, k = weights.shape[0], dimensions + 1
     lap = normalized_laplacian(weights)
     if n <= k:
         values, vectors = _dense(lap, k)
         name, components = "dense", int(connected_components(weights, directed=False)[0]) if n else 0
     else:
-        values, vectors, name, components = _solve(weights, lap, k, solver, backend)
+        values, vectors, name, components = _solve(weights, lap, k, solver, backend, null_space)
     order = np.argsort(values, kind="stable")
     values, vectors = np.asarray(values, dtype=np.float64)[order], fix_signs(np.asarray(vectors)[:, order])
     residual = lap @ vectors - vectors * values

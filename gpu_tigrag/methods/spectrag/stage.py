@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import IndexFormatError
 from ...index.stage_arrays import check_arrays, csr_arrays, csr_from_arrays
-from .chunk_graph import ChunkGraph
+from .chunk_graph import STAGE_FORMAT, ChunkGraph
 from .config import SpectragIndexConfig
 
 ARRAYS = ("spectrag_weights_indptr", "spectrag_weights_indices", "spectrag_weights_data",
@@ -34,7 +35,15 @@ def to_arrays(stage: ChunkGraph) -> tuple[dict[str, np.ndarray], dict[str, list[
 def from_arrays(arrays: dict[str, np.ndarray], strings: dict[str, list[str]], index: Any,
                 config: SpectragIndexConfig, stats: dict[str, Any], folder: Path) -> ChunkGraph:
     """The stage, its arrays' shapes checked: a file that does not fit the index's n chunks and the
-    stage's d dimensions is named in the error."""
+    stage's d dimensions is named in the error. A stage of an older format (built before the engine
+    was compared with the public code: other entity counts, unrounded weights, another null space)
+    is an error that names the command rebuilding it."""
+    if stats.get("format") != STAGE_FORMAT:
+        raise IndexFormatError(
+            f"{folder}: its SpectRAG stage was built by an older gpu_tigrag (stage format {stats.get('format', 1)}, "
+            f"this version reads {STAGE_FORMAT}: entity counts, weights and spectral coordinates now follow the "
+            "public code); rebuild it with `tigrag extend INDEX --methods spectrag` (the index keeps its stored "
+            "spectrag settings: add --set spectrag.semantic_top_k=7 for the public code's neighbours)")
     n, d = index.n_chunks, config.dimensions
     check_arrays(folder, arrays, {"spectrag_weights_indptr": ((n + 1,), "i"), "spectrag_coords": ((n, d), "f"),
                                   "spectrag_eigenvalues": ((d + 1,), "f"), "spectrag_chunk_tokens": ((n,), "i")},
@@ -48,6 +57,7 @@ def summary(index: Any, stage: ChunkGraph) -> str:
     stats = stage.stats
     signals = ", ".join(f"{name} {r['kept']:,}/{r['edges']:,}" if not r["dropped"] else f"{name} dropped"
                         for name, r in stats["signals"].items())
-    return (f"SpectRAG chunk graph: {stats['edges_kept']:,} edges kept of {stats['edges']:,} ({signals}); "
+    loops = f", {stats['self_loops']:,} self loops" if stats.get("self_loops") else ""
+    return (f"SpectRAG chunk graph: {stats['edges_kept']:,} edges kept of {stats['edges']:,}{loops} ({signals}); "
             f"{stats['components']:,} components, {stats['zero_eigenvalues']} zero eigenvalues of "
             f"{index.config.spectrag.dimensions + 1} ({stats['eigensolver']})")
