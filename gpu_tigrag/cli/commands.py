@@ -176,14 +176,19 @@ def cmd_query(args: argparse.Namespace) -> int:
         print()
         return 0
     index = retriever.index
+    trace = getattr(retriever, "trace_lines", None)  # a method's own trace; TIGRAG's hop lines otherwise
     for r in result:
-        if r.dense_fallback:
+        if r.dense_fallback and trace is None:
             print("(no query token is in the graph: answered by dense retrieval)")
         for rank, (chunk, score, title) in enumerate(zip(r.chunk_ids, r.scores, r.titles), start=1):
             text = index.chunk_texts[chunk].replace("\n", " ")
             if r.context is not None and rank == r.context + 1:
                 print(f"-- the context ends here ({r.context} chunks); below: the rest of the ranking --")
             print(f"{rank}. [{score:.3f}] {title} (chunk {chunk})\n   {text[:240]}{'…' if len(text) > 240 else ''}")
+        if trace is not None:
+            for line in trace(r):
+                print(line)
+            continue
         for hop in r.hops:
             ents = ", ".join(hop.new_entities) or "none"
             print(f"hop {hop.hop}: {hop.seeds} seed tokens, pool {hop.pool_size} chunks, new entities: {ents}")
