@@ -67,6 +67,10 @@ REGISTRY: tuple[Benchmark, ...] = (
     Benchmark("spectrag", "spectrag.py", "quality",
               "SpectRAG and its ablations beside NaiveRAG, BM25, Hybrid and TIGRAG on MuSiQue-100, 2Wiki and SciFact",
               ("spectrag.json", "spectrag.md"), smoke=("--datasets", "musique_train100", "--smoke")),
+    Benchmark("faithfulness_spectrag", "faithfulness_spectrag.py", "quality",
+              "SpectRAG against its public code without the LLM (--public PATH) on the MuSiQue-100 passages: "
+              "metrics, agreement, stage counts, before and after",
+              ("faithfulness_spectrag.json", "faithfulness_spectrag.md"), smoke=()),
     Benchmark("litesemrag", "litesemrag.py", "quality",
               "LiteSemRAG and its recovery ablation beside the baselines, TIGRAG and SpectRAG on SciFact, 2Wiki and "
               "MuSiQue-100", ("litesemrag.json", "litesemrag.md"), smoke=("--datasets", "musique_train100", "--smoke")),
