@@ -2,15 +2,19 @@
 micro-batches and stream the results out, in one process (`dask_run.py` spreads them over Dask
 workers).
 
-Queries are read lazily (JSONL or Parquet record batches, never all in memory) and cut into
+Queries are read lazily from JSONL or Parquet (record batches, never all in memory); a JSON list
+(the question files `tigrag eval` takes) and the query file of a dataset folder (HippoRAG protocol
+or BEIR) are read too, a JSON list whole. They are cut into
 micro-batches sized by `Retriever.batch_size()` (free device memory or the memory budget).
 A helper thread tokenises and embeds batch i+1 while batch i runs the method's scoring, and
-results are appended in input order, one row per query carrying its input position and id:
-to a JSONL file (written unbuffered and fsync'ed after every batch; `resume=True` counts the
-complete lines, cutting off a torn last one) or, for an output named `*.parquet`, to a folder of
-part files each written atomically (`atomic.py`). Resuming continues with the next query, so
-no query is lost or written twice. A write that fails (disk full) is an `OutputError` saying how
-many rows the output keeps; the JSONL file is first cut back to its last complete batch.
+results are appended in input order, one row per query carrying its input position and id,
+in one of `FORMATS`: a JSONL file (written unbuffered and fsync'ed after every batch;
+`resume=True` counts the complete lines, cutting off a torn last one), a TREC run file (written
+and fsync'ed the same way, one line per passage at its best chunk: `evaluate/runfiles.py`; it
+cannot be resumed) or a folder of Parquet part files each written atomically (`atomic.py`).
+Resuming continues with the next query, so no query is lost or written twice. A write that fails
+(disk full) is an `OutputError` saying how many rows the output keeps; the JSONL or TREC file is
+first cut back to its last complete batch.
 
 A run holds its output's writer lock (`OUT.lock`) throughout, so a second run onto the same
 output fails at once; and a resume first checks that the output belongs to this query file,
@@ -62,12 +66,18 @@ def _record(data: object, position: int, where: str) -> QueryRecord:
 
 
 def stream_queries(path: str | Path) -> Iterator[QueryRecord]:
-    """Queries of a JSONL file (objects or bare strings) or a Parquet file, read lazily."""
-    path = Path(path)
+    """Queries of a JSONL file (objects or bare strings) or a Parquet file, read lazily; of a JSON list,
+    read whole; of a dataset folder, its query file (`evaluate.datasets.query_file`)."""
+    from .evaluate.datasets import query_file
+
+    given = Path(path)
+    if not given.exists():
+        raise CorpusError(f"{given}: no such query file")
+    path = query_file(given)
     if not path.is_file():
         raise CorpusError(f"{path}: no such query file")
     if path.suffix.lower() in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
+        pq = _pyarrow_parquet("Parquet query files")
 
         position = 0
         for batch in pq.ParquetFile(path).iter_batches(batch_size=4096):
@@ -75,17 +85,51 @@ def stream_queries(path: str | Path) -> Iterator[QueryRecord]:
                 yield _record(row, position, f"{path}: row {position}")
                 position += 1
         return
-    if path.suffix.lower() not in (".jsonl", ".ndjson"):
-        raise CorpusError(f"{path}: queries must be JSONL or Parquet for streaming")
+    if path.suffix.lower() not in (".jsonl", ".ndjson") and _starts_with_list(path):
+        yield from _json_list(path)
+        return
     for position, (lineno, data) in enumerate(iter_jsonl(path)):
         yield _record(data, position, f"{path}: line {lineno}")
+
+
+def _starts_with_list(path: Path) -> bool:
+    """Whether the file's first non-blank byte opens a JSON list (a `.json` file is one in any case)."""
+    if path.suffix.lower() == ".json":
+        return True
+    with open(path, "rb") as handle:
+        head = handle.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return head.startswith(b"[")
+
+
+def _json_list(path: Path) -> Iterator[QueryRecord]:
+    """Queries of a JSON list (read whole, as `tigrag eval` reads question files)."""
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise CorpusError(f"{path}: not UTF-8 (invalid byte at offset {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise CorpusError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    if not isinstance(data, list):
+        raise CorpusError(f"{path}: expected a JSON list of queries (or JSONL, one query a line), got "
+                          f"{type(data).__name__}")
+    for position, item in enumerate(data):
+        yield _record(item, position, f"{path}: record {position}")
+
+
+def _pyarrow_parquet(what: str):
+    """pyarrow.parquet, or a clear error naming what needed it."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise TigragError(f"{what} need pyarrow, which is not installed (pip install pyarrow)") from None
+    return pq
 
 
 def result_record(record: QueryRecord, result) -> dict:
     """The output row of one answered query (shared by local and Dask runs)."""
     row = {"index": record.position, "id": record.qid, "query": record.text, "chunk_ids": result.chunk_ids,
-           "scores": result.scores, "titles": result.titles, "dense_fallback": result.dense_fallback,
-           "hops": len(result.hops)}
+           "scores": result.scores, "titles": result.titles, "doc_ids": result.doc_ids,
+           "dense_fallback": result.dense_fallback, "hops": len(result.hops)}
     if result.context is not None:  # an adaptive context (SpectRAG): the first `context` chunk ids
         row["context"] = result.context
     return row
@@ -145,8 +189,11 @@ class JsonlSink:
             raise OutputError(f"{self.path}: cannot write ({describe_os_error(exc)})") from None
         return self
 
+    def encode(self, rows: list[dict]) -> bytes:
+        return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode("utf-8")
+
     def write(self, rows: list[dict]) -> None:
-        data = memoryview("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode("utf-8"))
+        data = memoryview(self.encode(rows))
         try:
             written = 0
             while written < len(data):
@@ -171,6 +218,26 @@ class JsonlSink:
         self.handle.close()
 
 
+class TrecSink(JsonlSink):
+    """A TREC run file: per query, its passages (by corpus id) at their best chunk, `qid Q0 docid rank
+    score tag` (`evaluate/runfiles.py`), written and fsync'ed per batch like JSONL. It holds no record
+    of the query positions, so it cannot be resumed (`open_run` refuses)."""
+
+    def __init__(self, path: Path, tag: str):
+        super().__init__(path)
+        self.tag = tag
+
+    def encode(self, rows: list[dict]) -> bytes:
+        from .evaluate.runfiles import passage_ranking, trec_lines
+
+        lines = [line for row in rows
+                 for line in trec_lines(row["id"], passage_ranking(row["doc_ids"], row["scores"]), self.tag)]
+        return "".join(line + "\n" for line in lines).encode("utf-8")
+
+    def rows(self) -> Iterator[Any]:
+        raise ResumeMismatchError(f"{self.path}: a TREC run cannot be resumed; {HINT}")
+
+
 class ParquetSink:
     """A folder of Parquet part files, one per write, each written atomically (`atomic.py`)."""
 
@@ -186,8 +253,7 @@ class ParquetSink:
 
     def rows(self) -> Iterator[Any]:
         """The rows (index, id, query, chunk_ids) of the parts already written."""
-        import pyarrow.parquet as pq
-
+        pq = _pyarrow_parquet("Parquet outputs")
         self.kept_rows = 0
         for part in self.parts():
             try:
@@ -210,6 +276,7 @@ class ParquetSink:
                 stale.unlink()
 
     def __enter__(self) -> "ParquetSink":
+        _pyarrow_parquet("Parquet outputs (--format parquet)")
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -234,10 +301,42 @@ class ParquetSink:
         pass
 
 
-def open_sink(output: str | Path):
-    """JSONL file, or a Parquet folder when the name ends in .parquet."""
+#: the output formats of `tigrag run`
+FORMATS = ("jsonl", "trec", "parquet")
+#: the output names that imply a format when --format is not given
+FORMAT_SUFFIXES = {".parquet": "parquet", ".trec": "trec", ".run": "trec", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+
+
+def output_format(output: str | Path, fmt: str | None = None) -> str:
+    """The format of a run's output: `fmt`, else the one its name implies (`FORMAT_SUFFIXES`), else JSONL.
+    A name implying another format than `fmt` is an error (e.g. `-o run.parquet --format jsonl`)."""
+    implied = FORMAT_SUFFIXES.get(Path(output).suffix.lower())
+    if fmt is None:
+        return implied or "jsonl"
+    if fmt not in FORMATS:
+        raise TigragError(f"unknown output format {fmt!r}; choose from {', '.join(FORMATS)}")
+    if implied is not None and implied != fmt:
+        raise TigragError(f"-o {output}: the name says {implied} but --format is {fmt}; rename the output or "
+                          "change --format")
+    return fmt
+
+
+def check_resumable(fmt: str, resume: bool) -> None:
+    """`--resume` of a TREC run is refused (a clear error, before any work)."""
+    if resume and fmt == "trec":
+        raise TigragError("--resume works with --format jsonl or parquet, not trec: a TREC run file does not record "
+                          "which query an interrupted write stopped in. Write JSONL (resumable) and convert it when "
+                          "it is complete: `tigrag trec OUT.jsonl -o RUN.trec`")
+
+
+def open_sink(output: str | Path, fmt: str | None = None, tag: str = "tigrag"):
+    """The sink of `output` in format `fmt` (default: by its name, `output_format`): a JSONL file, a TREC
+    run file with tag `tag`, or a folder of Parquet parts."""
     output = Path(output)
-    return ParquetSink(output) if output.suffix == ".parquet" else JsonlSink(output)
+    fmt = output_format(output, fmt)
+    if fmt == "parquet":
+        return ParquetSink(output)
+    return TrecSink(output, tag) if fmt == "trec" else JsonlSink(output)
 
 
 def _batches(records: Iterator[QueryRecord], size: int) -> Iterator[list[QueryRecord]]:
@@ -251,19 +350,22 @@ RUN_WRITE = "another run writing this output"
 
 @contextmanager
 def open_run(queries_path: str | Path, output: str | Path, resume: bool, index: str, config: dict[str, Any],
-             k: int) -> Iterator[tuple[Any, int, Iterator[QueryRecord]]]:
+             k: int, fmt: str | None = None, tag: str = "tigrag") -> Iterator[tuple[Any, int, Iterator[QueryRecord]]]:
     """(open sink, queries already answered, the records still to answer) of a run of `queries_path`
-    on the index with fingerprint `index` (see `index_fingerprint`) with retrieval `config` and `k`.
+    on the index with fingerprint `index` (see `index_fingerprint`) with retrieval `config` and `k`,
+    written in format `fmt` (`output_format`; a TREC run is tagged `tag`).
 
     Holds the output's writer lock for the block. A resume is refused, before anything is
-    changed, unless the output belongs to this run (`run_resume.py`).
+    changed, unless the output belongs to this run (`run_resume.py`); a TREC run is never resumed.
     """
     output = Path(output)
+    fmt = output_format(output, fmt)
+    check_resumable(fmt, resume)
     with writer_lock(output, RUN_WRITE):
         if output.exists() and not resume:
             raise TigragError(f"{output}: exists; pass --resume to continue it or choose another output")
         identity = run_identity(queries_path, index, config, k)
-        sink = open_sink(output)
+        sink = open_sink(output, fmt, tag)
         records = stream_queries(queries_path)
         done = 0
         if resume and output.exists():
@@ -277,12 +379,14 @@ def open_run(queries_path: str | Path, output: str | Path, resume: bool, index: 
 
 
 def run_queries(retriever: Retriever, queries_path: str | Path, output: str | Path, k: int = 5,
-                resume: bool = False, show_progress: bool = False) -> dict[str, float]:
-    """Stream every query of `queries_path` through `retriever` into `output` (JSONL or Parquet parts)."""
+                resume: bool = False, show_progress: bool = False, fmt: str | None = None,
+                tag: str = "tigrag") -> dict[str, float]:
+    """Stream every query of `queries_path` through `retriever` into `output` (JSONL, a TREC run tagged
+    `tag`, or Parquet parts: `fmt`, default by the output's name)."""
     from .index.store import index_fingerprint
 
     with open_run(queries_path, output, resume, index_fingerprint(retriever.index),
-                  config_to_dict(retriever.config), k) as (sink, done, records):
+                  config_to_dict(retriever.config), k, fmt, tag) as (sink, done, records):
         return _run_local(retriever, sink, done, records, k, show_progress)
 
 

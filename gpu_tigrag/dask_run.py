@@ -59,7 +59,7 @@ def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_pat
                     k: int = 5, workers: int = 2, scheduler: str | None = None, backend: str = "auto",
                     shard_size: int | None = None, resume: bool = False, show_progress: bool = False,
                     vector_cache: str | None = None, vector_cache_mib: int = 2048,
-                    allow_mixed_encoder: bool = False) -> dict[str, Any]:
+                    allow_mixed_encoder: bool = False, fmt: str | None = None, tag: str = "tigrag") -> dict[str, Any]:
     """Spread the queries over Dask workers; results stream into `output` in input order.
     `vector_cache` is a folder the workers share for their query vectors (see encoders.VectorCache).
 
@@ -72,7 +72,8 @@ def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_pat
     shard_size = shard_size or config.batch_size
     read_manifest(index_path)  # a clear error here, not on every worker
     fingerprint = f"manifest:{manifest_sha256(index_path)}"
-    with open_run(queries_path, output, resume, fingerprint, config_to_dict(config), k) as (sink, done, records), \
+    with open_run(queries_path, output, resume, fingerprint, config_to_dict(config), k, fmt, tag) \
+            as (sink, done, records), \
             dask_client(scheduler, workers) as client:
         encoder_options = {"vector_cache": vector_cache, "vector_cache_mib": vector_cache_mib,
                            "allow_mixed_encoder": allow_mixed_encoder}

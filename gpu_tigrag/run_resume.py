@@ -29,7 +29,9 @@ def meta_path(output: Path) -> Path:
 
 def run_identity(queries_path: str | Path, index: str, config: dict[str, Any], k: int) -> dict[str, Any]:
     """The sidecar's content for a run of `queries_path` on index `index` (see `index_fingerprint`)."""
-    path = Path(queries_path)
+    from .evaluate.datasets import query_file
+
+    path = query_file(queries_path)
     if not path.is_file():
         raise CorpusError(f"{path}: no such query file")
     identity = {"format": FORMAT, "queries_sha256": sha256_file(path), "index": index,

@@ -191,7 +191,7 @@ def test_a_full_disk_is_one_line_that_keeps_the_complete_rows_and_resume_finishe
     monkeypatch.setattr(gpu_tigrag.batch_run, "open", open_on_a_full_disk, raising=False)
     out = tmp_path / "out.jsonl"
     capsys.readouterr()
-    assert main(command + ["-o", str(out)]) == 2
+    assert main(command + ["-o", str(out)]) == 4  # out of resources (errors.EXIT_RESOURCES)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("tigrag: error: "), err
     assert f"{out}: cannot write (no space left on device); its 8 complete rows are kept" in err[0]

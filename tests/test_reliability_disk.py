@@ -109,11 +109,11 @@ def test_an_injected_full_disk_during_save_is_one_clear_error(tmp_path, small_in
     assert manifest_sha256(tmp_path / "index") == before and no_temporaries(tmp_path)
 
 
-def test_cli_index_onto_a_full_disk_exits_2_with_one_line(small_disk, capsys):
+def test_cli_index_onto_a_full_disk_exits_4_with_one_line(small_disk, capsys):
     fill(small_disk)
     code = main(["index", str(EXAMPLES / "corpus.json"), "-o", str(small_disk / "index"), "-q", *FAST])
     err = capsys.readouterr().err
-    assert code == 2 and "Traceback" not in err
+    assert code == 4 and "Traceback" not in err  # 4: out of resources (errors.EXIT_RESOURCES)
     assert "no space left on device" in err and str(small_disk / "index") in err
     assert not (small_disk / "index").exists() and no_temporaries(small_disk)
 

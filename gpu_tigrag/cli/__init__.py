@@ -14,7 +14,7 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
-from ..errors import TigragError
+from ..errors import EXIT_BUG, EXIT_RESOURCES, TigragError
 from .options import check_options, parse_sets
 from .parser import build_parser
 
@@ -59,6 +59,9 @@ def logging_to_stderr(verbose: bool = False, quiet: bool = False) -> Iterator[No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns its exit code (`errors.EXIT_CODES`): 0 success, 2 usage or input error
+    (argparse's own errors included), 3 damaged index, 4 out of memory or disk space, 1 a bug (printed
+    with its traceback), 130 interrupted."""
     parser = build_parser()
     args = parser.parse_args(argv)
     _quiet_libraries()
@@ -68,10 +71,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             return args.func(args)
     except TigragError as exc:
         print(f"tigrag: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         print("tigrag: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 - the last resort: resources, else a bug
+        reason = out_of_resources(exc)
+        if reason:
+            print(f"tigrag: error: {reason} ({type(exc).__name__}: {exc})", file=sys.stderr)
+            return EXIT_RESOURCES
+        import traceback
+
+        traceback.print_exc()
+        print(f"tigrag: internal error ({type(exc).__name__}): this is a bug; please report it with the "
+              "traceback above", file=sys.stderr)
+        return EXIT_BUG
+
+
+def out_of_resources(exc: BaseException) -> str | None:
+    """What ran out, when `exc` is an out-of-memory error (host, CuPy, torch, onnxruntime) or a full disk;
+    else None."""
+    import errno
+
+    if isinstance(exc, MemoryError) or "OutOfMemory" in type(exc).__name__:
+        return "out of memory"
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "no space left on the disk"
+    if "out of memory" in str(exc).lower() and type(exc).__name__ in ("RuntimeError", "RuntimeException", "Fail"):
+        return "out of memory"
+    return None
 
 
 def _quiet_libraries() -> None:

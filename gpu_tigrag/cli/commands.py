@@ -211,12 +211,35 @@ def _full_run_wanted(args: argparse.Namespace) -> bool:
     return bool(args.systems or args.sweep or args.out or args.qa_endpoint)
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
+def _eval_outputs(args: argparse.Namespace):
+    """The cutoffs of --cutoffs, with --out, --save-runs and --save-qrels checked writable (before any work)."""
+    from ..evaluate.metrics import Cutoffs
+
+    cutoffs = Cutoffs.parse(args.cutoffs)
     if args.out:
         check_writable(args.out, f"--out {args.out}")
+    if args.save_runs:
+        check_writable(args.save_runs, f"--save-runs {args.save_runs}")
+    if args.save_qrels:
+        check_writable(Path(args.save_qrels).resolve().parent, f"--save-qrels {args.save_qrels}")
+    return cutoffs
+
+
+def _save_qrels(args: argparse.Namespace, dataset) -> None:
+    if args.save_qrels:
+        from ..evaluate.runfiles import write_qrels
+
+        write_qrels(args.save_qrels, dataset.queries)
+        log.info("wrote the qrels of %d queries to %s (passages named by %s)", len(dataset.queries),
+                 args.save_qrels, "title" if dataset.match == "title" else "passage id")
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    cutoffs = _eval_outputs(args)
     dataset = _dataset(args)
+    _save_qrels(args, dataset)
     if _full_run_wanted(args):
-        return _eval_experiment(args, dataset)
+        return _eval_experiment(args, dataset, cutoffs)
     # the quick path is the full run with the one system of the method with its settings (for TIGRAG:
     # "TIGRAG", the --preset configuration)
     from ..evaluate.experiment import run_experiment
@@ -227,11 +250,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..methods.registry import get_method
 
     system = get_method(config.method).systems[0].name
+    if args.baseline:
+        raise TigragError("--baseline needs two systems or more (--systems)")
     results = run_experiment(index, dataset, [system], backend=args.backend, base=config,
-                             show_progress=not args.quiet, **encoder_options(args))
+                             show_progress=not args.quiet, cutoffs=cutoffs, save_runs=args.save_runs,
+                             **encoder_options(args))
     report = {"queries": len(dataset.queries), **results["systems"][system]}
-    if "vector_cache" in results:
-        report["vector_cache"] = results["vector_cache"]
+    for key in ("vector_cache", "run_files"):
+        if results.get(key):
+            report[key] = results[key]
     report.pop("config")  # the same as retrieval_config below
     report.update(index=str(args.index), queries_file=str(args.queries), preset=args.preset,
                   retrieval_config=_config_dict(config))
@@ -240,6 +267,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print()
         return 0
     print(f"method: {config.method}, preset: {args.preset}" + (f" with {', '.join(args.sets)}" if args.sets else ""))
+    if report.get("run_files"):
+        print(f"TREC run and qrels in {report['run_files']['folder']}", file=sys.stderr)
     metrics = dict(report["metrics"])
     for t, row in metrics.pop("by_type", {}).items():
         print(f"{t} ({row['queries']} queries): recall@2 {row['recall@2']:.4f}, recall@5 {row['recall@5']:.4f}")
@@ -251,17 +280,14 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _eval_experiment(args: argparse.Namespace, dataset) -> int:
+def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
     import shlex
 
-    from ..evaluate.experiment import all_systems, available_systems, parse_sweeps, run_experiment
+    from ..evaluate.experiment import available_systems, parse_sweeps, resolve_system, resolve_systems, run_experiment
     from ..index.store import load_index
 
-    every = not args.systems or args.systems == ["all"]
-    systems = list(all_systems()) if every else args.systems
-    unknown = [s for s in systems if s not in all_systems()]
-    if unknown:
-        raise TigragError(f"unknown system(s) {', '.join(map(repr, unknown))}; choose from {', '.join(all_systems())}")
+    systems, every = resolve_systems(args.systems)
+    baseline = resolve_system(args.baseline, systems) if args.baseline else None
     base = retrieval_config(args)
     sweeps = parse_sweeps(args.sweep, base)
     index = load_index(args.index, verify_checksums=not args.no_verify)
@@ -273,6 +299,9 @@ def _eval_experiment(args: argparse.Namespace, dataset) -> int:
                               f"build it with `tigrag extend {args.index} --methods {stages}`")
         log.warning("skipping %s: %s lacks their index stage (%s); build it with `tigrag extend %s --methods %s`",
                     ", ".join(missing), args.index, stages, args.index, stages)
+        if baseline in missing:
+            raise TigragError(f"--baseline {baseline!r} cannot run on {args.index} (it lacks the {missing[baseline]} "
+                              "stage)")
     qa = None
     if args.qa_endpoint:
         from ..evaluate.qa import QAConfig
@@ -287,7 +316,8 @@ def _eval_experiment(args: argparse.Namespace, dataset) -> int:
         print("question answering skipped: no --qa-endpoint given", file=sys.stderr)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     results = run_experiment(index, dataset, systems, sweeps, backend=args.backend, base=base, qa=qa,
-                             show_progress=not args.quiet, **encoder_options(args))
+                             show_progress=not args.quiet, cutoffs=cutoffs, baseline=baseline,
+                             save_runs=args.save_runs, **encoder_options(args))
     payload = {
         "run": {"dataset": dataset.name, "queries": len(dataset.queries), "chunks": index.n_chunks,
                 "match": dataset.match, "dataset_sha256": dataset.checksums, "index": str(args.index),
@@ -301,15 +331,28 @@ def _eval_experiment(args: argparse.Namespace, dataset) -> int:
     if args.out:
         folder = write_run_or_keep(args.out, payload)
         if not args.quiet:
-            print(f"wrote {folder / 'results.json'}, {folder / 'report.md'} and {len(payload['plots'])} plot(s)",
-                  file=sys.stderr)
+            extra = f", {folder / payload['per_query_file']}" if payload.get("per_query_file") else ""
+            print(f"wrote {folder / 'results.json'}, {folder / 'report.md'}{extra} and {len(payload['plots'])} "
+                  "plot(s)", file=sys.stderr)
+    if results.get("run_files") and not args.quiet:
+        print(f"wrote {len(results['run_files']['runs'])} TREC run(s) and the qrels to {results['run_files']['folder']}",
+              file=sys.stderr)
     if args.json:
         json.dump(payload, sys.stdout, indent=2, default=float)
         print()
     else:
+        significance = results.get("significance")
+        flags = (significance or {}).get("systems", {})
         for name, system in results["systems"].items():
             m = system["metrics"]
-            print(f"{name:<28} R@2 {m['recall@2']:.4f}  R@5 {m['recall@5']:.4f}  nDCG@10 {m['ndcg@10']:.4f}")
+            mark = {key: "†" if flags.get(name, {}).get(key, {}).get("significant") else " "
+                    for key in ("recall@2", "recall@5", "ndcg@10")}
+            print(f"{name:<28} R@2 {m['recall@2']:.4f}{mark['recall@2']} R@5 {m['recall@5']:.4f}{mark['recall@5']} "
+                  f"nDCG@10 {m['ndcg@10']:.4f}{mark['ndcg@10']}")
+        if significance:
+            print(f"†: p < {significance['alpha']} against {significance['baseline']} in the "
+                  f"{significance['marker_test']} ({significance['permutations']:,} random swaps, seed "
+                  f"{significance['seed']})")
     return 0
 
 
@@ -333,8 +376,21 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_tag(args: argparse.Namespace) -> str:
+    """The TREC tag of `run`: --tag, else the method, with the preset for tigrag (`tigrag-best`)."""
+    from ..evaluate.runfiles import run_tag
+
+    if args.tag:
+        return run_tag(args.tag)
+    return run_tag(f"{args.method}-{args.preset}" if args.method == "tigrag" else args.method)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    check_query_file(args.queries)
+    from ..batch_run import check_resumable, output_format
+
+    fmt = output_format(args.output, args.format)
+    check_resumable(fmt, args.resume)
+    check_query_file(args.queries, unique_ids=fmt == "trec")
     check_writable(Path(args.output).resolve().parent, f"-o {args.output}")
     if args.workers or args.scheduler:
         from ..dask_run import run_distributed
@@ -353,16 +409,26 @@ def cmd_run(args: argparse.Namespace) -> int:
                                 shard_size=args.shard_size or None, resume=args.resume, show_progress=not args.quiet,
                                 vector_cache=(args.vector_cache or str(default_cache_dir()))
                                 if args.vector_cache is not None else None,
-                                vector_cache_mib=args.vector_cache_mib, allow_mixed_encoder=args.allow_mixed_encoder)
+                                vector_cache_mib=args.vector_cache_mib, allow_mixed_encoder=args.allow_mixed_encoder,
+                                fmt=fmt, tag=_run_tag(args))
     else:
         from ..batch_run import run_queries
 
         retriever = _retriever(args)
         stats = run_queries(retriever, args.queries, args.output, k=args.k, resume=args.resume,
-                            show_progress=not args.quiet)
+                            show_progress=not args.quiet, fmt=fmt, tag=_run_tag(args))
     log.info("%d queries written to %s in %.1f s (%.1f q/s)%s", stats["written"], args.output, stats["seconds"],
              stats["queries_per_second"],
              f"; {stats['skipped_done']} were already done" if stats["skipped_done"] else "")
+    return 0
+
+
+def cmd_trec(args: argparse.Namespace) -> int:
+    """A TREC run file from the JSONL output of `tigrag run`."""
+    from ..evaluate.runfiles import jsonl_to_trec
+
+    lines, queries = jsonl_to_trec(args.results, args.output, args.tag)
+    log.info("%d lines (%d queries) written to %s", lines, queries, args.output)
     return 0
 
 

@@ -54,17 +54,25 @@ def check_writable(folder: str | Path, what: str) -> None:
         raise TigragError(f"{what}: cannot write in {folder} ({exc.strerror or exc})") from None
 
 
-def check_query_file(path: str | Path) -> int:
+def check_query_file(path: str | Path, unique_ids: bool = False) -> int:
     """Read every query of a `run` query file once before any output is opened: an unreadable file
-    (not JSONL or Parquet, damaged) or an empty query is an error naming the file and the query."""
+    (not JSONL, a JSON list or Parquet, damaged) or an empty query is an error naming the file and the
+    query; with `unique_ids` (a TREC run names queries by id), so is an id used twice."""
     from ..batch_run import stream_queries
 
     count = 0
+    seen: set[str] = set()
     try:
         for record in stream_queries(path):
             if not record.text.strip():
                 raise CorpusError(f"{path}: the query at index {record.position} (id {record.qid!r}) is empty; "
                                   "empty queries are errors: remove them or give them text")
+            if unique_ids:
+                if record.qid in seen:
+                    raise CorpusError(f"{path}: the query at index {record.position} has the id {record.qid!r} of "
+                                      "an earlier query; a TREC run names each query by its id, so the ids must "
+                                      "be unique")
+                seen.add(record.qid)
             count += 1
     except TigragError:
         raise

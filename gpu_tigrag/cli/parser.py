@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import __version__
 from ..backend import BACKEND_NAMES
 from .commands import (cmd_add, cmd_datasets, cmd_eval, cmd_extend, cmd_index, cmd_methods, cmd_query, cmd_report, cmd_run,
-                       cmd_settings)
+                       cmd_settings, cmd_trec)
 
 
 def add_retrieval_options(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +27,8 @@ def add_retrieval_options(parser: argparse.ArgumentParser) -> None:
                              + f". {', '.join(m.name for m in stage_methods())} need their index stage "
                              "(`tigrag extend INDEX --methods NAME`); a method's settings: --set NAME.KEY=VALUE")
     parser.add_argument("--backend", default="auto", choices=list(BACKEND_NAMES),
-                        help="array backend (default: auto, the GPU when CuPy sees one)")
+                        help=f"array backend, one of {', '.join(BACKEND_NAMES)} (default: auto, the GPU when CuPy "
+                             "sees one; index, add and extend default to numpy)")
     parser.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
                         help="override a retrieval parameter, parsed by its declared type, e.g. --set tigrag.ppr.top_gamma=50 --set "
                              "h=1 --set tigrag.entity_labels=PERSON,ORG --set tigrag.rerank=false (booleans: true/false, 1/0, "
@@ -45,9 +46,11 @@ def add_retrieval_options(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tigrag", description="TIGRAG graph-RAG retrieval engine")
+    parser = argparse.ArgumentParser(prog="tigrag", description="TIGRAG graph-RAG retrieval engine",
+                                     epilog=EXIT_CODES_HELP, formatter_class=HelpFormatter)
     parser.add_argument("--version", action="version", version=f"gpu_tigrag {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
+    parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("index", help="build an index from corpus files", description=(
@@ -84,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "are embedded and tagged). The index is rewritten atomically.")
     p.add_argument("index", type=Path, help="index directory to grow")
     p.add_argument("corpus", nargs="+", type=Path, help="corpus file(s) with the new passages")
-    p.add_argument("--backend", default="numpy", choices=list(BACKEND_NAMES))
+    p.add_argument("--backend", default="numpy", choices=list(BACKEND_NAMES),
+                   help=f"array backend for graph and BM25, one of {', '.join(BACKEND_NAMES)} (default: numpy)")
     p.add_argument("--drop-duplicates", action="store_true",
                    help="skip passages repeating another's title and text, or the title and id of a passage already "
                         "in the index (without it they are added and counted in a warning)")
@@ -115,13 +119,21 @@ def build_parser() -> argparse.ArgumentParser:
     add_retrieval_options(p)
     p.set_defaults(func=cmd_query)
 
+    from ..evaluate.metrics import DEFAULT_CUTOFFS
+    from ..evaluate.significance import ALPHA, PERMUTATIONS, SEED
     from ..methods.registry import systems
 
+    names = list(systems())
+    recall_ks = "/".join(map(str, DEFAULT_CUTOFFS.recall))
+    rank_ks = "/".join(map(str, DEFAULT_CUTOFFS.rank))
     p = sub.add_parser("eval", help="recall on a query file, or a full evaluation run",
-                       description="Without --systems/--sweep/--out/--qa-endpoint: R@2/5/10, MRR@10, nDCG@10 and "
-                                   "context recall of --method (default TIGRAG with --preset). With them: any of the "
-                                   "named systems of every method, sweeps and QA in one run, written to --out as "
-                                   "results.json, report.md and plots.")
+                       description=f"Without --systems/--sweep/--out/--qa-endpoint: R@{recall_ks} (chunks, HippoRAG's), "
+                                   f"their de-duplicated passage variants, MRR@{rank_ks}, nDCG@{rank_ks} and context "
+                                   "recall of --method (default TIGRAG with --preset), at more cutoffs with "
+                                   f"--cutoffs. With them: any of the {len(names)} named systems of every method, "
+                                   "sweeps and QA in one run, with paired significance tests against --baseline, "
+                                   "written to --out as results.json, report.md, per_query.tsv and plots. "
+                                   "--save-runs writes TREC runs and qrels for external scorers.")
     p.add_argument("index", type=Path, help="index directory")
     p.add_argument("queries", help="query file (JSON/JSONL), HippoRAG-protocol folder or BEIR folder; an empty "
                                    "query is an error naming its record. Gold passages missing from the index are "
@@ -131,8 +143,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="test", help="BEIR qrels split (default test)")
     p.add_argument("--data-dir", help="folder holding local dataset copies, when QUERIES is a dataset name")
     p.add_argument("--systems", nargs="+", metavar="SYSTEM",
-                   help="systems to run, or 'all' (those whose method's index stage the index lacks are skipped "
-                        "with a warning): " + ", ".join(systems()))
+                   help=f"systems to run (case does not matter; quote names with spaces), or 'all', the {len(names)} "
+                        "systems (those whose method's index stage the index lacks are skipped with a warning): "
+                        + ", ".join(repr(n) for n in names))
+    p.add_argument("--cutoffs", metavar="K1,K2,...",
+                   help=f"cutoffs of every metric, e.g. 1,2,5,10,20,100, added to the default ones (recall at "
+                        f"{recall_ks.replace('/', ', ')}; MRR and nDCG at {rank_ks}); retrieval goes to 4 × the "
+                        "deepest (at least 40 chunks)")
+    p.add_argument("--baseline", metavar="SYSTEM",
+                   help="the system the others are tested against (paired t-test and paired randomisation test, "
+                        f"{PERMUTATIONS:,} swaps, seed {SEED}; report marker at p < {ALPHA} in the randomisation "
+                        "test); default: the first of --systems")
+    p.add_argument("--save-runs", metavar="DIR",
+                   help="write one TREC run per system (DIR/SYSTEM.trec: each passage once, at its best chunk) and "
+                        "the gold as qrels (DIR/qrels.tsv, BEIR; DIR/qrels.trec), keyed as the dataset matches gold "
+                        "(title, or BEIR passage id)")
+    p.add_argument("--save-qrels", metavar="FILE",
+                   help="write the gold of the queries as qrels: BEIR TSV for FILE.tsv, TREC qrels otherwise")
     p.add_argument("--sweep", action="append", metavar="NAME=V1,V2",
                    help="sensitivity sweep of th, beta, iota, h, gamma, damping or w, e.g. --sweep th=0.1,0.5,0.8")
     p.add_argument("--out", help="run directory for results.json, report.md and PNG plots (checked writable before "
@@ -145,22 +172,45 @@ def build_parser() -> argparse.ArgumentParser:
     add_retrieval_options(p)
     p.set_defaults(func=cmd_eval)
 
-    p = sub.add_parser("run", help="stream a query file through the engine into JSONL",
-                       description="Retrieve for every query of a JSONL or Parquet file (read lazily) in micro-batches, "
-                                   "writing one JSONL line per query in input order; --resume continues an "
-                                   "interrupted run without losing or repeating a query.")
+    from ..batch_run import FORMATS
+
+    p = sub.add_parser("run", help="stream a query file through the engine into JSONL, TREC or Parquet",
+                       description="Retrieve for every query of a query file in micro-batches, writing the results "
+                                   "in input order: one JSONL line per query, a TREC run (one line per passage at "
+                                   "its best chunk) or Parquet parts; --resume continues an interrupted JSONL or "
+                                   "Parquet run without losing or repeating a query.")
     p.add_argument("index", type=Path, help="index directory")
-    p.add_argument("queries", help="JSONL ({id, question} or strings) or Parquet query file, read once before the "
-                                   "run: an empty (or whitespace-only) query is an error naming its index and id")
-    p.add_argument("-o", "--output", required=True, help="JSONL results file, or a folder of Parquet parts if named *.parquet")
+    p.add_argument("queries", help="query file: JSONL ({id, question} or strings, read lazily), a JSON list (as "
+                                   "`eval` takes), Parquet, or a HippoRAG-protocol or BEIR dataset folder (its "
+                                   "queries); read once before the run: an empty (or whitespace-only) query is an "
+                                   "error naming its index and id")
+    p.add_argument("-o", "--output", required=True,
+                   help="results: a JSONL file, a TREC run file, or a folder of Parquet parts (by --format, else by "
+                        "the name: *.parquet Parquet, *.trec or *.run TREC, anything else JSONL)")
+    p.add_argument("--format", choices=list(FORMATS),
+                   help="output format: jsonl (one object per query, chunk and corpus passage ids), trec (qid Q0 "
+                        "docid rank score tag, docid the corpus's passage id, each passage once at its best chunk, "
+                        "so at most -k lines a query) or parquet (the JSONL fields as columns); default: from the "
+                        "output's name")
+    p.add_argument("--tag", help="the TREC run's tag (last column); default: the method, with the preset for tigrag")
     p.add_argument("-k", type=int, default=5, help="chunks per query, >= 1 (default 5 = β)")
-    p.add_argument("--resume", action="store_true", help="continue an existing output file")
+    p.add_argument("--resume", action="store_true", help="continue an existing output (JSONL or Parquet; a TREC run "
+                                                         "cannot be resumed)")
     p.add_argument("--workers", type=int, default=0, help="spread shards over N local Dask worker processes")
     p.add_argument("--scheduler", help="address of a running Dask scheduler (tcp://host:8786)")
     p.add_argument("--shard-size", type=int, default=0,
                    help="queries per distributed task (default: the batch size, which keeps results bit-identical)")
     add_retrieval_options(p)
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("trec", help="convert the JSONL output of `tigrag run` into a TREC run file",
+                       description="Write the TREC run (qid Q0 docid rank score tag; each passage once, at its best "
+                                   "chunk, named by its corpus id) of a complete JSONL output of `tigrag run`, e.g. "
+                                   "one written with --resume.")
+    p.add_argument("results", type=Path, help="JSONL output of `tigrag run`")
+    p.add_argument("-o", "--output", type=Path, required=True, help="TREC run file to write")
+    p.add_argument("--tag", help="the run's tag (last column); default: the run's method")
+    p.set_defaults(func=cmd_trec)
 
     p = sub.add_parser("datasets", help="list or download public evaluation sets",
                        description="Download HippoRAG-protocol sets and BEIR zips with sha256 verification; "
@@ -196,11 +246,35 @@ def add_method_options(parser: argparse.ArgumentParser, default: str | None = "t
                              + (f"; default {default})" if default else ")"))
 
 
-VERBOSE_HELP = "also show debug messages (e.g. the seconds of every stage and partition)"
+VERBOSE_HELP = "also show debug messages (e.g. the seconds of every stage and partition); before or after the command"
+QUIET_HELP = "no progress bars and no progress messages, only warnings and errors; before or after the command"
+
+
+def _exit_codes_help() -> str:
+    from ..errors import EXIT_CODES
+
+    import textwrap
+
+    return "exit codes:\n" + "\n".join(textwrap.fill(meaning, 78, initial_indent=f"  {code:<4} ",
+                                                      subsequent_indent=" " * 7) for code, meaning in EXIT_CODES.items())
+
+
+EXIT_CODES_HELP = _exit_codes_help()
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, keeping the line breaks of the exit-code table."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith("exit codes:"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
 
 
 def add_verbosity(parser: argparse.ArgumentParser) -> None:
-    """-q/--quiet and -v/--verbose on a command (-v also works before the command)."""
-    parser.add_argument("-q", "--quiet", action="store_true",
-                        help="no progress bars and no progress messages, only warnings and errors")
+    """-q/--quiet and -v/--verbose on a command; both also work before the command (the command's
+    flag, when given, leaves the value set before it: SUPPRESS as default)."""
+    parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
+    parser.epilog = EXIT_CODES_HELP
+    parser.formatter_class = HelpFormatter

@@ -92,6 +92,22 @@ def load_hipporag(folder: Path) -> Dataset:
     return Dataset(folder.name, corpora, load_queries(query_files[0]), "title", _checksums(corpora + query_files))
 
 
+def query_file(path: str | Path) -> Path:
+    """The file holding the queries of `path`: the file itself, `queries.jsonl` of a BEIR folder, or the
+    query file of a HippoRAG-protocol folder (its one `*.json` that is not `*_corpus.json`)."""
+    path = Path(path)
+    if not path.is_dir():
+        return path
+    if is_beir(path):
+        return path / "queries.jsonl"
+    corpora = sorted(path.glob("*_corpus.json"))
+    query_files = sorted(p for p in path.glob("*.json") if p not in corpora)
+    if len(query_files) != 1:
+        raise CorpusError(f"{path}: expected a BEIR folder (corpus.jsonl, queries.jsonl, qrels/) or one query .json "
+                          f"file beside *_corpus.json, found query files {[p.name for p in query_files]}")
+    return query_files[0]
+
+
 def load_dataset(path: str | Path, split: str = "test") -> Dataset:
     """A dataset folder (BEIR or HippoRAG protocol) or a single query file."""
     path = Path(path)

@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -29,7 +30,7 @@ from ..retrieve.results import QueryResult
 from ..retrieve.base import StageTimer
 from ..text.tokens import treebank_words
 from .datasets import Dataset, check_gold
-from .metrics import RECALL_KS, score_rankings
+from .metrics import DEFAULT_CUTOFFS, RECALL_KS, Cutoffs, per_query_metrics, score_rankings
 from .queries import Query
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,25 @@ def __getattr__(name: str):
     if name == "ALL_SYSTEMS":
         return all_systems()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def resolve_system(name: str, choices: Sequence[str] | None = None) -> str:
+    """The system named `name`, ignoring case and surrounding spaces (`tigrag` -> `TIGRAG`); an unknown
+    name is an error listing the valid ones."""
+    choices = list(all_systems() if choices is None else choices)
+    by_key = {c.casefold(): c for c in choices}
+    found = by_key.get(" ".join(name.split()).casefold())
+    if found is None:
+        raise TigragError(f"unknown system {name!r}; the systems are (case does not matter): "
+                          + ", ".join(repr(c) for c in choices))
+    return found
+
+
+def resolve_systems(names: Sequence[str] | None) -> tuple[list[str], bool]:
+    """(systems, every) of `eval --systems`: None or `all` (any case) is every system."""
+    if not names or [n.casefold() for n in names] == ["all"]:
+        return list(all_systems()), True
+    return list(dict.fromkeys(resolve_system(n) for n in names)), False
 
 
 def _sweepable(symbol: str) -> bool:
@@ -62,6 +82,11 @@ SWEEP_KEYS = {symbol: path for symbol, path in SYMBOLS.items() if _sweepable(sym
 #: chunks retrieved per query by every system: room for de-duplication down to max(RECALL_KS) passages.
 #: Top-k selection is stable (ties by chunk id), so a deeper ranking keeps the same top k.
 DEPTH = 4 * max(RECALL_KS)
+
+
+def depth_for(cutoffs: Cutoffs) -> int:
+    """Chunks retrieved per query for `cutoffs`: DEPTH, or 4 × the deepest cutoff when that is more."""
+    return max(DEPTH, 4 * cutoffs.deepest)
 
 
 @dataclass
@@ -116,11 +141,34 @@ def run_contexts(run: SystemRun, beta: int) -> list[int]:
     return run.contexts if run.contexts is not None else [beta] * len(run.chunk_ids)
 
 
-def score_run(index: Index, dataset: Dataset, run: SystemRun, beta: int = RetrievalConfig().beta) -> dict[str, Any]:
+def score_run(index: Index, dataset: Dataset, run: SystemRun, beta: int = RetrievalConfig().beta,
+              cutoffs: Cutoffs = DEFAULT_CUTOFFS) -> dict[str, Any]:
     """Every retrieval metric of `run` (metrics.score_rankings on its passage-key rankings), with the
     recall of each query's whole context (`context_recall`)."""
     return score_rankings([passage_keys(index, ids, dataset.match) for ids in run.chunk_ids], dataset.queries,
-                          run_contexts(run, beta))
+                          run_contexts(run, beta), cutoffs)
+
+
+def per_query_run(index: Index, dataset: Dataset, run: SystemRun, beta: int = RetrievalConfig().beta,
+                  cutoffs: Cutoffs = DEFAULT_CUTOFFS) -> dict[str, list[Any]]:
+    """The per-query table of `run`, column by column: `qid`, then each metric of `score_run` (its
+    means are the run's figures)."""
+    values = per_query_metrics([passage_keys(index, ids, dataset.match) for ids in run.chunk_ids],
+                               dataset.queries, run_contexts(run, beta), cutoffs)
+    return {"qid": [q.qid for q in dataset.queries], **values}
+
+
+def passage_rankings(index: Index, run: SystemRun, match: str) -> list[list[tuple[str, float]]]:
+    """Each query's passage ranking (key, score) as a run file holds it: every passage once, at the
+    rank and score of its best chunk (`runfiles.passage_ranking`); keys as `match` says."""
+    from .runfiles import passage_ranking
+
+    keys = index.passage_titles if match == "title" else index.passage_ids
+    out = []
+    for ids, result in zip(run.chunk_ids, run.results):
+        pairs = [(keys[int(index.chunk_passage[c])], s) for c, s in zip(ids, result.scores) if c >= 0]
+        out.append(passage_ranking([k for k, _ in pairs], [s for _, s in pairs]))
+    return out
 
 
 def throughput(results: Sequence[QueryResult], seconds: float, timer: StageTimer) -> dict[str, Any]:
@@ -139,13 +187,14 @@ def throughput(results: Sequence[QueryResult], seconds: float, timer: StageTimer
     }
 
 
-def run_retriever(name: str, retriever: Any, texts: Sequence[str], show_progress: bool = False) -> SystemRun:
-    """A method's retriever (TIGRAG, SpectRAG, LiteSemRAG) over `texts` at DEPTH; the stage timer is reset first,
-    so the throughput report covers this call alone."""
+def run_retriever(name: str, retriever: Any, texts: Sequence[str], show_progress: bool = False,
+                  depth: int = DEPTH) -> SystemRun:
+    """A method's retriever (TIGRAG, SpectRAG, LiteSemRAG) over `texts` at `depth` chunks; the stage timer is
+    reset first, so the throughput report covers this call alone."""
     retriever.timer.seconds.clear()
     retriever.timer.encoded_texts = 0
     start = time.perf_counter()
-    results = retriever.retrieve(list(texts), k=DEPTH, show_progress=show_progress)
+    results = retriever.retrieve(list(texts), k=depth, show_progress=show_progress)
     seconds = time.perf_counter() - start
     contexts = [r.context for r in results]
     return SystemRun(name, config_to_dict(retriever.config), [r.chunk_ids for r in results], seconds, results,
@@ -182,7 +231,8 @@ class Experiment:
 
     def __init__(self, index: Index, dataset: Dataset, backend: str = "auto", base: RetrievalConfig = RetrievalConfig(),
                  show_progress: bool = False, encoder: CachingEncoder | Encoder | None = None,
-                 vector_cache: VectorCache | None = None, allow_mixed_encoder: bool = False):
+                 vector_cache: VectorCache | None = None, allow_mixed_encoder: bool = False,
+                 cutoffs: Cutoffs = DEFAULT_CUTOFFS):
         if dataset.match == "doc_id" and not any(index.passage_ids):
             raise TigragError("this dataset matches gold by passage id, but the index has no passage ids")
         check_gold(index.passage_titles if dataset.match == "title" else index.passage_ids, dataset.queries,
@@ -192,6 +242,7 @@ class Experiment:
             encoder or load_encoder(index_encoder_config(index)), vector_cache)
         self.allow_mixed_encoder = allow_mixed_encoder
         self.show_progress = show_progress
+        self.cutoffs, self.depth = cutoffs, depth_for(cutoffs)
         self.texts = [q.text for q in dataset.queries]
 
     def retriever(self, config: RetrievalConfig, index: Index | None = None) -> Any:
@@ -209,16 +260,18 @@ class Experiment:
 
     def run_config(self, name: str, config: RetrievalConfig, index: Index | None = None) -> SystemRun:
         """The method of `config` (on `index`, default the experiment's), with its throughput report."""
-        return run_retriever(name, self.retriever(config, index), self.texts, self.show_progress)
+        return run_retriever(name, self.retriever(config, index), self.texts, self.show_progress, self.depth)
 
     def report(self, run: SystemRun) -> dict[str, Any]:
         """A system's entry of the results: configuration, retrieval seconds and queries/s, the
-        throughput report (TIGRAG systems), context size of the top β and every metric."""
+        throughput report (TIGRAG systems), context size of the top β, every metric and the
+        per-query table (`per_query`: the query ids and each metric's value per query)."""
         n = len(self.dataset.queries)
         return {"config": run.config, "seconds": run.seconds,
                 "queries_per_second": n / run.seconds if run.seconds else None, **run.throughput,
                 "context_tokens": context_tokens(self.index, run, self.base.beta),
-                "metrics": score_run(self.index, self.dataset, run, self.base.beta)}
+                "metrics": score_run(self.index, self.dataset, run, self.base.beta, self.cutoffs),
+                "per_query": per_query_run(self.index, self.dataset, run, self.base.beta, self.cutoffs)}
 
     def sweep(self, key: str, values: Sequence[str]) -> list[dict[str, Any]]:
         rows = []
@@ -230,9 +283,30 @@ class Experiment:
             else:
                 run = self.run_config(f"{key}={value}", config)
             rows.append({"parameter": key, "value": value, "seconds": run.seconds,
-                         **{m: v for m, v in score_run(self.index, self.dataset, run, self.base.beta).items()
+                         **{m: v for m, v in score_run(self.index, self.dataset, run, self.base.beta,
+                                                       self.cutoffs).items()
                             if m != "by_type"}})
         return rows
+
+
+def save_run_files(folder: str | Path, index: Index, dataset: Dataset, runs: dict[str, SystemRun]) -> dict[str, Any]:
+    """Write into `folder` one TREC run per system (`runfiles.run_file_names`: the system's name in safe
+    characters, `.trec`; tag: the same name) and the gold of the dataset's queries as BEIR qrels
+    (`qrels.tsv`) and TREC qrels (`qrels.trec`), all keyed as the dataset matches gold (title or
+    passage id). Returns {"folder", "key", "qrels": [...], "runs": {system: file name}}."""
+    from .runfiles import run_file_names, run_tag, write_qrels, write_trec_run
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    qids = [q.qid for q in dataset.queries]
+    write_qrels(folder / "qrels.tsv", dataset.queries)
+    write_qrels(folder / "qrels.trec", dataset.queries)
+    files = run_file_names(runs)
+    for name, run in runs.items():
+        write_trec_run(folder / files[name], qids, passage_rankings(index, run, dataset.match), run_tag(name))
+    log.info("wrote %d TREC run(s) and the qrels to %s (passages named by %s)", len(files), folder,
+             "title" if dataset.match == "title" else "passage id")
+    return {"folder": str(folder), "key": dataset.match, "qrels": ["qrels.tsv", "qrels.trec"], "runs": files}
 
 
 def with_window(index: Index, window: int) -> Index:
@@ -271,18 +345,42 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
                    sweeps: dict[str, list[str]] | None = None, backend: str = "auto",
                    base: RetrievalConfig = RetrievalConfig(), qa: Any = None,
                    show_progress: bool = False, vector_cache: VectorCache | None = None,
-                   allow_mixed_encoder: bool = False) -> dict[str, Any]:
+                   allow_mixed_encoder: bool = False, cutoffs: Cutoffs = DEFAULT_CUTOFFS,
+                   baseline: str | None = None, save_runs: str | Path | None = None) -> dict[str, Any]:
     """All systems, sweeps and (optionally) QA in one run; returns the `results.json` payload.
-    Progress goes to this module's logger (the CLI configures logging)."""
+    Progress goes to this module's logger (the CLI configures logging).
+
+    `cutoffs`: the metrics' cutoffs (retrieval goes to `depth_for(cutoffs)` chunks). With two systems or
+    more, `significance` holds paired tests of every system against `baseline` (default: the first)
+    on every per-query metric (`significance.compare_systems`). `save_runs`: a folder that receives one
+    TREC run per system and the gold as qrels (`save_run_files`)."""
+    names = list(all_systems() if systems is None else systems)
+    if baseline is not None and baseline not in names:
+        raise TigragError(f"--baseline {baseline!r} is not one of the systems of this run ({', '.join(names)})")
+    if save_runs is not None:
+        from .runfiles import check_unique_ids
+
+        check_unique_ids([q.qid for q in dataset.queries], f"--save-runs {save_runs}")
     experiment = Experiment(index, dataset, backend, base, show_progress, vector_cache=vector_cache,
-                            allow_mixed_encoder=allow_mixed_encoder)
+                            allow_mixed_encoder=allow_mixed_encoder, cutoffs=cutoffs)
     runs: dict[str, SystemRun] = {}
-    out: dict[str, Any] = {"systems": {}, "sweeps": {}, "hop_gains": None, "qa": None}
-    for name in all_systems() if systems is None else systems:
+    out: dict[str, Any] = {"systems": {}, "sweeps": {}, "hop_gains": None, "qa": None,
+                           "cutoffs": {"recall": list(cutoffs.recall), "rank": list(cutoffs.rank)},
+                           "depth": experiment.depth, "significance": None, "run_files": None}
+    for name in names:
         log.info("system %s", name)
         run = experiment.run_system(name)
         runs[name] = run
         out["systems"][name] = experiment.report(run)
+    if len(runs) > 1:
+        from .significance import compare_systems
+
+        per_query = {name: {m: v for m, v in s["per_query"].items() if m != "qid"}
+                     for name, s in out["systems"].items()}
+        metrics = list(next(iter(per_query.values())))
+        out["significance"] = compare_systems(per_query, baseline or names[0], metrics)
+    if save_runs is not None:
+        out["run_files"] = save_run_files(save_runs, index, dataset, runs)
     if "TIGRAG" in runs and "TIGRAG 1-hop" in runs:
         out["hop_gains"] = hop_gains(index, dataset, runs["TIGRAG 1-hop"], runs["TIGRAG"])
     for key, values in (sweeps or {}).items():

@@ -52,6 +52,89 @@ def claims(systems: dict[str, Any]) -> list[str]:
     return [line for method in methods() if method.claims is not None for line in method.claims(m)]
 
 
+#: the per-query metrics of the main table, in its column order
+MAIN_METRICS = ("recall@2", "recall@5", "recall@10", "recall_dedup@2", "recall_dedup@5", "mrr@10", "ndcg@10",
+                "context_recall")
+#: the marker of a figure significantly different from the baseline's
+MARKER = "†"
+#: column names of the metrics in the significance and cutoff tables
+METRIC_LABELS = {"recall": "R@{k}", "recall_dedup": "R@{k} dedup", "mrr": "MRR@{k}", "ndcg": "nDCG@{k}"}
+
+
+def metric_label(metric: str) -> str:
+    name, _, k = metric.partition("@")
+    return METRIC_LABELS[name].format(k=k) if k and name in METRIC_LABELS else metric.replace("_", " ")
+
+
+def markers(significance: dict[str, Any] | None):
+    """A function (system, metric) -> the marker when the system differs significantly from the baseline."""
+    rows = (significance or {}).get("systems", {})
+
+    def mark(system: str, metric: str) -> str:
+        return MARKER if rows.get(system, {}).get(metric, {}).get("significant") else ""
+
+    return mark
+
+
+def every_cutoff(results: dict[str, Any], systems: dict[str, Any], mark) -> list[str]:
+    """A table of every metric at every cutoff, when the run's cutoffs are not the default ones."""
+    from .metrics import DEFAULT_CUTOFFS
+
+    cutoffs = results.get("cutoffs")
+    if not cutoffs or (tuple(cutoffs["recall"]), tuple(cutoffs["rank"])) == (DEFAULT_CUTOFFS.recall,
+                                                                               DEFAULT_CUTOFFS.rank):
+        return []
+    keys = ([f"recall@{k}" for k in cutoffs["recall"]] + [f"recall_dedup@{k}" for k in cutoffs["recall"]]
+            + [f"mrr@{k}" for k in cutoffs["rank"]] + [f"ndcg@{k}" for k in cutoffs["rank"]])
+    out = ["", f"## Every cutoff ({', '.join(map(str, sorted(set(cutoffs['recall']) | set(cutoffs['rank']))))}; "
+           f"{results.get('depth', '?')} chunks retrieved per query)", "",
+           "| system | " + " | ".join(metric_label(k) for k in keys) + " |", "|---|" + "---|" * len(keys)]
+    for name, s in systems.items():
+        out.append(f"| {name} | " + " | ".join(f"{pct(s['metrics'].get(k))}{mark(name, k)}" for k in keys) + " |")
+    return out
+
+
+def p_value(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def significance_table(significance: dict[str, Any], systems: dict[str, Any]) -> list[str]:
+    """Each system against the baseline on the main metrics: the difference in points and both p-values."""
+    keys = [k for k in MAIN_METRICS if any(k in row for row in significance["systems"].values())]
+    tests = significance["tests"]
+    out = ["", "## Significance", "",
+           f"Each system against the baseline `{significance['baseline']}`, on the same queries: the difference in "
+           f"points (system − baseline), then the p-values of the {tests['p_randomization']} and of the "
+           f"{tests['p_t_test']}. {MARKER}: p < {significance['alpha']} in the {significance['marker_test']}. "
+           "No correction for multiple comparisons.", "",
+           "| system | " + " | ".join(metric_label(k) for k in keys) + " |", "|---|" + "---|" * len(keys)]
+    for name, rows in significance["systems"].items():
+        cells = []
+        for key in keys:
+            row = rows.get(key)
+            cells.append("–" if row is None else f"{100 * row['delta']:+.2f}{MARKER if row['significant'] else ''} "
+                                                 f"(p {p_value(row['p_randomization'])} / {p_value(row['p_t_test'])})")
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    return out
+
+
+def per_query_tsv(systems: dict[str, Any]) -> str | None:
+    """The per-query tables of every system as one TSV (system, query id, each metric), or None when the
+    run has none."""
+    from .runfiles import trec_id
+
+    tables = {name: s["per_query"] for name, s in systems.items() if s.get("per_query")}
+    if not tables:
+        return None
+    columns = list(dict.fromkeys(m for t in tables.values() for m in t if m != "qid"))
+    lines = ["\t".join(["system", "query-id", *columns])]
+    for name, table in tables.items():
+        for i, qid in enumerate(table["qid"]):
+            values = [repr(float(table[m][i])) if m in table else "" for m in columns]
+            lines.append("\t".join([name, trec_id(qid), *values]))
+    return "\n".join(lines) + "\n"
+
+
 def markdown(payload: dict[str, Any]) -> str:
     run, systems = payload["run"], payload["results"]["systems"]
     out = [f"# Evaluation: {run['dataset']} ({run['queries']} queries, {run['chunks']:,} chunks)", "",
@@ -62,16 +145,30 @@ def markdown(payload: dict[str, Any]) -> str:
                 "(the `TIGRAG paper` / `TIGRAG best` rows and the mechanism ablations use their own preset). "
                 "Its full retrieval configuration:", "", "```json", json.dumps(run["retrieval_config"], indent=1),
                 "```", ""]
+    significance = payload["results"].get("significance")
+    mark = markers(significance)
     out += ["## Retrieval (Table 2 layout)", "",
             "| system | R@2 | R@5 | R@10 | R@2 dedup | R@5 dedup | MRR@10 | nDCG@10 | context recall | context chunks |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, s in systems.items():
         m = s["metrics"]
-        out.append(f"| {name} | {pct(m['recall@2'])} | {pct(m['recall@5'])} | {pct(m['recall@10'])} | "
-                   f"{pct(m['recall_dedup@2'])} | {pct(m['recall_dedup@5'])} | {pct(m['mrr@10'])} | {pct(m['ndcg@10'])} | "
-                   f"{pct(m.get('context_recall'))} | {number(m.get('context_chunks'), '.1f')} |")
-    out += ["", "Context recall: recall over each query's whole context, the top β chunks, or the adaptive "
-            "context of a method that chooses its size (SpectRAG's token-budgeted selection)."]
+        cells = [f"{pct(m.get(key))}{mark(name, key)}" for key in MAIN_METRICS]
+        out.append(f"| {name} | " + " | ".join(cells) + f" | {number(m.get('context_chunks'), '.1f')} |")
+    out += ["", "R@k: HippoRAG's recall over the top-k chunks (two chunks of one passage take two slots); R@k dedup, "
+            "MRR and nDCG: over the passage ranking (each passage at its best chunk), the ranking of the TREC runs "
+            "of `--save-runs`, where an external scorer's R@k, RR@k and nDCG@k equal them. Context recall: recall "
+            "over each query's whole context, the top β chunks, or the adaptive context of a method that chooses "
+            "its size (SpectRAG's token-budgeted selection)."]
+    if significance:
+        out += ["", f"{MARKER}: p < {significance['alpha']} against the baseline `{significance['baseline']}` in the "
+                f"{significance['marker_test']} ({significance['permutations']:,} random swaps, seed "
+                f"{significance['seed']}); both tests' p-values are in [Significance](#significance)."]
+    out += every_cutoff(payload["results"], systems, mark)
+    if significance:
+        out += significance_table(significance, systems)
+    if payload.get("per_query_file"):
+        out += ["", f"Per-query values of every metric and system: [{payload['per_query_file']}]"
+                f"({payload['per_query_file']}) (one row per system and query; their means are the figures above)."]
     qa = payload["results"].get("qa")
     if qa:
         out += ["", f"## Question answering (Table 3 layout; {qa['model']})", "", "| system | EM | F1 | mean latency (s) |",
@@ -138,7 +235,7 @@ def plot(payload: dict[str, Any], folder: Path) -> list[str]:
     systems = results["systems"]
     fig, ax = plt.subplots(figsize=(5, 3.5), dpi=100)
     for name, s in systems.items():
-        ks = [k for k in (2, 5, 10) if f"recall@{k}" in s["metrics"]]
+        ks = sorted(int(m.partition("@")[2]) for m in s["metrics"] if m.startswith("recall@"))
         ax.plot(ks, [100 * s["metrics"][f"recall@{k}"] for k in ks], marker="o", label=name)
     ax.set(xlabel="k", ylabel="recall@k (%)", title="Recall@k per system")
     ax.legend(fontsize=6)
@@ -185,12 +282,20 @@ def plot(payload: dict[str, Any], folder: Path) -> list[str]:
     return names
 
 
+#: the per-query table of a run directory
+PER_QUERY_FILE = "per_query.tsv"
+
+
 def write_run(folder: str | Path, payload: dict[str, Any]) -> Path:
-    """Write results.json, the PNG plots and report.md into `folder`, each file atomically (a reader
+    """Write results.json, the PNG plots, per_query.tsv and report.md into `folder`, each file atomically (a reader
     sees the previous file or the new one). I/O failures raise OutputError naming the file."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     payload["plots"] = plot(payload, folder)
+    table = per_query_tsv(payload["results"]["systems"])
+    if table is not None:
+        atomic_write_text(folder / PER_QUERY_FILE, table)
+        payload["per_query_file"] = PER_QUERY_FILE
     atomic_write_text(folder / "results.json", json.dumps(payload, indent=2, default=float) + "\n")
     atomic_write_text(folder / "report.md", markdown(payload))
     return folder

@@ -31,7 +31,7 @@ from .. import __version__
 from ..atomic import atomic_directory, remove_stale_temporaries, stale_siblings
 from ..checksums import sha256_file, sha256_json
 from ..config import ENTITY_LABELS, IndexConfig, config_from_dict, config_to_dict
-from ..errors import IndexFormatError, TigragError, WriterLockError
+from ..errors import IndexFormatError, NotAnIndexError, TigragError, WriterLockError
 from ..locking import writer_lock
 from ..text.tokens import Vocabulary
 from .entities import ChunkEntities
@@ -237,9 +237,9 @@ def _read_manifest(path: Path) -> tuple[dict[str, Any], str]:
         if moved:
             raise IndexFormatError(f"{path}: missing; a save was killed after moving the previous index to "
                                    f"{moved[-1]}: rename it back, or write the index again")
-        raise IndexFormatError(f"{path}: no such index directory (build one with `tigrag index`)")
+        raise NotAnIndexError(f"{path}: no such index directory (build one with `tigrag index`)")
     if not manifest_path.is_file():
-        raise IndexFormatError(f"{path}: not an index directory ({MANIFEST} is missing)")
+        raise NotAnIndexError(f"{path}: not an index directory ({MANIFEST} is missing)")
     try:
         raw = manifest_path.read_bytes()
         manifest = json.loads(raw.decode("utf-8"))

@@ -19,7 +19,7 @@ import numpy as np
 from ..backend import Backend, get_backend
 from ..config import RetrievalConfig
 from ..encoders import QUERY, CachingEncoder, Encoder, VectorCache, check_compatible, index_encoder_config, load_encoder
-from ..errors import TigragError
+from ..errors import ResourceError, TigragError
 from ..ops.topk import ranked_top_k
 from ..progress import counter
 from ..text.tokens import valid_tokens
@@ -165,18 +165,23 @@ class BaseRetriever:
         return int(min(self.config.batch_size, fits))
 
     def _retrieve_splitting(self, batch: Any, k: int) -> list[QueryResult]:
-        """One block; on an out-of-memory error it is halved and retried, so no query is lost."""
+        """One block; on an out-of-memory error it is halved and retried, so no query is lost. Every
+        result carries the corpus ids of its passages (`doc_ids`), also where a method built it itself."""
         try:
-            return self._retrieve_batch(batch, k)
+            results = self._retrieve_batch(batch, k)
         except self.be.out_of_memory_errors:
             if len(batch) == 1:
-                raise TigragError(
+                raise ResourceError(
                     "out of memory on a single query; lower memory_budget_mb or use a machine with more memory"
                 ) from None
             self.be.release_cached_memory()
             half = len(batch) // 2
             return (self._retrieve_splitting(batch.part(0, half), k)
                     + self._retrieve_splitting(batch.part(half, len(batch)), k))
+        for r in results:
+            if len(r.doc_ids) != len(r.passage_ids):
+                r.doc_ids = [self.index.passage_ids[p] for p in r.passage_ids]
+        return results
 
     def _retrieve_batch(self, batch: Any, k: int) -> list[QueryResult]:
         raise NotImplementedError
@@ -190,10 +195,11 @@ class BaseRetriever:
 
     def result(self, query: str, chunk_ids: Sequence[int], scores: Sequence[float], dense_fallback: bool = False,
                hops: list[HopTrace] | None = None, context: int | None = None) -> QueryResult:
-        """A `QueryResult` with the titles and passages of `chunk_ids`."""
+        """A `QueryResult` with the titles, passage positions and corpus passage ids of `chunk_ids`."""
         index = self.index
         chunk_ids = [int(c) for c in chunk_ids]
         passages = [int(index.chunk_passage[c]) for c in chunk_ids]
         return QueryResult(query=query, chunk_ids=chunk_ids, scores=[float(s) for s in scores],
                            titles=[index.passage_titles[p] for p in passages], passage_ids=passages,
-                           dense_fallback=bool(dense_fallback), hops=hops or [], context=context)
+                           dense_fallback=bool(dense_fallback), hops=hops or [], context=context,
+                           doc_ids=[index.passage_ids[p] for p in passages])

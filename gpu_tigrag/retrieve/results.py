@@ -20,6 +20,10 @@ class HopTrace:
 
 @dataclass
 class QueryResult:
+    """One query's ranking, best first: per chunk its id, score, passage title, the passage's position in
+    the index (`passage_ids`) and the corpus's own id of that passage (`doc_ids`: `_id`/`id`/`idx` as
+    `records.py` reads it, else the title)."""
+
     query: str
     chunk_ids: list[int]
     scores: list[float]
@@ -28,6 +32,7 @@ class QueryResult:
     dense_fallback: bool  # hop 1 fell back to every chunk by cosine (TIGRAG); BM25 matched nothing (SpectRAG)
     hops: list[HopTrace] = field(default_factory=list)
     context: int | None = None  # an adaptive context (SpectRAG): its chunks are the first `context` of chunk_ids
+    doc_ids: list[str] = field(default_factory=list)  # filled by the retriever (BaseRetriever) for every result
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
