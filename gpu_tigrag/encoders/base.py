@@ -50,6 +50,11 @@ def check_compatible(index_identity: tuple[str, str, str], encoder: Encoder, all
     if weights_of(encoder.fingerprint) != weights_of(fingerprint):
         raise ModelError(f"the index's passage vectors come from {name} ({fingerprint}), the query encoder is "
                          f"{encoder.name} ({encoder.fingerprint}): vectors of different models cannot be compared")
+    if encoder.backend == backend and encoder.fingerprint != fingerprint:
+        raise ModelError(f"the index's passage vectors were computed by another build of the {backend!r} runtime "
+                         f"({fingerprint}) than the query encoder's ({encoder.fingerprint}): an older quantisation "
+                         "recipe or ONNX Runtime version. Rebuild the index (tigrag index) for vectors of one build, "
+                         "or allow mixing explicitly (--allow-mixed-encoder, Retriever(allow_mixed_encoder=True))")
     if (encoder.backend, encoder.fingerprint) != (backend, fingerprint):
         raise ModelError(f"the index's passage vectors were computed with backend {backend!r} ({fingerprint}), "
                          f"the query encoder uses {encoder.backend!r} ({encoder.fingerprint}); use the same runtime, "

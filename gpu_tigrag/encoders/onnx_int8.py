@@ -2,8 +2,9 @@
 
 At first use the model's transformer is exported from its local folder to ONNX (torch.onnx.export,
 nothing downloaded), then its weights are quantised to int8 by ONNX Runtime's dynamic quantisation
-(signed int8, one scale per output channel; activations are quantised per batch at run time). The
-result is cached under `default_cache_dir()/onnx/<weights sha256>-int8/` with a manifest (source
+(signed int8, one scale per output channel), and its activations are quantised per row at run time
+(one scale per token of each text, `onnx_rows.py`): a text's vector is the same in any batch, with any
+batch-mates and any padding, bit for bit (bench/results/determinism.md). The result is cached under `default_cache_dir()/onnx/<weights sha256>-int8/` with a manifest (source
 fingerprint, ONNX Runtime version, quantisation settings, sha256 of the .onnx file), checked at
 every load: a damaged or outdated copy is rebuilt, with a log line. The folder is written
 atomically; when two processes build it at once, the later one finds the first one's copy and
@@ -12,7 +13,8 @@ drops its own.
 Encoding follows the folder's sentence-transformers modules (Transformer, Pooling, Normalize):
 the folder's fast tokenizer, the model's prompt for the text kind, truncation to max_seq_length,
 pooling with the attention mask in NumPy, then L2 normalisation. Texts are sorted by token length
-and batched, so a batch pads little, and the vectors come back in input order.
+and batched, so a batch pads little (which costs time, never a different vector), and the vectors
+come back in input order.
 
 Measured against the torch runtime on this project's data: bench/results/encoder_speed.md.
 """
@@ -38,20 +40,25 @@ from ..errors import ModelError
 from .base import PASSAGE, check_kind, empty
 from .caching import default_cache_dir
 from .models import ResolvedModel, resolve_model
+from .onnx_rows import DISABLED_OPTIMIZERS
 
 log = logging.getLogger(__name__)
 
 MODEL_FILE, MANIFEST_FILE = "model.onnx", "manifest.json"
 #: bump when the export or quantisation recipe changes: cached copies of another format are rebuilt
-FORMAT = 1
+#: (2: per-row activation scales, every MatMul with a weight quantised)
+FORMAT = 2
 OPSET = 17
-#: quantisation settings (chosen by measurement, bench/results/encoder_speed.md): signed int8 weights
-#: use the VNNI int8 dot products; one scale per output channel keeps the cosine to fp32 at ~0.994
-#: (one scale per tensor: ~0.95)
-QUANTIZATION = {"weight_type": "QInt8", "per_channel": True, "reduce_range": False, "float_ffn_output_layers": 0.5}
+#: quantisation settings (chosen by measurement, bench/results/encoder_speed.md and determinism.md):
+#: signed int8 weights use the VNNI int8 dot products; one scale per output channel keeps the cosine
+#: to fp32 at ~0.994 (one scale per tensor: ~0.95); activations get one scale per row (per token)
+QUANTIZATION = {"weight_type": "QInt8", "per_channel": True, "reduce_range": False, "activations": "per-row",
+                "float_ffn_output_layers": 0.0}
 #: `float_ffn_output_layers`: the share of the layers, from the first, whose feed-forward output
-#: projection stays float32 (the MatMuls most sensitive to int8 activations: on MiniLM, excluding the
-#: first half lifts the mean cosine to torch from 0.9936 to 0.9961 for ~15% of the speed)
+#: projection stays float32. With per-tensor activation scales these were the MatMuls most sensitive
+#: to int8 (on MiniLM, keeping the first half float lifted the mean cosine to torch from 0.9936 to
+#: 0.9961); with per-row scales keeping them float gains nothing measurable (e5-small, 300 2Wiki
+#: questions: mean cosine to torch 0.99906 with half of them float, 0.99898 with none), so none is.
 _FFN_OUTPUT = re.compile(r"/encoder/layers?\.(\d+)/output/dense/MatMul$")
 #: stale temporaries of killed builds older than this are removed
 STALE_SECONDS = 3600
@@ -251,7 +258,11 @@ def float_nodes(model_path: Path) -> list[str]:
 
 
 def _quantize(source: Path, target: Path) -> None:
+    """int8 weights by ONNX Runtime's dynamic quantisation, then per-row activation scales."""
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from .onnx_rows import RewriteError, per_row_activation_scales
 
     root = logging.getLogger()
     level = root.level
@@ -264,6 +275,12 @@ def _quantize(source: Path, target: Path) -> None:
         raise ModelError(f"{source}: int8 quantisation failed: {exc}") from None
     finally:
         root.setLevel(level)
+    model = onnx.load(str(target))
+    try:
+        per_row_activation_scales(model)
+    except RewriteError as exc:
+        raise ModelError(f"{source}: the quantised model has an unexpected structure ({exc})") from None
+    onnx.save(model, str(target))
 
 
 class _Redundant(Exception):
@@ -404,7 +421,8 @@ class OnnxInt8Encoder:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
         try:
-            self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+            self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"],
+                                                disabled_optimizers=list(DISABLED_OPTIMIZERS))
         except Exception as exc:
             raise ModelError(f"{self.cache_folder}: ONNX Runtime cannot load the int8 model: {exc}") from None
         self._prompt_lengths: dict[str, int] = {}
