@@ -124,7 +124,12 @@ REGISTRY: tuple[Benchmark, ...] = (
     Benchmark("encoder_speed", "encoder_speed.py", "study",
               "onnx-int8 against torch on CPU, interleaved rounds over threads and batch sizes, cosine to torch",
               ("encoder_speed.json", "encoder_speed.md"),
-              decision="encoder.backend onnx-int8 on CPU (its recipe keeps half the feed-forward outputs in float)"),
+              decision="encoder.backend onnx-int8 on CPU (its recipe then kept half the feed-forward outputs in float; superseded by determinism)"),
+    Benchmark("determinism", "determinism.py", "study",
+              "onnx-int8 query vectors and dense top-10 across batchings (per-row vs per-tensor activation scales "
+              "vs fp32 torch), recall and speed, 2Wiki and MuSiQue-100", ("determinism.json", "determinism.md"),
+              smoke=("--datasets", "musique_train100", "--smoke", "--rounds", "1"),
+              decision="onnx-int8 quantises activations per row (per token): vectors bit-identical in any batch"),
     Benchmark("pair_count", "pair_count.py", "study",
               "counting window pair keys: sort (xp.unique) vs hash (open addressing) at 1e6, 1e7, 5e7 keys",
               ("pair_count.json", "pair_count.md"), smoke=("--smoke",), data=False,
