@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 import threading
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,11 +50,37 @@ def _note_holder(fd: int) -> None:
             raise
 
 
+class NotALockFile(OSError):
+    """The lock path exists and is not a regular file (a symbolic link, a folder, a FIFO...)."""
+
+
+def open_lock_file(path: Path) -> int:
+    """Open (or create) the regular file `path` for a lock, without following a symbolic link at
+    `path`: a planted link (or a dangling one) would otherwise have its target truncated and
+    overwritten with a PID, or a file created wherever it points. Raises NotALockFile for anything
+    but a regular file, OSError for the rest."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or os.path.islink(path):
+            raise NotALockFile(errno.ELOOP, "is a symbolic link, not a lock file") from None
+        if exc.errno == errno.EISDIR:
+            raise NotALockFile(errno.EISDIR, "is a folder, not a lock file") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotALockFile(errno.EINVAL, "is not a regular file, not a lock file")
+    return fd
+
+
 def _acquire(path: Path, target: Path, what: str) -> int:
     while True:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_lock_file(path)
+        except NotALockFile as exc:
+            raise TigragError(f"{path} {exc.strerror}: the lock of {target} must be a regular file; nothing was "
+                              "changed (remove it if no other write is under way)") from None
         except OSError as exc:
             raise TigragError(f"{path}: cannot create the lock file of {target} ({exc.strerror or exc})") from None
         try:

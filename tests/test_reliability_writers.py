@@ -111,6 +111,37 @@ def test_the_lock_names_its_holder_and_dies_with_it(tmp_path):
     assert not lock_path(target).exists()
 
 
+@pytest.mark.parametrize("plant", ["link to a file", "dangling link", "folder"])
+def test_a_planted_lock_path_is_refused_and_nothing_outside_is_touched(tmp_path, plant):
+    """A lock file that is a symbolic link is never followed (its target would be truncated and
+    overwritten with a PID, or a file created where a dangling one points); anything but a regular
+    file is a clear error, before any change."""
+    target, victim = tmp_path / "index", tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    lock = lock_path(target)
+    if plant == "link to a file":
+        lock.symlink_to(victim)
+    elif plant == "dangling link":
+        lock.symlink_to(tmp_path / "elsewhere" / "created")
+    else:
+        lock.mkdir()
+    with pytest.raises(TigragError, match="lock of .* must be a regular file"):
+        with writer_lock(target):
+            pass
+    assert victim.read_text() == "precious\n" and not (tmp_path / "elsewhere").exists()
+    assert not target.exists()
+
+
+def test_the_cli_refuses_a_planted_lock_link(tmp_path, capsys):
+    corpus, victim = tmp_path / "corpus.json", tmp_path / "victim.txt"
+    shutil.copy(EXAMPLES / "corpus.json", corpus)
+    victim.write_text("precious\n")
+    lock_path(tmp_path / "idx").symlink_to(victim)
+    assert main(["index", str(corpus), "-o", str(tmp_path / "idx"), *FAST]) == 2
+    assert "must be a regular file" in capsys.readouterr().err
+    assert victim.read_text() == "precious\n" and not (tmp_path / "idx").exists()
+
+
 def test_a_second_index_build_is_refused_and_changes_nothing(base, tmp_path, capsys):
     index_dir = copy_index(base[0], tmp_path / "index")
     before = snapshot(index_dir)

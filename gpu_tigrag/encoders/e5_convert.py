@@ -470,9 +470,13 @@ def check_folder(folder: Path, digest: str) -> str | None:
 def _conversion_lock(folder: Path) -> Iterator[None]:
     """Block until no other process converts into `folder` (flock on the sibling `NAME.lock`)."""
     path = folder.with_name(folder.name + ".lock")
+    from ..locking import NotALockFile, open_lock_file
+
     try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_lock_file(path)
+    except NotALockFile as exc:
+        raise ModelError(f"{path} {exc.strerror}: the lock of the {MODEL_NAME} conversion must be a regular file; "
+                         "remove it") from None
     except OSError as exc:
         raise ModelError(f"{path}: cannot create the lock of the {MODEL_NAME} conversion "
                          f"({describe_os_error(exc)}); set TIGRAG_CACHE_DIR to a writable folder") from None
