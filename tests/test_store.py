@@ -100,3 +100,21 @@ def test_precomputed_encoder_roundtrip_without_pickle(tmp_path):
     np.testing.assert_array_equal(loaded.encode(["gamma", "alpha beta"]), inner.encode(["gamma", "alpha beta"]))
     with pytest.raises(ModelError, match="no passage vector"):
         loaded.encode(["delta"])
+
+
+def test_a_re_signed_array_holding_nan_is_refused(index, tmp_path):
+    """A float array with NaN (written with a matching checksum, as an edit that re-signs the
+    manifest would) is refused at load, naming the file: a NaN would rank by chunk order, silently."""
+    from gpu_tigrag.checksums import sha256_file
+
+    save_index(index, tmp_path / "idx")
+    file = tmp_path / "idx" / "embeddings.npy"
+    vectors = np.load(file)
+    vectors[1, 0] = np.nan
+    np.save(file, vectors)
+    manifest_path = tmp_path / "idx" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["files"]["embeddings.npy"] = {"bytes": file.stat().st_size, "sha256": sha256_file(file)}
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(IndexFormatError, match="embeddings.npy: 1 of its .* values are NaN or infinite"):
+        load_index(tmp_path / "idx")

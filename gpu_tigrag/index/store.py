@@ -275,13 +275,23 @@ def _checked(path: Path, manifest: dict[str, Any], name: str, verify: bool) -> P
     return file
 
 
+def _finite(file: Path, array: np.ndarray) -> np.ndarray:
+    """`array`, or an IndexFormatError when a float array holds NaN or infinity (a stored NaN would
+    rank by position, silently): no array the engine writes holds one."""
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        bad = int(array.size - np.isfinite(array).sum())
+        raise IndexFormatError(f"{file}: {bad} of its {array.size} values are NaN or infinite; the array is damaged "
+                               "(rebuild the index, or its method stage with `tigrag extend`)")
+    return array
+
+
 def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
     """Load and validate the index in directory `path`."""
     path = Path(path)
     manifest, manifest_digest = _read_manifest(path)
-    load_npy: Callable[[str], np.ndarray] = lambda name: np.load(
+    load_npy: Callable[[str], np.ndarray] = lambda name: _finite(path / f"{name}.npy", np.load(
         _checked(path, manifest, f"{name}.npy", verify_checksums), allow_pickle=False
-    )
+    ))
     strings: Callable[[str, str], list[str]] = lambda name, column: _read_strings(
         _checked(path, manifest, f"{name}.parquet", verify_checksums), column
     )
