@@ -68,6 +68,13 @@ def test_a_query_encoder_of_another_runtime_or_model_is_refused(index):
     mixed = Retriever(index, preset("paper"), encoder=Counting(load_encoder(CONFIG.encoder), backend="onnx-int8"),
                       backend="numpy", allow_mixed_encoder=True)
     assert mixed.retrieve(["Who directed The Glass Orchard?"], k=2)[0].chunk_ids
+    # mixing allows another runtime of the same model, never another model or another dimension
+    with pytest.raises(ModelError, match="only allows another runtime of the same model"):
+        Retriever(index, preset("paper"), encoder=Counting(load_encoder(CONFIG.encoder), fingerprint="sha256:0"),
+                  backend="numpy", allow_mixed_encoder=True)
+    narrow = Counting(HashingEncoder(32), fingerprint=index.encoder_fingerprint, backend=index.encoder_backend)
+    with pytest.raises(TigragError, match="32-dimensional vectors, the index's passage vectors have 64"):
+        Retriever(index, preset("paper"), encoder=narrow, backend="numpy", allow_mixed_encoder=True)
 
 
 def test_add_refuses_passage_vectors_of_another_encoder(index):

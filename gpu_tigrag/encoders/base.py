@@ -43,13 +43,15 @@ def check_compatible(index_identity: tuple[str, str, str], encoder: Encoder, all
     """Refuse query vectors from another model, weights or backend than the index's passage vectors.
 
     `index_identity` is (name, fingerprint, backend) as the index recorded them. `allow_mixed`
-    is the explicit override (e.g. int8 query vectors against fp32 passages, measured close)."""
+    allows another runtime (or another build of one) of the *same weights* (e.g. int8 query vectors
+    against fp32 passages, measured close); another model is an error whatever it says."""
     name, fingerprint, backend = index_identity
-    if allow_mixed:
-        return
     if weights_of(encoder.fingerprint) != weights_of(fingerprint):
         raise ModelError(f"the index's passage vectors come from {name} ({fingerprint}), the query encoder is "
-                         f"{encoder.name} ({encoder.fingerprint}): vectors of different models cannot be compared")
+                         f"{encoder.name} ({encoder.fingerprint}): vectors of different models cannot be compared "
+                         "(--allow-mixed-encoder only allows another runtime of the same model)")
+    if allow_mixed:
+        return
     if encoder.backend == backend and encoder.fingerprint != fingerprint:
         raise ModelError(f"the index's passage vectors were computed by another build of the {backend!r} runtime "
                          f"({fingerprint}) than the query encoder's ({encoder.fingerprint}): an older quantisation "

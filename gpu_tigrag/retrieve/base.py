@@ -80,6 +80,10 @@ class BaseRetriever:
         if self.uses_passage_encoder:
             self.encoder = encoder or load_encoder(index_encoder_config(index))
             check_compatible(index.encoder_identity, self.encoder, allow_mixed_encoder)
+            dim = getattr(self.encoder, "dim", None)
+            if dim is not None and index.embeddings.ndim == 2 and dim != index.embeddings.shape[1]:
+                raise TigragError(f"the query encoder gives {dim}-dimensional vectors, the index's passage vectors "
+                                  f"have {index.embeddings.shape[1]} dimensions")
             if vector_cache is not None:
                 self.encoder = CachingEncoder(self.encoder, vector_cache)
 
