@@ -151,7 +151,8 @@ def test_empty_beir_query_is_an_error(tmp_path):
 
 @pytest.mark.parametrize("name, content, message", [
     ("q.parquet", b"this is not parquet\n", "not a readable query file (ArrowInvalid"),
-    ("q.txt", b"film\n", "queries must be JSONL or Parquet"),
+    ("q.txt", b"film\n", "q.txt: line 1: malformed JSON"),  # any other name is read as JSONL (or a JSON list)
+    ("q.json", b'{"question": "film"}', "expected a JSON list of queries"),
     ("q.jsonl", b"\xff\xfe\n", "line 1: not UTF-8"),
 ])
 def test_unreadable_query_file_for_run_is_one_line(files, tmp_path, capsys, name, content, message):
