@@ -82,13 +82,16 @@ def main() -> int:
 
 def markdown(out: dict[str, dict], weights: str) -> str:
     command = "python bench/spectrag.py" + ("" if weights == SpectragIndexConfig().weights else f" --weights {weights}")
-    lines = [f"# SpectRAG beside the baselines and TIGRAG (issue 13; signal weights: {weights})", "",
+    lines = [f"# SpectRAG beside the baselines and TIGRAG (issues 13 and 22; signal weights: {weights})", "",
              f"Command: `{command}` (2-core CPU, numpy backend; the cached indexes of the benchmark "
              "scripts, one encoder for every system). SpectRAG's paper evaluates on MultiHop-RAG and UltraDomain, "
              "neither available here: its table values cannot be compared, so the claim checked is the one that "
-             "carries over, its full-context recall above Hybrid's R@10 (91.8 vs 76.1 on MultiHop-RAG). The "
-             "utility-question signal needs an LLM and is dropped (weights not renormalised); entities come from "
-             "the index's spaCy table, the cosine threshold 0.75 is applied to this encoder's cosines.", ""]
+             "carries over, its full-context recall above Hybrid's R@10 (91.8 vs 76.1 on MultiHop-RAG). SpectRAG "
+             "runs with its defaults, its public code's behaviour without the LLM (issue 22: the same top 10 as "
+             "that code on all MuSiQue-100 queries, bench/results/faithfulness_spectrag.md): the utility-question "
+             "signal is dropped (weights not renormalised), entities come from the index's spaCy table counted as "
+             "the code's NER mode does, BM25 is the code's BM25Okapi, the cosine threshold 0.75 is applied to "
+             "this encoder's cosines, and the budget is 10 × the mean chunk (the paper's ~10 chunks).", ""]
     for name, d in out.items():
         stats = d["spectrag_stats"]
         signals = ", ".join(f"{k} {v['kept']:,}/{v['edges']:,}" if not v["dropped"] else f"{k} dropped"
