@@ -275,10 +275,10 @@ def _checked(path: Path, manifest: dict[str, Any], name: str, verify: bool) -> P
     return file
 
 
-def _finite(file: Path, array: np.ndarray) -> np.ndarray:
+def _finite(file: Path, array: np.ndarray, required: bool = True) -> np.ndarray:
     """`array`, or an IndexFormatError when a float array holds NaN or infinity (a stored NaN would
-    rank by position, silently): no array the engine writes holds one."""
-    if array.dtype.kind == "f" and not np.isfinite(array).all():
+    rank by position, silently); a stage's `nan_padded` arrays may hold NaN (`required` False)."""
+    if required and array.dtype.kind == "f" and not np.isfinite(array).all():
         bad = int(array.size - np.isfinite(array).sum())
         raise IndexFormatError(f"{file}: {bad} of its {array.size} values are NaN or infinite; the array is damaged "
                                "(rebuild the index, or its method stage with `tigrag extend`)")
@@ -289,9 +289,9 @@ def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
     """Load and validate the index in directory `path`."""
     path = Path(path)
     manifest, manifest_digest = _read_manifest(path)
-    load_npy: Callable[[str], np.ndarray] = lambda name: _finite(path / f"{name}.npy", np.load(
+    load_npy: Callable[..., np.ndarray] = lambda name, finite=True: _finite(path / f"{name}.npy", np.load(
         _checked(path, manifest, f"{name}.npy", verify_checksums), allow_pickle=False
-    ))
+    ), finite)
     strings: Callable[[str, str], list[str]] = lambda name, column: _read_strings(
         _checked(path, manifest, f"{name}.parquet", verify_checksums), column
     )
@@ -369,7 +369,7 @@ def _load_stage(path: Path, manifest: dict[str, Any], index: Index, method: Any,
     if config != getattr(index.config, method.name):
         raise IndexFormatError(f"{path / MANIFEST}: methods.{method.name}.config differs from the index's "
                                f"{method.name} settings; rebuild the stage with `tigrag extend`")
-    arrays = {name: load_npy(name) for name in method.stage.arrays}
+    arrays = {name: load_npy(name, name not in method.stage.nan_padded) for name in method.stage.arrays}
     texts = {name: strings(name, "text") for name in method.stage.strings}
     return method.stage.from_arrays(arrays, texts, index, config, section.get("stats", {}), path)
 

@@ -38,7 +38,8 @@ class IndexStage:
     `arrays` and `strings`); `from_arrays(arrays, strings, index, config, stats, folder)` rebuilds it,
     checking every array against the index and raising IndexFormatError naming the file that does not
     fit; `summary(index, stage)` is the one line `tigrag index`/`extend` print; `rebuilt_because`
-    says in the log why `add` and streamed builds rebuild it over all chunks."""
+    says in the log why `add` and streamed builds rebuild it over all chunks. Float arrays must hold
+finite values when loaded, except those named in `nan_padded` (NaN marks padding there)."""
 
     config: type
     build: Callable[..., Any]
@@ -48,6 +49,7 @@ class IndexStage:
     strings: tuple[str, ...] = ()
     summary: Callable[[Any, Any], str] = lambda index, stage: ""
     rebuilt_because: str = "it is a function of all chunks"
+    nan_padded: tuple[str, ...] = ()
 
     @property
     def files(self) -> list[str]:

@@ -24,7 +24,8 @@ METHOD = register(Method(
     query_config=SpectragQueryConfig,
     stage=IndexStage(config=SpectragIndexConfig, build=stage.build, to_arrays=stage.to_arrays,
                      from_arrays=stage.from_arrays, arrays=stage.ARRAYS, summary=stage.summary,
-                     rebuilt_because="the graph is global: new chunks change old neighbours and the eigenvectors"),
+                     rebuilt_because="the graph is global: new chunks change old neighbours and the eigenvectors",
+                     nan_padded=("spectrag_eigenvalues",)),
     claims=context_recall_claim,
     systems=(
         System("SpectRAG", "spectrag", headline=True),
