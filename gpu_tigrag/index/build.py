@@ -32,6 +32,18 @@ def warn_duplicates(passages: Sequence[Passage]) -> int:
     return repeated
 
 
+def check_passages(passages: Any) -> None:
+    """TigragError unless `passages` is a non-empty sequence of Passage records with some text."""
+    if isinstance(passages, (str, bytes)) or not isinstance(passages, Sequence):
+        raise TigragError(f"passages must be a sequence (list) of Passage records, got {type(passages).__name__}")
+    for position, passage in enumerate(passages, start=1):
+        if not isinstance(passage, Passage):
+            raise TigragError(f"passage {position} is a {type(passage).__name__}, not a gpu_tigrag.Passage "
+                              "(build them with Passage(title, text, doc_id) or load_corpus)")
+    if not any(p.text.strip() or p.title.strip() for p in passages):
+        raise TigragError("no passage has any text: an index needs at least one non-empty passage")
+
+
 def build_index(
     passages: Sequence[Passage],
     config: IndexConfig = IndexConfig(),
@@ -48,6 +60,7 @@ def build_index(
     graph (settings `config.spectrag`) over the finished base index.
     """
     methods = check_methods(methods)
+    check_passages(passages)
     warn_duplicates(passages)
     be = backend or get_backend("numpy")
     timings: dict[str, float] = {}

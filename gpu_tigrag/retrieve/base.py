@@ -56,6 +56,19 @@ class PreparedBatch:
         return PreparedBatch(self.queries[start:stop], self.seeds[start:stop], self.vectors[start:stop])
 
 
+def check_queries(queries: Any) -> None:
+    """TigragError unless `queries` is a sequence of non-empty strings (as the CLI requires)."""
+    if isinstance(queries, (str, bytes)):
+        raise TigragError("retrieve() takes a sequence of queries; wrap a single query in a list")
+    if not isinstance(queries, Sequence):
+        raise TigragError(f"retrieve() takes a sequence (list, tuple) of query strings, got {type(queries).__name__}")
+    for position, query in enumerate(queries, start=1):
+        if not isinstance(query, str):
+            raise TigragError(f"query {position} is a {type(query).__name__}, not a string")
+        if not query.strip():
+            raise TigragError(f"query {position} is empty; empty queries are errors")
+
+
 class BaseRetriever:
     """Batched retrieval of one method over an `Index` (module doc). Subclasses set `method`,
     implement `_retrieve_batch(batch, k)` and `bytes_per_query()`, and may override `prepare`."""
@@ -123,8 +136,7 @@ class BaseRetriever:
     # -- batches -----------------------------------------------------------------------------
     def retrieve(self, queries: Sequence[str], k: int | None = None, show_progress: bool = False) -> list[QueryResult]:
         """The ranked chunks of every query, to depth k (default: the method's, `default_k`)."""
-        if isinstance(queries, str):
-            raise TigragError("retrieve() takes a sequence of queries; wrap a single query in a list")
+        check_queries(queries)
         k = self._check_k(k)
         size = self.batch_size()
         results: list[QueryResult] = []
