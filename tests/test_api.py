@@ -44,3 +44,22 @@ def test_import_gpu_tigrag_loads_no_heavy_library():
     after_import, after_config = proc.stdout.splitlines()
     assert after_import == "", f"import gpu_tigrag loaded {after_import}"
     assert after_config == "", f"gpu_tigrag.RetrievalConfig loaded {after_config}"
+
+
+def test_public_entry_points_check_their_arguments(example_index):
+    """Wrong arguments at the Python API's entry points are the project's error, naming what was
+    expected and where, as the CLI's are (never an AttributeError deep inside)."""
+    import pytest
+
+    from gpu_tigrag import Passage, TigragError, build_index, make_retriever, preset
+
+    retriever = make_retriever(example_index.index, preset("paper"), backend="numpy")
+    for queries, message in [("a question", "wrap a single query in a list"), (["film", "  "], "query 2 is empty"),
+                             (["film", 7], "query 2 is a int, not a string"), (42, "sequence .* got int")]:
+        with pytest.raises(TigragError, match=message):
+            retriever.retrieve(queries)
+    for passages, message in [([], "no passage has any text"), ([Passage("", " ", "x")], "no passage has any text"),
+                              ([{"title": "t", "text": "x"}], "passage 1 is a dict, not a gpu_tigrag.Passage"),
+                              ("corpus.json", "sequence .* got str")]:
+        with pytest.raises(TigragError, match=message):
+            build_index(passages)
