@@ -54,6 +54,21 @@ def describe_os_error(exc: OSError) -> str:
     return (exc.strerror or str(exc)).lower()
 
 
+def process_umask() -> int:
+    """This process's umask (read from /proc where it can be, without changing it; else set and
+    restored at once)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 @contextmanager
 def atomic_path(target: str | Path, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside `target`; when the block ends without error, the file written
@@ -63,6 +78,7 @@ def atomic_path(target: str | Path, suffix: str = "") -> Iterator[Path]:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=_tmp_prefix(target), suffix=suffix, dir=target.parent)
+        os.fchmod(fd, 0o666 & ~process_umask())  # mkstemp makes it 0600: the finished file is an ordinary one
         os.close(fd)
     except OSError as exc:
         raise OutputError(f"{target}: cannot write ({describe_os_error(exc)})") from None
@@ -104,6 +120,7 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=_tmp_prefix(target), dir=target.parent))
+        os.chmod(tmp, 0o777 & ~process_umask())  # mkdtemp makes it 0700: the finished folder is an ordinary one
     except OSError as exc:
         raise OutputError(f"{target}: cannot write ({describe_os_error(exc)})") from None
     try:

@@ -118,3 +118,19 @@ def test_a_re_signed_array_holding_nan_is_refused(index, tmp_path):
     manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match="embeddings.npy: 1 of its .* values are NaN or infinite"):
         load_index(tmp_path / "idx")
+
+
+def test_index_files_and_folder_follow_the_umask(index, tmp_path):
+    """An index is readable by whoever the user's umask lets read it (not 0700/0600 as the
+    temporaries it is written through), like any file a Unix tool writes."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        path = save_index(index, tmp_path / "idx")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o755
+    modes = {stat.S_IMODE(f.stat().st_mode) for f in path.iterdir()}
+    assert modes == {0o644}, modes
