@@ -15,14 +15,14 @@ decided in `records.py` (the same rule as for query records). Errors name the fi
 from __future__ import annotations
 
 import glob
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from .errors import CorpusError
-from .records import PASSAGE_ID_KEYS, PASSAGE_TEXT_KEYS, TITLE_KEY, as_record, first_key, passage_fields, string_value
+from .records import (PASSAGE_ID_KEYS, PASSAGE_TEXT_KEYS, TITLE_KEY, as_record, first_key, parse_json, passage_fields,
+                      string_value)
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +57,7 @@ def _passage_from_record(data: Any, where: str) -> Passage:
 
 
 def _iter_json(path: Path) -> Iterator[Passage]:
-    try:
-        data = json.loads(_read_text(path))
-    except json.JSONDecodeError as exc:
-        raise CorpusError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    data = parse_json(_read_text(path), str(path))
     if isinstance(data, list):
         for i, record in enumerate(data):
             yield _passage_from_record(record, f"{path}: record {i}")
@@ -91,10 +88,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
                 raise CorpusError(f"{path}: line {lineno}: not UTF-8 (invalid byte at column {exc.start + 1})") from None
             if not line.strip():
                 continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CorpusError(f"{path}: line {lineno}: malformed JSON ({exc.msg}, column {exc.colno})") from None
+            yield lineno, parse_json(line, f"{path}: line {lineno}", one_line=True)
 
 
 def _iter_jsonl(path: Path) -> Iterator[Passage]:

@@ -29,12 +29,18 @@ was expected.
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any, Mapping, Sequence
 
 from .errors import CorpusError
 
 #: the id keys of every record kind, in precedence order
 ID_KEYS = ("_id", "id")
+#: ids longer than this are refused when read (a 5,000-digit number is a mistake, not an id)
+MAX_ID_CHARS = 1000
+MAX_ID_DIGITS = 1000
+MAX_ID_BITS = 3322  # 10**1000 < 2**3322
 #: passage ids: the shared keys, then MuSiQue's paragraph index
 PASSAGE_ID_KEYS = ID_KEYS + ("idx",)
 #: query ids: the shared keys, then `qid`
@@ -66,9 +72,35 @@ def _id(record: Mapping[str, Any], keys: Sequence[str], where: str) -> str | Non
     if value is None:
         raise CorpusError(f"{where}: field {key!r} is null (expected a string or a number; leave the field out "
                           "if there is none)")
-    if isinstance(value, (dict, list)):
+    if isinstance(value, (dict, list, bool)):
         raise CorpusError(f"{where}: field {key!r} must be a string or a number, got {type(value).__name__}")
-    return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        # JSON's 1e400 reads as inf, NaN as nan: two different ids would become one string
+        raise CorpusError(f"{where}: field {key!r} is {value!r}, not a finite number; write the id as a string")
+    if isinstance(value, int) and value.bit_length() > MAX_ID_BITS:
+        raise CorpusError(f"{where}: field {key!r} is a number of more than {MAX_ID_DIGITS} digits; write the id "
+                          "as a string")
+    text = str(value)
+    if len(text) > MAX_ID_CHARS:
+        raise CorpusError(f"{where}: field {key!r} is {len(text):,} characters long; ids are at most "
+                          f"{MAX_ID_CHARS:,}")
+    return text
+
+
+def parse_json(text: str | bytes, where: str, one_line: bool = False) -> Any:
+    """`json.loads(text)`, every way it can fail (malformed, numbers of too many digits, nesting
+    deeper than Python's recursion limit) a CorpusError naming `where` (`one_line`: a JSONL line,
+    whose position `where` already names)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        if one_line:
+            raise CorpusError(f"{where}: malformed JSON ({exc.msg}, column {exc.colno})") from None
+        raise CorpusError(f"{where}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise CorpusError(f"{where}: JSON nested too deeply to read") from None
+    except ValueError as exc:  # e.g. an integer literal of more than 4,300 digits
+        raise CorpusError(f"{where}: unreadable JSON ({exc})") from None
 
 
 def string_value(value: Any, where: str, key: str) -> str:

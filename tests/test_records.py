@@ -103,6 +103,24 @@ def test_bad_passage_records_name_file_record_and_expectation(tmp_path, name, co
         load_corpus(path)
 
 
+@pytest.mark.parametrize("raw, expected", [
+    ('[{"_id": 1e400, "title": "A", "text": "x"}]', "record 0: field '_id' is inf, not a finite number"),
+    ('[{"_id": NaN, "title": "A", "text": "x"}]', "record 0: field '_id' is nan, not a finite number"),
+    ('[{"_id": true, "title": "A", "text": "x"}]', "record 0: field '_id' must be a string or a number, got bool"),
+    ('[{"_id": ' + "9" * 1200 + ', "title": "A", "text": "x"}]', "of more than 1000 digits"),
+    ('[{"_id": ' + "9" * 5000 + ', "title": "A", "text": "x"}]', "unreadable JSON"),
+    ('[{"_id": "' + "x" * 1001 + '", "title": "A", "text": "x"}]', "1,001 characters long"),
+    ("[" * 100000 + "]" * 100000, "nested too deeply"),
+])
+def test_ids_that_cannot_be_told_apart_or_read_are_errors(tmp_path, raw, expected):
+    """JSON's 1e400 and NaN read as inf and nan (two ids would become one string), booleans are
+    not ids, and numbers too long to print or nesting too deep to read are clear errors."""
+    path = tmp_path / "c.json"
+    path.write_text(raw)
+    with pytest.raises(CorpusError, match=expected):
+        load_corpus(path)
+
+
 @pytest.mark.parametrize("lines, expected", [
     (['{"question": "a?", "gold_titles": []}', '{"id": null, "question": "b?", "gold_titles": []}'],
      "q.jsonl: line 2: field 'id' is null"),
