@@ -197,3 +197,55 @@ def test_cli_eval_reports_vector_cache_hits_on_a_second_run(index, tmp_path, cap
     assert first["vector_cache"]["hits"] == 0 and second["vector_cache"]["hits"] > 0
     assert second["vector_cache"]["misses"] == 0
     assert second["metrics"] == first["metrics"]
+
+
+def test_a_cache_that_cannot_be_written_or_opened_never_stops_the_work(tmp_path, caplog):
+    """A read-only cache is read without adding to it; an unopenable one, or one whose writes fail
+    (a full disk), is warned about and the encoding goes on without it."""
+    import logging
+    import os
+    import sqlite3
+
+    texts = ["Mirela Vantz", "Korvath harbour", "The Glass Orchard"]
+    encoder = HashingEncoder(64)
+    expected = encoder.encode(texts, kind=QUERY)
+    CachingEncoder(encoder, VectorCache(tmp_path / "ro")).encode(texts[:2], kind=QUERY)
+    os.chmod(tmp_path / "ro" / "vectors.sqlite3", 0o444)
+    os.chmod(tmp_path / "ro", 0o555)
+    try:
+        with caplog.at_level(logging.WARNING):
+            cache = VectorCache(tmp_path / "ro")
+            got = CachingEncoder(encoder, cache).encode(texts, kind=QUERY)
+        np.testing.assert_array_equal(got, expected)
+        if os.geteuid() != 0:  # root writes anyway
+            assert "cannot be written" in caplog.text and cache.hits == 2 and not cache.writable
+    finally:
+        os.chmod(tmp_path / "ro", 0o755)
+    (tmp_path / "file").write_text("not a folder")
+    with caplog.at_level(logging.WARNING):
+        gone = VectorCache(tmp_path / "file")
+        np.testing.assert_array_equal(CachingEncoder(encoder, gone).encode(texts, kind=QUERY), expected)
+    assert "going on without it" in caplog.text and gone.db is None
+
+    class FullDisk:
+        def __init__(self, db):
+            self.db = db
+
+        def execute(self, sql, *args):
+            if sql.startswith(("INSERT", "UPDATE", "DELETE", "BEGIN")):
+                raise sqlite3.OperationalError("database or disk is full")
+            return self.db.execute(sql, *args)
+
+        def executemany(self, sql, *args):
+            raise sqlite3.OperationalError("database or disk is full")
+
+        def close(self):
+            self.db.close()
+
+    full = VectorCache(tmp_path / "full")
+    full.db = FullDisk(full.db)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        np.testing.assert_array_equal(CachingEncoder(encoder, full).encode(texts, kind=QUERY), expected)
+        np.testing.assert_array_equal(CachingEncoder(encoder, full).encode(texts, kind=QUERY), expected)
+    assert caplog.text.count("the disk is full") == 1 and not full.writable

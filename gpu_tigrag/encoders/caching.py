@@ -8,6 +8,10 @@ makes one connection safe for the threads of one process. Vectors are raw float3
 checked for length on the way out (no pickle). The cache is bounded: past `max_bytes` the
 least recently used entries are deleted. A damaged cache file is reported and started afresh
 (it holds nothing that cannot be recomputed).
+
+The cache never stops the work it speeds up: a cache that cannot be opened for writing (a read-only
+file or folder) is read only; one that cannot be opened at all, or fails later (a full disk, a lock
+held past the timeout), is warned about once and the run goes on without it.
 """
 
 from __future__ import annotations
@@ -54,22 +58,39 @@ class VectorCache:
         self.max_bytes = max_bytes
         self.lock = threading.Lock()
         self.hits = self.misses = 0
-        self.db = self._open()
+        self.writable = True
+        self.db: sqlite3.Connection | None = self._open()
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self) -> sqlite3.Connection | None:
+        """A read-write connection; else a read-only one (a read-only cache still serves); else None
+        (warned: the run goes on without a cache)."""
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            return self._connect()
-        except sqlite3.DatabaseError as exc:
-            if "locked" in str(exc):
-                raise ModelError(f"{self.path}: vector cache is locked by another process for too long ({exc})") from None
-            log.warning("%s: vector cache is damaged (%s); starting a new one", self.path, exc)
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
-            return self._connect()
-        except OSError as exc:
-            raise ModelError(f"{self.path}: cannot open the vector cache ({exc.strerror or exc}); "
-                             "choose another folder with --vector-cache or turn it off with --no-vector-cache") from None
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                return self._connect()
+            except sqlite3.DatabaseError as exc:
+                if "locked" in str(exc) or "readonly" in str(exc) or "unable to open" in str(exc):
+                    raise
+                log.warning("%s: vector cache is damaged (%s); starting a new one", self.path, exc)
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+                return self._connect()
+        except (sqlite3.DatabaseError, OSError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+        if self.path.is_file():
+            try:
+                db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=60, check_same_thread=False,
+                                     isolation_level=None)
+                db.execute("SELECT count(*) FROM vectors").fetchone()
+                self.writable = False
+                log.warning("%s: the vector cache cannot be written (%s); reading it without adding to it",
+                            self.path, reason)
+                return db
+            except sqlite3.DatabaseError:
+                pass
+        log.warning("%s: cannot open the vector cache (%s); going on without it (choose another folder with "
+                    "--vector-cache DIR)", self.path, reason)
+        return None
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
@@ -108,9 +129,15 @@ class VectorCache:
         size = 4 * dim
         with self.lock:
             for start in range(0, len(keys), BATCH):
+                if self.db is None:  # never opened, or given up on
+                    break
                 part = list(keys[start : start + BATCH])
                 marks = ",".join("?" * len(part))
-                rows = self.db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", part).fetchall()
+                try:
+                    rows = self.db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", part).fetchall()
+                except sqlite3.DatabaseError as exc:
+                    self._give_up("read", exc)
+                    break
                 good = [(k, v) for k, v in rows if len(v) == size]
                 for k, v in good:
                     found[k] = np.frombuffer(v, dtype=np.float32)
@@ -123,13 +150,14 @@ class VectorCache:
 
     def put(self, items: dict[bytes, np.ndarray]) -> None:
         """Store vectors (float32), then delete the least recently used entries past the bound."""
-        if not items:
+        if not items or self.db is None or not self.writable:
             return
         now = time.time()
         rows = [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes(), now) for k, v in items.items()]
         with self.lock:
             self._write_many("INSERT OR REPLACE INTO vectors (key, vector, used) VALUES (?, ?, ?)", rows)
-            self._evict(len(rows[0][1]))
+            if self.db is not None and self.writable:
+                self._evict(len(rows[0][1]))
 
     def _evict(self, vector_bytes: int) -> None:
         limit = max(1, self.max_bytes // (vector_bytes + ENTRY_OVERHEAD))
@@ -140,7 +168,8 @@ class VectorCache:
             log.debug("vector cache: %d least recently used entries evicted", drop)
 
     def _write(self, sql: str, args: Sequence) -> None:
-        self._guarded(lambda: self.db.execute(sql, args))
+        if self.db is not None and self.writable:
+            self._guarded(lambda: self.db.execute(sql, args))
 
     def _write_many(self, sql: str, rows: Sequence) -> None:
         def run() -> None:
@@ -157,17 +186,27 @@ class VectorCache:
     def _guarded(self, action) -> None:
         try:
             action()
-        except sqlite3.OperationalError as exc:  # disk full, or another process held the lock past the timeout
-            raise ModelError(f"{self.path}: cannot write the vector cache ({exc}); free space or turn the cache "
-                             "off with --no-vector-cache") from None
+        except sqlite3.DatabaseError as exc:  # disk full, a read-only file, a lock held past the timeout
+            self.writable = False
+            log.warning("%s: cannot write the vector cache (%s); going on without adding to it", self.path,
+                        "the disk is full" if "full" in str(exc) else exc)
+
+    def _give_up(self, what: str, exc: Exception) -> None:
+        log.warning("%s: cannot %s the vector cache (%s); going on without it", self.path, what, exc)
+        try:
+            self.db.close()
+        except sqlite3.Error:
+            pass
+        self.db = None
 
     def entries(self) -> int:
         with self.lock:
-            return int(self.db.execute("SELECT count(*) FROM vectors").fetchone()[0])
+            return 0 if self.db is None else int(self.db.execute("SELECT count(*) FROM vectors").fetchone()[0])
 
     def close(self) -> None:
         with self.lock:
-            self.db.close()
+            if self.db is not None:
+                self.db.close()
 
 
 class CachingEncoder:
