@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -51,7 +52,14 @@ def describe_os_error(exc: OSError) -> str:
         return "no space left on device"
     if exc.errno == errno.EDQUOT:
         return "disk quota exceeded"
+    short = _SHORT_WRITE.fullmatch(str(exc).strip())
+    if short:  # numpy's tofile reports a short write without an errno: on a local disk, a full one
+        wanted, done = (int(n) for n in short.groups())
+        return f"the disk is full or the quota exceeded (only {done:,} of {wanted:,} bytes were written)"
     return (exc.strerror or str(exc)).lower()
+
+
+_SHORT_WRITE = re.compile(r"(\d+) requested and (\d+) written")
 
 
 def process_umask() -> int:

@@ -169,3 +169,21 @@ def test_an_unwritable_folder_is_one_clear_error(tmp_path):
         target = locked / "state.json"
     with pytest.raises(OutputError, match="state.json: cannot write"):
         atomic_write_json(target, {"x": 1})
+
+
+def test_numpys_short_write_reads_as_a_full_disk(tmp_path, small_index, monkeypatch):
+    """numpy reports a short write as "N requested and M written" without an errno: the message says
+    what it means."""
+    import gpu_tigrag.index.store as store
+
+    real_save = np.save
+
+    def short_write(file, array, *args, **kwargs):
+        if str(file).endswith("embeddings.npy") or "embeddings" in str(file):
+            raise OSError("2636288 requested and 1574880 written")
+        return real_save(file, array, *args, **kwargs)
+
+    monkeypatch.setattr(store.np, "save", short_write)
+    with pytest.raises(OutputError, match=r"the disk is full or the quota exceeded \(only 1,574,880 of 2,636,288"):
+        save_index(small_index, tmp_path / "index")
+    assert no_temporaries(tmp_path)
