@@ -94,3 +94,24 @@ def test_cuda_kernels_compile_to_ptx_for_sm90():
 
     expected = sum(len(importlib.import_module(name).ptx_signatures()) for name in KERNEL_MODULES)
     assert proc.stdout.count("PTX-OK") == expected
+
+
+def test_numba_gets_a_private_cache_where_it_could_write_none(tmp_path, monkeypatch):
+    """A read-only install and home would stop numba compiling the cached kernels: the package then
+    points NUMBA_CACHE_DIR at a private folder of the temporary directory."""
+    import os
+
+    from gpu_tigrag.kernels import ensure_numba_cache
+
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))
+    import numba.core.config
+
+    monkeypatch.setattr(numba.core.config, "CACHE_DIR", numba.core.config.CACHE_DIR)
+    folder = ensure_numba_cache(tmp_path / "package")
+    assert folder == str(tmp_path / f"gpu_tigrag-numba-{os.getuid()}") and os.environ["NUMBA_CACHE_DIR"] == folder
+    assert numba.core.config.CACHE_DIR == folder and (tmp_path / f"gpu_tigrag-numba-{os.getuid()}").is_dir()
+    monkeypatch.setattr(os, "access", lambda path, mode: True)
+    monkeypatch.delenv("NUMBA_CACHE_DIR")
+    assert ensure_numba_cache(tmp_path / "package") is None  # numba's own places will do
