@@ -2,6 +2,7 @@
 
     python bench/spectrag.py                          # 2Wiki, MuSiQue-100 and SciFact
     python bench/spectrag.py --datasets musique_train100 --smoke
+    python bench/spectrag.py --best                   # the `SpectRAG best` sweep (bench/results/spectrag_best.md)
 
 For each dataset: the cached reference index (bench/encoders.py's `base_index`: all-MiniLM-L6-v2), its
 SpectRAG stage built in memory and timed against the TIGRAG build's recorded seconds, then
@@ -11,6 +12,12 @@ MRR@10, nDCG@10, full-context recall, context chunks and tokens (Treebank words 
 queries/s. SpectRAG's own datasets (MultiHop-RAG, UltraDomain) are not available here, so the
 claim checked is the one that carries over: its full-context recall above Hybrid's R@10.
 Writes bench/results/spectrag.md and .json.
+
+`--best`: the sweep that chose `SpectRAG best` (issue 22): α × `ppr_norm` × `proximity_floor` on the
+first half of the 2Wiki dev500 queries (the developer split: no 2Wiki queries outside dev500 exist
+here), chosen by R@5 (then R@10, R@2); then SpectRAG, SpectRAG best, its ablations, relevance only and
+Hybrid on the held-out second half and on MuSiQue-100 (the test sets, never swept). Writes
+bench/results/spectrag_best.md and .json.
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ from bench.encoders import DATASETS, base_index
 
 from gpu_tigrag.methods.spectrag.config import SpectragIndexConfig
 from gpu_tigrag.evaluate.datasets import load_dataset
-from gpu_tigrag.evaluate.experiment import Experiment, run_contexts
+from gpu_tigrag.evaluate.experiment import Experiment, run_contexts, system_config
+from gpu_tigrag.methods.registry import System
 from gpu_tigrag.index.build import add_method
 
 SYSTEMS = ("NaiveRAG", "BM25", "Hybrid", "TIGRAG paper", "TIGRAG best", "SpectRAG", "SpectRAG relevance only",
@@ -45,7 +53,10 @@ def main() -> int:
     parser.add_argument("--weights", default=SpectragIndexConfig().weights,
                         help="spectrag.weights of the stage (config2, config1, calibrate); results go to "
                              "spectrag.md for the default, spectrag_<weights>.md otherwise")
+    parser.add_argument("--best", action="store_true", help="the SpectRAG best sweep and held-out evaluation")
     args = parser.parse_args()
+    if args.best:
+        return best(args.smoke)
     stage_config = dataclasses.replace(SpectragIndexConfig(), weights=args.weights)
     out: dict[str, dict] = {}
     for name in args.datasets:
@@ -123,6 +134,100 @@ def markdown(out: dict[str, dict], weights: str) -> str:
                  "its hop-2 expansion texts); context tokens: Treebank words and cl100k tokens of each query's "
                  "context (top β = 5 chunks, or SpectRAG's adaptive context).")
     return "\n".join(lines)
+
+
+#: the sweep of --best (settings of SpectragQueryConfig); spectral_share stays the paper's 0.5
+ALPHAS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
+PPR_NORMS = ("max", "rank", "off")
+FLOORS = (0.0, 0.5, 0.7, 0.8, 0.9)
+#: what --best reports on each split
+BEST_SYSTEMS = ("Hybrid", "SpectRAG", "SpectRAG relevance only", "SpectRAG best", "SpectRAG best without rank PPR",
+                "SpectRAG best without proximity floor", "SpectRAG best with alpha 0.5")
+METRICS = ("recall@2", "recall@5", "recall@10", "mrr@10", "ndcg@10", "context_recall", "context_chunks")
+
+
+def _experiment(name: str, queries: slice) -> Experiment:
+    index = add_method(base_index(name), "spectrag", config=SpectragIndexConfig())
+    dataset = load_dataset(DATA / DATASETS[name])
+    dataset.queries = dataset.queries[queries]
+    experiment = Experiment(index, dataset, backend="numpy")
+    experiment.encoder.encode(experiment.texts, kind="query")
+    return experiment
+
+
+def _metrics(experiment: Experiment, name: str, config) -> dict[str, float]:
+    m = experiment.report(experiment.run_config(name, config))["metrics"]
+    return {k: float(m[k]) for k in METRICS}
+
+
+def best(smoke: bool) -> int:
+    """The sweep on the developer split, then every BEST_SYSTEMS on the held-out splits."""
+    half = 250 if not smoke else 20
+    dev = _experiment("2wikimultihopqa", slice(0, half))
+    sweep = []
+    seen = set()
+    for alpha in ALPHAS:
+        for norm in PPR_NORMS:
+            for floor in FLOORS:
+                overrides = {"spectrag.alpha": alpha, "spectrag.ppr_norm": norm, "spectrag.proximity_floor": floor}
+                key = (alpha, norm, floor) if alpha else (0.0,)
+                if key in seen:  # α = 0: no proximity, one run
+                    continue
+                seen.add(key)
+                m = _metrics(dev, "sweep", system_config(System("sweep", "spectrag", overrides), dev.base))
+                sweep.append({"alpha": alpha, "ppr_norm": norm, "proximity_floor": floor, **m})
+                print(f"[sweep] α {alpha} {norm} floor {floor}: R@2 {m['recall@2']:.4f} R@5 {m['recall@5']:.4f} "
+                      f"R@10 {m['recall@10']:.4f}", file=sys.stderr)
+    chosen = max(sweep, key=lambda r: (round(r["recall@5"], 6), round(r["recall@10"], 6), round(r["recall@2"], 6)))
+    splits = {"2Wiki dev (first half, swept)": dev, "2Wiki held out (second half)":
+              _experiment("2wikimultihopqa", slice(half, None if not smoke else 2 * half)),
+              "MuSiQue-100": _experiment("musique_train100", slice(0, None if not smoke else half))}
+    results = {}
+    for label, experiment in splits.items():
+        results[label] = {"queries": len(experiment.dataset.queries),
+                          "systems": {s: _metrics(experiment, s, system_config(_system(s), experiment.base))
+                                      for s in BEST_SYSTEMS}}
+        for s, m in results[label]["systems"].items():
+            print(f"[{label}] {s}: R@2 {m['recall@2']:.4f} R@5 {m['recall@5']:.4f} R@10 {m['recall@10']:.4f}",
+                  file=sys.stderr)
+    if not smoke:
+        write_results("spectrag_best", {"sweep": sweep, "chosen": chosen, "splits": results},
+                      best_markdown(sweep, chosen, results))
+    return 0
+
+
+def _system(name: str) -> System:
+    from gpu_tigrag.methods.registry import systems
+    return systems()[name]
+
+
+def best_markdown(sweep: list[dict], chosen: dict, results: dict) -> str:
+    from gpu_tigrag.methods.spectrag import BEST
+    lines = ["# SpectRAG best: its mechanisms chosen on developer queries (issue 22, item 4)", "",
+             "Command: `python bench/spectrag.py --best` (2-core CPU, numpy backend, the cached indexes of "
+             "bench/spectrag.py, all-MiniLM-L6-v2, signal weights config2). No 2Wiki queries outside "
+             "2wikimultihopqa_dev500.json exist here, so the sweep runs on its first 250 queries (the developer "
+             "split) and the systems are reported on the other 249 and on MuSiQue-100, neither seen by the sweep.",
+             "", f"Sweep: α ∈ {list(ALPHAS)} × spectrag.ppr_norm ∈ {list(PPR_NORMS)} × spectrag.proximity_floor ∈ "
+             f"{list(FLOORS)} (α = 0 run once), spectral_share 0.5; chosen by R@5, then R@10, then R@2: "
+             f"α {chosen['alpha']}, ppr_norm {chosen['ppr_norm']}, proximity_floor {chosen['proximity_floor']} "
+             f"(R@5 {100 * chosen['recall@5']:.2f}). `SpectRAG best` = "
+             + ", ".join(f"`{k}={v}`" for k, v in BEST.items()) + ".", ""]
+    for label, d in results.items():
+        lines += [f"## {label} ({d['queries']} queries)", "",
+                  "| system | R@2 | R@5 | R@10 | MRR@10 | nDCG@10 | context recall | context chunks |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for s, m in d["systems"].items():
+            lines.append(f"| {s} | " + " | ".join(f"{100 * m[k]:.2f}" for k in METRICS[:-1])
+                         + f" | {m['context_chunks']:.1f} |")
+        lines.append("")
+    lines += ["## The sweep (2Wiki developer split, 250 queries)", "",
+              "| α | ppr_norm | proximity_floor | R@2 | R@5 | R@10 | MRR@10 | context recall |", "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(sweep, key=lambda r: -r["recall@5"]):
+        lines.append(f"| {r['alpha']} | {r['ppr_norm']} | {r['proximity_floor']} | {100 * r['recall@2']:.2f} | "
+                     f"{100 * r['recall@5']:.2f} | {100 * r['recall@10']:.2f} | {100 * r['mrr@10']:.2f} | "
+                     f"{100 * r['context_recall']:.2f} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

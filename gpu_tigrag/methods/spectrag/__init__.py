@@ -17,6 +17,17 @@ def context_recall_claim(m: dict) -> list[str]:
             f"{m['SpectRAG']['context_chunks']:.1f} chunks per context)."]
 
 
+#: `SpectRAG best` (issue 22): the settings chosen on 2Wiki developer queries (the first half of dev500)
+#: by `python bench/spectrag.py --best` (bench/results/spectrag_best.md); the defaults stay the paper's
+BEST: dict[str, object] = {"spectrag.alpha": 0.2, "spectrag.ppr_norm": "rank", "spectrag.proximity_floor": 0.8}
+#: each mechanism of best removed (its paper value back)
+BEST_ABLATIONS = {
+    "SpectRAG best without rank PPR": {"spectrag.ppr_norm": "max"},
+    "SpectRAG best without proximity floor": {"spectrag.proximity_floor": 0.0},
+    "SpectRAG best with alpha 0.5": {"spectrag.alpha": 0.5},
+}
+
+
 METHOD = register(Method(
     name="spectrag", label="SpectRAG",
     description="chunk graph of six signals, PPR and spectral proximity, token-budgeted context",
@@ -32,5 +43,8 @@ METHOD = register(Method(
         System("SpectRAG relevance only", "spectrag", {"spectrag.alpha": 0.0}),
         System("SpectRAG spectral proximity only", "spectrag", {"spectrag.spectral_share": 1.0}),
         System("SpectRAG PPR proximity only", "spectrag", {"spectrag.spectral_share": 0.0}),
+        System("SpectRAG best", "spectrag", BEST, headline=True),
+        *(System(name, "spectrag", {**BEST, **removed}, ablation_of="SpectRAG best")
+          for name, removed in BEST_ABLATIONS.items()),
     ),
 ))

@@ -66,6 +66,8 @@ class SpectragQueryConfig(CheckedConfig):
     ppr_max_iter: int = setting(200, 'PPR sweeps at most')
     alpha: float = setting(0.5, 'score = (1 - α) relevance + α proximity')
     spectral_share: float = setting(0.5, 'proximity = share × spectral closeness + (1 - share) × PPR')
+    ppr_norm: str = setting("max", 'PPR proximity of a candidate: "max", π / max π over the query\'s candidates (the paper\'s and code\'s: a chunk with an edge inside the candidates is lifted whatever its relevance); "rank", the share of the query\'s candidates with a smaller π (equal π, equal rank); "off", no PPR term (proximity = the spectral term alone)')
+    proximity_floor: float = setting(0.0, 'proximity is added only to candidates whose relevance is at least this × the best candidate relevance of the query; the others score (1 - α) relevance, as non-candidates do (0: every candidate, the paper)')
     token_budget: int = setting(0, "context budget in cl100k tokens; 0 = 10 × the index's mean chunk (12k for 1200-token chunks)")
     core_size: int = setting(5, 'the protected core: the first chunks need only the core floor')
     core_floor: float = setting(0.30, '× the top score')
@@ -74,12 +76,14 @@ class SpectragQueryConfig(CheckedConfig):
 
     def _check(self) -> None:
         require(self.bm25 in ("okapi", "index"), f"spectrag.bm25 must be 'okapi' or 'index', got {self.bm25!r}")
+        require(self.ppr_norm in ("max", "rank", "off"),
+                f"spectrag.ppr_norm must be 'max', 'rank' or 'off', got {self.ppr_norm!r}")
         for name in ("seeds", "hops", "max_candidates", "ppr_max_iter", "core_size"):
             require(getattr(self, name) >= 1, f"spectrag.{name} must be >= 1, got {getattr(self, name)}")
         require(self.rrf_k >= 0 and self.token_budget >= 0, "spectrag.rrf_k and spectrag.token_budget must be >= 0")
         require(0.0 < self.damping < 1.0, f"spectrag.damping must be in (0, 1), got {self.damping}")
         require(is_finite(self.ppr_tol) and self.ppr_tol > 0, f"spectrag.ppr_tol must be > 0, got {self.ppr_tol}")
-        for name in ("dense_share", "alpha", "spectral_share", "core_floor", "tail_floor", "tie_band"):
+        for name in ("dense_share", "alpha", "spectral_share", "proximity_floor", "core_floor", "tail_floor", "tie_band"):
             value = getattr(self, name)
             require(is_finite(value) and 0.0 <= value <= 1.0, f"spectrag.{name} must be in [0, 1], got {value}")
 

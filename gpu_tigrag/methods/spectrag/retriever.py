@@ -18,12 +18,14 @@ candidates:
 4. **PPR** on each query's induced subgraph of the chunk graph (ops/subgraph_ppr.py), restarting
    uniformly at S0, dangling mass to the seeds (networkx's pagerank on G[M]: it starts uniform over
    M and a query stops when its L1 change is below ppr_tol·|M|, the code's tol = 1e-6);
-   ppr = π / max π over M.
+   ppr = π / max π over M (`ppr_norm` "max"; "rank": the share of M with a smaller π; "off": none).
 5. **Spectral proximity** spec(x) = max_{s ∈ S0} ẑ_x·ẑ_s, ẑ the row-normalised coordinates (zero
    rows stay 0): one batched matmul over the padded candidates × seeds.
 6. **Score** = (1 − α)·rel + α·(share·spec + (1 − share)·ppr) on the candidates. PPR is missing for a
    query whose induced subgraph has no edge, spec when the index has no coordinates; a missing term
-   is replaced by the other, and with both missing the score is rel (the code's fallback).
+   is replaced by the other, and with both missing the score is rel (the code's fallback). With
+   `proximity_floor` > 0, candidates whose rel is below floor × the query's best candidate rel
+   score (1 − α)·rel, as non-candidates do.
 7. **Selection** under a token budget (token_budget.py); budget = `token_budget`, or 10 × the
    index's mean chunk (cl100k tokens) when it is 0 (the paper's 12k tokens for ~10 chunks of 1,200).
 
@@ -144,6 +146,29 @@ def _cut_by_relevance(be: Backend, new: Any, rel: Any, cols: np.ndarray, room: n
     return new
 
 
+def max_normalised(be: Backend, pairs: CandidatePairs, pi: Any) -> Any:
+    """ppr per pair (P,): π / max π over the query's candidates (the paper's and code's)."""
+    top = pairs.padded(be, pi, np.float32(0)).max(axis=1)
+    return pi / be.xp.where(top > 0, top, 1)[pairs.cols]
+
+
+def ppr_ranks(be: Backend, pairs: CandidatePairs, pi: Any) -> Any:
+    """ppr per pair (P,) (`ppr_norm` = "rank"): the share of the query's other candidates with a
+    smaller π, in [0, 1]; equal π, equal rank (the lowest of the tied places). Ranked on the host."""
+    values = be.to_host(pairs.padded(be, pi, np.float32(np.inf))).astype(np.float64)  # pad: ranked last
+    if values.size == 0:
+        return be.xp.zeros(0, dtype=be.xp.float32)
+    order = np.argsort(values, axis=1, kind="stable")
+    ordered = np.take_along_axis(values, order, axis=1)
+    place = np.arange(values.shape[1])
+    new = np.concatenate([np.ones((values.shape[0], 1), dtype=bool), ordered[:, 1:] != ordered[:, :-1]], axis=1)
+    first = np.maximum.accumulate(np.where(new, place[None, :], 0), axis=1)  # first place of each tie
+    ranks = np.empty_like(first)
+    np.put_along_axis(ranks, order, first, axis=1)
+    share = (ranks / np.maximum(pairs.counts - 1, 1)[:, None]).astype(np.float32)
+    return be.asarray(share)[pairs.cols, pairs.positions]
+
+
 def spectral_proximity(be: Backend, unit_coords: Any, pairs: CandidatePairs, seeds: Any) -> Any:
     """spec per candidate pair (P,): the max over the query's seeds of ẑ_x·ẑ_s, as one batched
     (B × width × d) @ (B × d × s) product."""
@@ -237,14 +262,16 @@ class SpectragRetriever(BaseRetriever):
         t = time.perf_counter()
         pairs = CandidatePairs.from_mask(be, mask)
         t = self.timer.add("expand", t)
-        pi, has_edges, _ = subgraph_pagerank(be, self.weights, pairs, seeds, cfg.damping, cfg.ppr_tol,
-                                             cfg.ppr_max_iter)
-        top = pairs.padded(be, pi, np.float32(0)).max(axis=1)
-        ppr = pi / xp.where(top > 0, top, 1)[pairs.cols]
+        if cfg.ppr_norm == "off":  # no PPR term: as in a query whose induced subgraph has no edge
+            ppr, has_edges = xp.zeros(pairs.rows.size, dtype=xp.float32), xp.zeros(len(batch), dtype=bool)
+        else:
+            pi, has_edges, _ = subgraph_pagerank(be, self.weights, pairs, seeds, cfg.damping, cfg.ppr_tol,
+                                                 cfg.ppr_max_iter)
+            ppr = ppr_ranks(be, pairs, pi) if cfg.ppr_norm == "rank" else max_normalised(be, pairs, pi)
         t = self.timer.add("ppr", t)
         spec = spectral_proximity(be, self.unit_coords, pairs, seeds) if self.unit_coords is not None else None
         t = self.timer.add("spectral", t)
-        score = self._score(rel[pairs.rows, pairs.cols], ppr, has_edges[pairs.cols], spec)
+        score = self._score(pairs, rel[pairs.rows, pairs.cols], ppr, has_edges[pairs.cols], spec)
         ranked = self._rank_candidates(pairs, score)
         rest = self._rest(mask, rel, pairs.counts, k)
         # non-candidates score (1 − α)·rel, the score with no proximity; rel where no term exists
@@ -297,14 +324,24 @@ class SpectragRetriever(BaseRetriever):
                          f"{self.token_budget:,}-token budget")
         return lines
 
-    def _score(self, rel: Any, ppr: Any, has_ppr: Any, spec: Any) -> Any:
-        """Per-pair scores (1 − α)·rel + α·proximity; rel alone where no proximity term exists."""
-        xp, cfg = self.be.xp, self.settings
+    def _score(self, pairs: CandidatePairs, rel: Any, ppr: Any, has_ppr: Any, spec: Any) -> Any:
+        """Per-pair scores (1 − α)·rel + α·proximity; rel alone where no proximity term exists;
+        (1 − α)·rel for candidates below the proximity floor (`proximity_floor` × the query's best
+        candidate relevance)."""
+        be, xp, cfg = self.be, self.be.xp, self.settings
         alpha, share = np.float32(cfg.alpha), np.float32(cfg.spectral_share)
         if spec is None:
-            return xp.where(has_ppr, (1 - alpha) * rel + alpha * ppr, rel).astype(xp.float32)
-        proximity = xp.where(has_ppr, share * spec + (1 - share) * ppr, spec)
-        return ((1 - alpha) * rel + alpha * proximity).astype(xp.float32)
+            score = xp.where(has_ppr, (1 - alpha) * rel + alpha * ppr, rel)
+            no_term = ~has_ppr
+        else:
+            proximity = xp.where(has_ppr, share * spec + (1 - share) * ppr, spec)
+            score = (1 - alpha) * rel + alpha * proximity
+            no_term = xp.zeros(rel.shape, dtype=bool)
+        if cfg.proximity_floor > 0:
+            best = pairs.padded(be, rel, np.float32(NEG_INF)).max(axis=1)
+            below = (rel < np.float32(cfg.proximity_floor) * best[pairs.cols]) & ~no_term
+            score = xp.where(below, (1 - alpha) * rel, score)
+        return score.astype(xp.float32)
 
     def _rank_candidates(self, pairs: CandidatePairs, score: Any) -> tuple[np.ndarray, np.ndarray]:
         """(ids, scores), B × width on the host, each query's candidates best first (equal scores:
