@@ -71,6 +71,10 @@ REGISTRY: tuple[Benchmark, ...] = (
               "SpectRAG against its public code without the LLM (--public PATH) on the MuSiQue-100 passages: "
               "metrics, agreement, stage counts, before and after",
               ("faithfulness_spectrag.json", "faithfulness_spectrag.md"), smoke=()),
+    Benchmark("faithfulness_litesemrag", "faithfulness_litesemrag.py", "quality",
+              "LiteSemRAG against its public code (--public PATH) on the MuSiQue-100 passages, one chunk each: "
+              "metrics, agreement, stage counts, before and after",
+              ("faithfulness_litesemrag.json", "faithfulness_litesemrag.md"), smoke=()),
     Benchmark("litesemrag", "litesemrag.py", "quality",
               "LiteSemRAG and its recovery ablation beside the baselines, TIGRAG and SpectRAG on SciFact, 2Wiki and "
               "MuSiQue-100", ("litesemrag.json", "litesemrag.md"), smoke=("--datasets", "musique_train100", "--smoke")),

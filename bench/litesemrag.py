@@ -43,6 +43,7 @@ from bench.common import CACHE, DATA, write_results
 from bench.encoders import DATASETS, base_index
 
 from gpu_tigrag.config import RetrievalConfig
+from gpu_tigrag.errors import IndexFormatError
 from gpu_tigrag.methods.litesemrag.config import LitesemragIndexConfig
 from gpu_tigrag.evaluate.datasets import load_dataset
 from gpu_tigrag.evaluate.experiment import Experiment
@@ -65,8 +66,13 @@ def stage_index(name: str, passage_chunks: bool = False):
     if (path / "manifest.json").is_file():
         index = load_index(path)
         if index.config.litesemrag == LitesemragIndexConfig():
-            return index
-        print(f"[{name}] the cached stage has other settings than the defaults: rebuilding it", file=sys.stderr)
+            try:
+                index.stage("litesemrag")
+                return index
+            except IndexFormatError as exc:  # a stage of older rules (its stage_version)
+                print(f"[{name}] {exc}: rebuilding it", file=sys.stderr)
+        else:
+            print(f"[{name}] the cached stage has other settings than the defaults: rebuilding it", file=sys.stderr)
     else:
         index = passage_index(name) if passage_chunks else base_index(name)
     index = add_method(index, "litesemrag", config=LitesemragIndexConfig(), show_progress=True)

@@ -18,10 +18,12 @@ class LitesemragIndexConfig(CheckedConfig):
     max_length: int = setting(512, 'sub-words per encoded chunk; spans past it get no vector and are dropped')
     batch_size: int = setting(32, 'chunks per encoder batch')
     protect_single_capitals: bool = setting(False, "True keeps a lone capitalised word's case (the code lowercases it)")
+    encode_cleaned_text: bool = setting(False, "True encodes the cleaned chunk text the span offsets index; False encodes the raw chunk as the public code's index side does, so a span after a deleted quote or collapsed space reads sub-words a few characters off (queries are always encoded cleaned, as there)")
     min_occurrences: int = setting(100, 'strings with fewer occurrences get one prototype')
     concentration: float = setting(0.90, 'τ_conc: a single word above this mean cosine to its mean keeps one prototype')
     cluster_divisor: int = setting(20, 'HDBSCAN min_cluster_size = max(2, occurrences // this)')
     pca_dimensions: int = setting(50, 'occurrences are reduced to this many dimensions before HDBSCAN')
+    min_samples_offset: int = setting(1, "HDBSCAN min_samples = min_cluster_size + this: 1 is the neighbourhood of the hdbscan package the public code uses (it counts the neighbours without the point), 0 scikit-learn's default (with it)")
     chunk_aggregation: bool = setting(False, 'paper 3.2: cluster per-chunk means (the code calls it off)')
     k1: float = setting(1.2, 'BM25 term-frequency saturation of the per-prototype scores')
     b: float = setting(0.75, 'BM25 length normalisation (lengths in spaCy tokens)')
@@ -32,6 +34,7 @@ class LitesemragIndexConfig(CheckedConfig):
                  "e.g. -1 (last) or -2")
         for name in ("max_length", "batch_size", "min_occurrences", "cluster_divisor", "pca_dimensions"):
             require(getattr(self, name) >= 1, f"litesemrag.{name} must be >= 1, got {getattr(self, name)}")
+        require(self.min_samples_offset >= 0, f"litesemrag.min_samples_offset must be >= 0, got {self.min_samples_offset}")
         require(self.max_length >= 8, f"litesemrag.max_length must be >= 8, got {self.max_length}")
         require(is_finite(self.concentration) and -1.0 <= self.concentration <= 1.0,
                  f"litesemrag.concentration must be in [-1, 1], got {self.concentration}")

@@ -7,9 +7,15 @@ Per string t with m occurrences (unit vectors e_i):
 - m >= `min_occurrences`, t a single word and mean_i cos(e_i, μ) > τ_conc (μ the normalised mean):
   one prototype (a concentrated word has one sense).
 - otherwise HDBSCAN(min_cluster_size = max(2, m // cluster_divisor)) on PCA(`pca_dimensions`) of the
-  e_i; each cluster becomes a prototype (normalised mean of its members), HDBSCAN's noise points
-  go to their nearest prototype by cosine (the code's final state: its re-clustering of anomalies
-  is dead code, so every anomaly ends in its nearest prototype). No cluster: one prototype.
+  e_i, with the neighbourhood of the `hdbscan` package the public code uses: its default
+  min_samples (= min_cluster_size) counts the neighbours without the point, scikit-learn's with
+  it, so here scikit-learn's `HDBSCAN(min_samples=min_cluster_size + min_samples_offset)`, offset 1
+  by default (on MuSiQue-100 it then gives the package's clusters for 6 of the 7 strings clustered;
+  the 7th differs by the package's Borůvka tree, whose ties the package's own exact algorithm
+  breaks as scikit-learn does: bench/results/faithfulness_litesemrag.md). Each cluster becomes a
+  prototype (normalised mean of its members); HDBSCAN's noise points go to their nearest
+  prototype by cosine (the code's final state: its re-clustering of anomalies is dead code, so
+  every anomaly ends in its nearest prototype). No cluster: one prototype.
 - `chunk_aggregation` (paper 3.2 "chunk-level context aggregation", off in the code) clusters the
   per-chunk means of a string's occurrences instead, min_cluster_size scaled by the ratio of
   chunks to occurrences; every occurrence follows its chunk's mean.
@@ -60,10 +66,11 @@ def cluster_senses(unit: np.ndarray, chunks: np.ndarray, config: LitesemragIndex
         points = _unit(sums / np.bincount(owner)[:, None])
         min_size = max(2, math.ceil((m // config.cluster_divisor) * keys.size / m))
     labels = np.full(points.shape[0], -1)
-    if points.shape[0] > min_size:
+    if points.shape[0] > min_size and points.shape[0] >= min_size + config.min_samples_offset:
         dims = min(config.pca_dimensions, points.shape[1], points.shape[0])
         reduced = PCA(n_components=dims, svd_solver="full").fit_transform(points)
-        labels = HDBSCAN(min_cluster_size=min_size, copy=True).fit_predict(reduced)
+        labels = HDBSCAN(min_cluster_size=min_size, min_samples=min_size + config.min_samples_offset,
+                         copy=True).fit_predict(reduced)
     found = sorted(set(labels.tolist()) - {-1})
     if not found:
         return _unit(unit.mean(axis=0, keepdims=True)), np.zeros(m, dtype=np.int64)

@@ -6,8 +6,12 @@ heterogeneous semantic graph over the index's chunks, stored as arrays.
 - *Semantic nodes* are their prototypes (`prototypes.py`): `proto_ptr` (string → its prototypes)
   and `proto_vectors` (unit rows).
 - *Chunk edges*: `tf`, prototypes × chunks, how often a chunk's occurrences of the string were
-  assigned to the prototype; `chunk_len`, the chunk's length in spaCy tokens. BM25 per prototype
-  (`bm25`) derives from them: idf_p = ln((N+1)/(df_p+1)) + 1, k1 and b of the config.
+  assigned to the prototype; `chunk_len`, the chunk's length in spaCy tokens (of the raw text, as the
+  public code counts it). BM25 per prototype (`bm25`) derives from them: idf_p = ln((N+1)/(df_p+1))
+  + 1, k1 and b of the config.
+- *Span vectors* are read from the raw chunk text by default, as the public code's index side does
+  (`litesemrag.encode_cleaned_text` false: the offsets index the cleaned text, so after a deleted
+  quote they point a few characters off), or from the cleaned text (true).
 - The word → phrase index of partial matching derives from `strings` (`phrase_index`).
 
 The chunks are the index's own (`Index.chunk_texts`), so LiteSemRAG, TIGRAG and SpectRAG rank
@@ -30,6 +34,11 @@ from ...errors import TigragError
 
 log = logging.getLogger(__name__)
 
+#: the version of the stage's rules, recorded in its stats: 2 = the public code's span rules and chunk
+#: lengths (issue 22); a stage of another version is refused at load (stage.py) and rebuilt by
+#: `tigrag extend INDEX --methods litesemrag`
+STAGE_VERSION = 2
+
 
 @dataclass
 class SemanticGraph:
@@ -37,7 +46,7 @@ class SemanticGraph:
     proto_ptr: np.ndarray  # int64 (strings + 1)
     proto_vectors: np.ndarray  # float32 prototypes × d, unit rows
     tf: scipy.sparse.csr_matrix  # float32 prototypes × chunks, occurrence counts
-    chunk_len: np.ndarray  # int32 per chunk, spaCy tokens of its cleaned text
+    chunk_len: np.ndarray  # int32 per chunk, spaCy tokens of its raw text (spans.parse_spans)
     stats: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -113,8 +122,9 @@ def extract_occurrences(chunk_texts: list[str], config: LitesemragIndexConfig, n
                                  protect_single_capitals=config.protect_single_capitals)
     t = _lap(timings, "spans", t)
     encoder = encoder or TokenStateEncoder(config.token_encoder, config.layer, config.max_length, config.batch_size)
-    cleaned = [clean_text(text, config.protect_single_capitals) for text in chunk_texts]
-    vectors, keep = encoder.span_vectors_by_layer(cleaned, spans, layers or [config.layer], show_progress)
+    encoded = [clean_text(text, config.protect_single_capitals) for text in chunk_texts] \
+        if config.encode_cleaned_text else list(chunk_texts)
+    vectors, keep = encoder.span_vectors_by_layer(encoded, spans, layers or [config.layer], show_progress)
     _lap(timings, "token_states", t)
     return SpanOccurrences(spans, lengths.astype(np.int32), vectors, keep, encoder.name, encoder.fingerprint,
                            encoder.max_length, timings)
@@ -152,7 +162,8 @@ def assemble_semantic_graph(found: SpanOccurrences, layer_slot: int, config: Lit
     tf.sum_duplicates()
     tf.sort_indices()
     _lap(timings, "postings", t)
-    stats = {**protos.stats, "spans": int(len(keys)), "dropped_spans": int(len(keys) - kept.size),
+    stats = {**protos.stats, "stage_version": STAGE_VERSION, "spans": int(len(keys)),
+             "dropped_spans": int(len(keys) - kept.size),
              "token_encoder": found.encoder_name, "token_encoder_fingerprint": found.encoder_fingerprint,
              "token_encoder_dim": int(vectors.shape[1]), "seconds": {k: round(v, 3) for k, v in timings.items()}}
     if stats["dropped_spans"]:

