@@ -363,11 +363,14 @@ def reference(index, cfg, query, vector, tokens):
     graph.add_weighted_edges_from((i, int(j), float(w[i, j])) for i in cands for j in w.indices[w.indptr[i]:w.indptr[i + 1]]
                                   if j in visited)
     ppr = None
-    if graph.number_of_edges():
+    if graph.number_of_edges() and cfg.ppr_norm != "off":
         pr = nx.pagerank(graph, alpha=cfg.damping, personalization={x: 1.0 / len(seeds) for x in seeds},
                          weight="weight", max_iter=2000, tol=1e-12)
         top = max(pr.values())
-        ppr = {x: pr[x] / top for x in cands}
+        if cfg.ppr_norm == "rank":  # the share of the other candidates with a smaller π (float32 ties equal)
+            ppr = {x: sum(pr[y] < pr[x] * (1 - 1e-5) for y in cands) / max(len(cands) - 1, 1) for x in cands}
+        else:
+            ppr = {x: pr[x] / top for x in cands}
     z = index.spectrag.coords.astype(np.float64)
     z = z / np.where(np.linalg.norm(z, axis=1, keepdims=True) > 0, np.linalg.norm(z, axis=1, keepdims=True), 1)
     spec = {x: max(float(z[x] @ z[t]) for t in seeds) for x in cands}
@@ -375,6 +378,8 @@ def reference(index, cfg, query, vector, tokens):
     for x in cands:
         prox = cfg.spectral_share * spec[x] + (1 - cfg.spectral_share) * ppr[x] if ppr else spec[x]
         score[x] = (1 - cfg.alpha) * rel[x] + cfg.alpha * prox
+        if cfg.proximity_floor > 0 and rel[x] < cfg.proximity_floor * max(rel[y] for y in cands):  # no proximity
+            score[x] = (1 - cfg.alpha) * rel[x]
     # selection, as `_token_budget_select` with its coverage order
     ranked = sorted(cands, key=lambda x: (-score[x], x))
     top = score[ranked[0]]
@@ -419,10 +424,55 @@ CONFIGS = [
                    spectral_share=0.3, ppr_tol=1e-9, ppr_max_iter=300),
     SpectragQueryConfig(seeds=5, max_candidates=14, hops=2, token_budget=250, core_size=3, ppr_tol=1e-9,
                         ppr_max_iter=300, bm25="index"),
+    SpectragQueryConfig(seeds=5, max_candidates=14, hops=2, token_budget=250, core_size=3, ppr_tol=1e-9,
+                        ppr_max_iter=300, ppr_norm="rank", proximity_floor=0.8, alpha=0.2),
+    SpectragQueryConfig(seeds=3, max_candidates=40, hops=1, token_budget=0, core_size=2, alpha=0.7,
+                        spectral_share=0.3, ppr_tol=1e-9, ppr_max_iter=300, proximity_floor=0.5),
 ]
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=["capped", "wide", "index-bm25"])
+def test_ppr_ranks_share_of_smaller_pi_with_equal_ranks_for_ties(backend):
+    from gpu_tigrag.methods.spectrag.retriever import max_normalised, ppr_ranks
+    pairs, _ = pairs_and_seeds(backend, 10, [[0, 2, 4, 6, 8], [1, 3], [5]], [[0], [1], [5]])
+    pi = backend.asarray(np.array([0.1, 0.4, 0.1, 0.3, 0.1, 0.2, 0.8, 1.0], dtype=np.float32))
+    ranks = backend.to_host(ppr_ranks(backend, pairs, pi))
+    # query 0: π 0.1 0.4 0.1 0.3 0.1 -> ties at the lowest place; query 1: 0.2 0.8; query 2 alone: 0
+    np.testing.assert_allclose(ranks, [0, 1, 0, 0.75, 0, 0, 1, 0])
+    np.testing.assert_allclose(backend.to_host(max_normalised(backend, pairs, pi)),
+                               [0.25, 1, 0.25, 0.75, 0.25, 0.25, 1, 1])
+
+
+def test_ppr_norm_off_is_the_spectral_term_alone(index):
+    def run(**changes):
+        cfg = SpectragQueryConfig(seeds=3, max_candidates=40, hops=1, alpha=0.4, **changes)
+        return SpectragRetriever(index, RetrievalConfig(sections={"spectrag": cfg}, method="spectrag"),
+                                 backend="numpy").retrieve(QUERIES, k=20)
+    off, spectral = run(ppr_norm="off"), run(spectral_share=1.0)
+    assert [r.chunk_ids for r in off] == [r.chunk_ids for r in spectral]
+    assert [r.scores for r in off] == [r.scores for r in spectral]
+    assert [r.context for r in off] == [r.context for r in spectral]
+
+
+def test_new_settings_are_checked_and_default_to_the_paper():
+    cfg = SpectragQueryConfig()
+    assert cfg.ppr_norm == "max" and cfg.proximity_floor == 0.0
+    with pytest.raises(TigragError):
+        SpectragQueryConfig(ppr_norm="component")
+    with pytest.raises(TigragError):
+        SpectragQueryConfig(proximity_floor=1.5)
+
+
+def test_spectrag_best_and_its_ablations_are_registered():
+    from gpu_tigrag.methods.registry import systems
+    from gpu_tigrag.methods.spectrag import BEST, BEST_ABLATIONS
+    table = systems()
+    assert table["SpectRAG best"].overrides == BEST
+    for name, removed in BEST_ABLATIONS.items():
+        assert table[name].ablation_of == "SpectRAG best"
+        assert table[name].overrides == {**BEST, **removed} and table[name].overrides != BEST
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=["capped", "wide", "index-bm25", "rank-floor", "max-floor"])
 def test_retriever_equals_the_plain_reference(index, backend, cfg):
     retriever = SpectragRetriever(index, RetrievalConfig(sections={"spectrag": cfg}, method="spectrag"), backend=backend)
     k = 20
