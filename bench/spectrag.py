@@ -39,6 +39,7 @@ from gpu_tigrag.methods.spectrag.config import SpectragIndexConfig
 from gpu_tigrag.evaluate.datasets import load_dataset
 from gpu_tigrag.evaluate.experiment import Experiment, run_contexts, system_config
 from gpu_tigrag.methods.registry import System
+from gpu_tigrag.methods.spectrag import BEST, BEST_ABLATIONS
 from gpu_tigrag.index.build import add_method
 
 SYSTEMS = ("NaiveRAG", "BM25", "Hybrid", "TIGRAG paper", "TIGRAG best", "SpectRAG", "SpectRAG relevance only",
@@ -141,8 +142,7 @@ ALPHAS = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5)
 PPR_NORMS = ("max", "rank", "off")
 FLOORS = (0.0, 0.5, 0.7, 0.8, 0.9)
 #: what --best reports on each split
-BEST_SYSTEMS = ("Hybrid", "SpectRAG", "SpectRAG relevance only", "SpectRAG best", "SpectRAG best without rank PPR",
-                "SpectRAG best without proximity floor", "SpectRAG best with alpha 0.5")
+BEST_SYSTEMS = ("Hybrid", "SpectRAG", "SpectRAG relevance only", "SpectRAG best", *BEST_ABLATIONS)
 METRICS = ("recall@2", "recall@5", "recall@10", "mrr@10", "ndcg@10", "context_recall", "context_chunks")
 
 
@@ -196,13 +196,19 @@ def best(smoke: bool) -> int:
     return 0
 
 
+def _overrides(row: dict) -> dict:
+    """The settings of a sweep row that differ from the paper's (SpectragQueryConfig's defaults)."""
+    from gpu_tigrag.methods.spectrag.config import SpectragQueryConfig
+    default = SpectragQueryConfig()
+    return {f"spectrag.{k}": row[k] for k in ("alpha", "ppr_norm", "proximity_floor") if row[k] != getattr(default, k)}
+
+
 def _system(name: str) -> System:
     from gpu_tigrag.methods.registry import systems
     return systems()[name]
 
 
 def best_markdown(sweep: list[dict], chosen: dict, results: dict) -> str:
-    from gpu_tigrag.methods.spectrag import BEST
     lines = ["# SpectRAG best: its mechanisms chosen on developer queries (issue 22, item 4)", "",
              "Command: `python bench/spectrag.py --best` (2-core CPU, numpy backend, the cached indexes of "
              "bench/spectrag.py, all-MiniLM-L6-v2, signal weights config2). No 2Wiki queries outside "
@@ -212,7 +218,11 @@ def best_markdown(sweep: list[dict], chosen: dict, results: dict) -> str:
              f"{list(FLOORS)} (α = 0 run once), spectral_share 0.5; chosen by R@5, then R@10, then R@2: "
              f"α {chosen['alpha']}, ppr_norm {chosen['ppr_norm']}, proximity_floor {chosen['proximity_floor']} "
              f"(R@5 {100 * chosen['recall@5']:.2f}). `SpectRAG best` = "
-             + ", ".join(f"`{k}={v}`" for k, v in BEST.items()) + ".", ""]
+             + ", ".join(f"`{k}={v}`" for k, v in BEST.items())
+             + (" (the sweep's choice)." if BEST == _overrides(chosen) else
+                " — NOT the sweep's choice: update BEST in gpu_tigrag/methods/spectrag/__init__.py and rerun."),
+             "Ablations: " + "; ".join(f"{name}: " + ", ".join(f"`{k}={v}`" for k, v in removed.items())
+                                       for name, removed in BEST_ABLATIONS.items()) + ".", ""]
     for label, d in results.items():
         lines += [f"## {label} ({d['queries']} queries)", "",
                   "| system | R@2 | R@5 | R@10 | MRR@10 | nDCG@10 | context recall | context chunks |",
