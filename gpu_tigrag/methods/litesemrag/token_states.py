@@ -2,10 +2,12 @@
 one hidden-states layer of a transformer encoder, a span's vector the mean of the sub-words that
 overlap its characters.
 
-The texts given here must be the *cleaned* texts the spans' offsets index (`spans.clean_text`), so
-that the characters the offsets name are the characters encoded (the public code takes offsets
-from the cleaned text but encodes the raw one, docs/design-notes.md#litesemrag-public-code-issues).
-Offsets come from the model's fast tokenizer. A text longer than `max_length` sub-words is
+The spans' offsets index the cleaned text (`spans.clean_text`); the characters they name are the
+characters encoded only when the texts given here are those cleaned texts. The query stage always
+gives them; the index stage gives the raw chunk texts by default, as the public code's `index_json`
+does, so a span after a deleted quote reads sub-words a few characters off
+(`litesemrag.encode_cleaned_text` true gives the cleaned texts;
+docs/design-notes.md#litesemrag-public-code-issues). Offsets come from the model's fast tokenizer. A text longer than `max_length` sub-words is
 truncated, as in the code; a span past the cut overlaps no sub-word, gets no vector and is reported
 as dropped (`keep` is False).
 
