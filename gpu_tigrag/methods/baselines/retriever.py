@@ -49,6 +49,7 @@ class Bm25Retriever(_FlatRetriever):
     """BM25 of the query's valid tokens (counted with multiplicity); queries are not embedded."""
 
     method = "bm25"
+    uses_passage_encoder = False  # no query is embedded: the dense encoder is not even loaded
 
     def prepare(self, queries: Any) -> PreparedBatch:
         queries = list(queries)
