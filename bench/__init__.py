@@ -138,6 +138,10 @@ REGISTRY: tuple[Benchmark, ...] = (
               "counting window pair keys: sort (xp.unique) vs hash (open addressing) at 1e6, 1e7, 5e7 keys",
               ("pair_count.json", "pair_count.md"), smoke=("--smoke",), data=False,
               decision='count_pairs method "sort" stays the default on CPU (gpu_check records the CuPy comparison)'),
+    Benchmark("spectrag_best", "spectrag.py", "study",
+              "SpectRAG's best variant: α × PPR normalisation × proximity floor tuned on the first half of 2Wiki "
+              "dev500, reported on the second half and MuSiQue-100", ("spectrag_best.json", "spectrag_best.md"),
+              args=("--best",), decision="SpectRAG best = spectrag.alpha 0.05 + spectrag.ppr_norm rank"),
     Benchmark("spectrag_calibrate", "spectrag.py", "study",
               "SpectRAG with min-max calibrated signal weights against the default weights",
               ("spectrag_calibrate.json", "spectrag_calibrate.md"), args=("--weights", "calibrate"),

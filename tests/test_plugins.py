@@ -168,7 +168,10 @@ def test_every_system_of_an_evaluation_shares_one_device_index(passages):
     names, missing = available_systems(index, all_systems())
     assert missing == {"LiteSemRAG": "litesemrag", "LiteSemRAG without recovery share": "litesemrag"}
     results = run_experiment(index, dataset, names, backend="numpy")
-    assert set(results["systems"]) == set(names) and len(names) == 23
+    from gpu_tigrag.methods.registry import systems
+
+    expected = [name for name, system in systems().items() if system.method != "litesemrag"]
+    assert set(results["systems"]) == set(names) == set(expected) and len(names) >= 23
     prepared = DeviceIndex.of(index, get_backend("numpy")).prepared
     assert {"bm25", "embeddings", "transition", "spectrag.chunk_graph"} <= set(prepared)
     assert set(prepared.values()) == {1}, prepared
