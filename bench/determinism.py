@@ -157,12 +157,27 @@ def speed(runtimes: dict, texts: list[str], kind: str, rounds: int) -> dict:
     return {name: {"best": max(v), "median": float(np.median(v))} for name, v in seen.items()}
 
 
-def run_dataset(name: str, runtimes: dict, smoke: bool) -> dict:
+def subsample(texts: list[str], titles: list[str], gold: list[list[str]], limit: int) -> tuple[list[str], list[str]]:
+    """At most `limit` passages: every passage whose title is a gold title, then a seeded random sample
+    of the others (the corpus order kept)."""
+    if len(texts) <= limit:
+        return texts, titles
+    wanted = {t for g in gold for t in g}
+    keep = [i for i, t in enumerate(titles) if t in wanted]
+    others = [i for i, t in enumerate(titles) if t not in wanted]
+    keep += random.Random(0).sample(others, max(0, limit - len(keep)))
+    keep.sort()
+    return [texts[i] for i in keep], [titles[i] for i in keep]
+
+
+def run_dataset(name: str, runtimes: dict, smoke: bool, max_passages: int) -> dict:
     texts, titles, gold, queries = load(name)
     if smoke:
         texts, titles, queries, gold = texts[:200], titles[:200], queries[:20], gold[:20]
+    texts, titles = subsample(texts, titles, gold, max_passages)
     print(f"{name}: {len(texts)} passages, {len(queries)} queries", file=sys.stderr)
-    out: dict = {"passages": len(texts), "queries": len(queries), "recipes": {}}
+    corpus = len(load(name)[0]) if not smoke else 200
+    out: dict = {"passages": len(texts), "corpus_passages": corpus, "queries": len(queries), "recipes": {}}
     reference_q = runtimes[RECIPES[2]].encode(queries, kind=QUERY)
     reference_p = passage_vectors(runtimes[RECIPES[2]], RECIPES[2], texts)
     for recipe, encoder in runtimes.items():
@@ -188,7 +203,10 @@ def markdown(payload: dict) -> str:
              f"at start {payload['load_start']}, at end {payload['load_end']} (the machine was shared: speed "
              "figures are best rounds of interleaved runs).", ""]
     for name, data in payload["datasets"].items():
-        lines += [f"## {LABELS[name]} ({data['passages']} passages, {data['queries']} queries)", "",
+        sampled = data.get("corpus_passages", data["passages"]) > data["passages"]
+        where = (f"{data['passages']} of its {data['corpus_passages']} passages: every gold passage and a seeded "
+                 "sample of the others" if sampled else f"all {data['passages']} passages")
+        lines += [f"## {LABELS[name]} ({where}; {data['queries']} queries)", "",
                   "| recipe | R@2 | R@5 | R@10 | cosine to fp32, queries mean / min | passages mean / min |",
                   "|---|---|---|---|---|---|"]
         for recipe, row in data["recipes"].items():
@@ -222,7 +240,18 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="200 passages and 20 queries; writes no result")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved speed rounds")
     parser.add_argument("--no-speed", action="store_true")
+    parser.add_argument("--max-passages", type=int, default=2000,
+                        help="passages per dataset at most: every gold passage, then a seeded sample of the others "
+                             "(2Wiki has 6,119; the fp32 torch pass over all of them takes ~45 min on 2 cores)")
+    parser.add_argument("--markdown-only", action="store_true",
+                        help="rewrite determinism.md from the stored determinism.json (no measurement)")
     args = parser.parse_args()
+    if args.markdown_only:
+        from bench.common import RESULTS
+
+        payload = json.loads((RESULTS / "determinism.json").read_text())
+        (RESULTS / "determinism.md").write_text(markdown(payload).rstrip() + "\n")
+        return 0
     missing = [name for name in args.datasets if not (DATA / name).is_dir()]
     if missing:
         print(f"determinism: {DATA} lacks {', '.join(missing)}; nothing measured", file=sys.stderr)
@@ -230,7 +259,7 @@ def main() -> int:
     load_start = os.getloadavg()
     runtimes = encoders()
     payload = {"command": "python bench/determinism.py " + " ".join(sys.argv[1:]), "model": MODEL,
-               "datasets": {name: run_dataset(name, runtimes, args.smoke) for name in args.datasets}}
+               "datasets": {name: run_dataset(name, runtimes, args.smoke, args.max_passages) for name in args.datasets}}
     if not args.no_speed:
         texts, _, _, queries = load(args.datasets[0])
         sample = random.Random(0).sample(texts, min(200 if not args.smoke else 20, len(texts)))
