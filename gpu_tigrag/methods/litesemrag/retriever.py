@@ -316,19 +316,28 @@ class LitesemragRetriever(BaseRetriever):
         return self.be.csr(host)
 
     def _cooccurrence(self, nodes: MatchedNodes) -> tuple[np.ndarray, np.ndarray]:
-        """(W per node, connected per node): step 3 of the module doc."""
-        be = self.be
+        """(W per node, connected per node): step 3 of the module doc. Each node's chunks are moved to
+        columns of its own query (every (query, chunk) pair numbered once), so one sparse product
+        Y·Yᵀ holds the shared chunks of the pairs within a query only: no nodes × nodes matrix across
+        the block. Two nodes of one prototype share all its chunks: weight 1."""
+        be, xp = self.be, self.be.xp
         n = len(nodes)
         if n == 0:
             return np.zeros(0), np.zeros(0, dtype=bool)
         pick = scipy.sparse.csr_matrix((np.ones(n, dtype=np.float32), (np.arange(n), nodes.proto)),
                                        shape=(n, self.graph.n_prototypes))
-        chosen = be.csr(pick) @ self.pattern  # nodes × chunks, 0/1
-        shared = be.to_host((chosen @ chosen.T.tocsr()).toarray())  # csr @ csr on both backends
-        same = (nodes.query[:, None] == nodes.query[None, :]) & ~np.eye(n, dtype=bool)
+        chosen = (be.csr(pick) @ self.pattern).tocoo()  # nodes × chunks, 0/1
+        owner = xp.asarray(nodes.query)[chosen.row].astype(xp.int64)
+        _, column = xp.unique(owner * self.index.n_chunks + chosen.col.astype(xp.int64), return_inverse=True)
+        column = column.ravel().astype(xp.int32)
+        width = int(column.max()) + 1 if column.size else 1
+        own = be.sparse.coo_matrix((chosen.data, (chosen.row, column)), shape=(n, width)).tocsr()
+        shared = be.to_host(own @ own.T.tocsr()).tocoo()  # csr @ csr on both backends
+        pairs = shared.row != shared.col
+        a, b = shared.row[pairs], shared.col[pairs]
         df = self.df[nodes.proto]
-        w = np.where(same, shared, 0.0) / np.sqrt(np.maximum(np.outer(df, df), 1.0))
-        total = w.sum(axis=1)
+        w = shared.data[pairs].astype(np.float64) / np.sqrt(np.maximum(df[a] * df[b], 1.0))
+        total = np.bincount(a, weights=w, minlength=n)
         levels = np.asarray(self.settings.level_weights, dtype=np.float64)
         return levels[nodes.level] * total, total > 0
 
