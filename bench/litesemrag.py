@@ -149,13 +149,15 @@ def markdown(out: dict[str, dict], passage_chunks: bool = False) -> str:
     units = ("one chunk per passage (`chunk.sentences_per_chunk=1000`, no overlap: the unit LiteSemRAG's code gives "
              "a JSON record)" if passage_chunks else "the cached indexes of the benchmark scripts")
     command = "python bench/litesemrag.py" + (" --passage-chunks" if passage_chunks else "")
-    lines = ["# LiteSemRAG beside the baselines, TIGRAG and SpectRAG (issue 14)"
+    lines = ["# LiteSemRAG beside the baselines, TIGRAG and SpectRAG (issues 14 and 22)"
              + (": SciFact, one chunk per passage" if passage_chunks else ""), "",
              f"Command: `{command}` (2-core CPU, numpy backend; {units}: every system ranks the same chunks, "
              "the dense ones with all-MiniLM-L6-v2). LiteSemRAG's token "
              f"states come from all-MiniLM-L6-v2's layer {LitesemragIndexConfig().layer} (the code takes DeBERTa-v3-large's −2; "
              "the layer measured on SciFact's training queries, litesemrag_sweep.md; DeBERTa: no offline "
-             "package ships), its spans from the project's spaCy model. Its paper evaluates on BEIR HotpotQA, SciFact "
+             "package ships), its spans from the project's spaCy model by the public code's rules, a prototype matched "
+             "twice kept twice, as there (its defaults, the `paper` behaviour: faithfulness_litesemrag.md, issue 22). "
+             "Stage seconds are those recorded when the cached stage was built. Its paper evaluates on BEIR HotpotQA, SciFact "
              "and FEVER with Recall@10 and MRR@10; this copy of the paper lost its table values, so no figure can be "
              "compared, and the claim checked is the ordering on SciFact (the one of its datasets here): "
              "LiteSemRAG's MRR@10 the best of these systems (its baselines there, GraphRAG and LightRAG, need an "
