@@ -40,7 +40,7 @@ from .corpus import iter_jsonl
 from .errors import CorpusError, OutputError, ResumeMismatchError, TigragError
 from .locking import writer_lock
 from .progress import counter
-from .records import as_record, query_id, query_text
+from .records import as_record, parse_json, query_id, query_text
 from .retrieve.base import BaseRetriever as Retriever  # the protocol every method's retriever follows
 from .run_resume import HINT, check_meta, check_rows, run_identity, torn_tail_ok, write_meta
 
@@ -104,11 +104,10 @@ def _starts_with_list(path: Path) -> bool:
 def _json_list(path: Path) -> Iterator[QueryRecord]:
     """Queries of a JSON list (read whole, as `tigrag eval` reads question files)."""
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
         raise CorpusError(f"{path}: not UTF-8 (invalid byte at offset {exc.start})") from None
-    except json.JSONDecodeError as exc:
-        raise CorpusError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    data = parse_json(text, str(path))
     if not isinstance(data, list):
         raise CorpusError(f"{path}: expected a JSON list of queries (or JSONL, one query a line), got "
                           f"{type(data).__name__}")

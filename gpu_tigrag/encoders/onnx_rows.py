@@ -45,9 +45,12 @@ def per_row_activation_scales(model: Any) -> int:
 
     graph = model.graph
     consumers: dict[str, list[Any]] = {}
+    producers: dict[str, Any] = {}
     for node in graph.node:
         for name in node.input:
             consumers.setdefault(name, []).append(node)
+        for name in node.output:
+            producers[name] = node
 
     def only_consumer(name: str, op_type: str) -> Any:
         found = consumers.get(name, [])
@@ -99,7 +102,8 @@ def per_row_activation_scales(model: Any) -> int:
         for m, matmul in enumerate(matmuls):
             cast = only_consumer(matmul.output[0], "Cast")
             scaled = only_consumer(cast.output[0], "Mul")
-            scales = next(n for n in graph.node if scale_product(n, scaled))
+            scales = next(producers[name] for name in scaled.input
+                          if name in producers and producers[name].op_type == "Mul" and scale in producers[name].input)
             weight_scale = next(name for name in scales.input if name != scale)
             fused = f"{b}/{m}/fused"
             replaced[id(matmul)] = [
@@ -119,7 +123,3 @@ def per_row_activation_scales(model: Any) -> int:
             model.opset_import.append(helper.make_opsetid(MS_DOMAIN, 1))
     return rewritten
 
-
-def scale_product(node: Any, scaled: Any) -> bool:
-    """Whether `node` is the Mul of the activation and weight scales that `scaled` multiplies by."""
-    return node.op_type == "Mul" and node.output[0] in scaled.input and node is not scaled

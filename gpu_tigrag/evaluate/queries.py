@@ -10,14 +10,13 @@ and precedence as `tigrag run`): `_id`, then `id`, then `qid`, else its position
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..corpus import iter_jsonl
 from ..errors import CorpusError
-from ..records import as_record, query_id, query_text
+from ..records import as_record, parse_json, query_id, query_text
 
 
 @dataclass(frozen=True)
@@ -77,10 +76,7 @@ def load_queries(path: str | Path) -> list[Query]:
             raise CorpusError(f"{path}: no such file") from None
         except UnicodeDecodeError as exc:
             raise CorpusError(f"{path}: not UTF-8 (invalid byte at offset {exc.start})") from None
-        try:
-            data = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{path}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+        data = parse_json(raw, str(path))
         if not isinstance(data, list):
             raise CorpusError(f"{path}: expected a JSON list of queries")
         records = [(r, f"{path}: record {i}") for i, r in enumerate(data)]
