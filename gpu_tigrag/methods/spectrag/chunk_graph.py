@@ -26,8 +26,8 @@ from ...backend import Backend, get_backend
 from .config import CHUNK_GRAPH_SIGNALS, SIGNAL_WEIGHTS, SpectragIndexConfig
 from ...errors import ModelError
 from ...text.sentences import split_sentences
-from .chunk_signals import (adjacency_signal, chunk_bodies, citation_signal, entity_signal, question_signal,
-                            section_signal, semantic_signal)
+from .chunk_signals import (PairBudget, adjacency_signal, chunk_bodies, citation_signal, entity_signal,
+                            question_signal, section_signal, semantic_signal)
 from .spectral import spectral_coordinates
 
 if TYPE_CHECKING:
@@ -89,9 +89,10 @@ def compute_signals(index: Index, config: SpectragIndexConfig, backend: Backend 
                                             be, show_progress),
         "adjacency": lambda: adjacency_signal(index.chunk_passage),
         "section": lambda: section_signal(n),
-        "entity": lambda: entity_signal(index.entities, n, config.entity_labels, be, config.entity_pairs),
+        "entity": lambda: entity_signal(index.entities, n, config.entity_labels, be, config.entity_pairs,
+                                        entity_max_chunks(config, n), pair_budget(config, "the entity signal")),
         "question": lambda: _questions(index, config, be, encoder, show_progress),
-        "citation": lambda: citation_signal(index.chunk_texts, be),
+        "citation": lambda: citation_signal(index.chunk_texts, be, pair_budget(config, "the citation signal")),
     }
     signals: dict[str, scipy.sparse.csr_matrix | None] = {}
     for name in CHUNK_GRAPH_SIGNALS:
@@ -99,6 +100,18 @@ def compute_signals(index: Index, config: SpectragIndexConfig, backend: Backend 
         signals[name] = makers[name]()
         seconds[name] = time.perf_counter() - start
     return signals
+
+
+def entity_max_chunks(config: SpectragIndexConfig, n: int) -> int:
+    """The most chunks an entity may be in and still link them (`spectrag.entity_max_share` of n)."""
+    return int(config.entity_max_share * n)
+
+
+def pair_budget(config: SpectragIndexConfig, what: str) -> PairBudget:
+    """The budget of a shared-key signal's chunk pairs, with the settings that reduce them."""
+    return PairBudget(config.memory_budget_mb, what,
+                      f"lower spectrag.entity_max_share (now {config.entity_max_share}) or raise "
+                      f"spectrag.memory_budget_mb (tigrag index/extend --set)")
 
 
 def _questions(index: Index, config: SpectragIndexConfig, be: Backend, encoder: Encoder | None,

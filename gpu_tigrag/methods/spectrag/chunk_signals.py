@@ -13,27 +13,60 @@ signals and the X·Xᵀ SpGEMM of the shared-key signals (entities, citations).
   public code's `ner` mode, our stand-in for its LLM "concepts". Its count (`entity_pairs="labels"`):
   a chunk's distinct (text, label) pairs are its terms, so a text tagged with two labels counts
   twice and pairs with itself (a self loop on the diagonal), and a text counts from two
-  occurrences; "distinct": each shared text once, from two chunks, no self pairs.
+  occurrences; "distinct": each shared text once, from two chunks, no self pairs. An entity in
+  more than `entity_max_share` of the chunks is skipped: it links c² pairs (10,000 copies of one
+  passage: 50 M) and, as its idf says, tells no chunk apart.
 - citation: shared `[n]` markers, "doi:" DOIs and URLs (the public code's patterns); count / max count.
 - question: no LLM writes questions here; the `sentences` ablation embeds each chunk's
   sentences as stand-in questions and links chunks whose questions are near (cos >= threshold).
+
+The shared-key signals (entity, citation) count their chunk pairs before the product and stop with
+a clear error where they would not fit `spectrag.memory_budget_mb` (`PairBudget`).
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 import scipy.sparse
 
 from ...backend import Backend, get_backend
+from ...errors import TigragError
 from ...progress import counter
 from ...ops.topk import top_k_rows
 from ...index.entities import ChunkEntities, label_mask
 
 #: working memory of one block of the blocked similarity products (float32 entries)
 BLOCK_ENTRIES = 1 << 24
+#: peak bytes per chunk pair of a shared-key signal while it is built and combined into W (the
+#: SpGEMM output, its COO copy, the symmetric de-duplication's sort keys, combine_signals' union):
+#: 100-106 measured (peak RSS) on 1,000-4,000 chunks sharing every entity, spectral solve included
+PAIR_BYTES = 110
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PairBudget:
+    """The memory a shared-key signal may take (`PAIR_BYTES` per chunk pair) and the settings a
+    user changes when its pairs do not fit (named in the error)."""
+
+    mib: int
+    what: str  # e.g. "the entity signal"
+    remedy: str  # e.g. "lower spectrag.entity_max_share (now 0.5) or raise spectrag.memory_budget_mb"
+
+    def check(self, pairs: int, widest: int, n: int) -> None:
+        """TigragError when `pairs` chunk pairs (the widest key held by `widest` of `n` chunks) need more than the budget."""
+        need = pairs * PAIR_BYTES
+        if need > self.mib << 20:
+            raise TigragError(
+                f"SpectRAG: {self.what} would count {pairs:,} chunk pairs (ordered: a key shared by {widest:,} of "
+                f"the {n:,} chunks links {widest:,}² of them), about {need / 2**20:,.0f} MiB, over the budget of "
+                f"{self.mib:,} MiB; {self.remedy}")
 
 
 def empty_signal(n: int) -> scipy.sparse.csr_matrix:
@@ -131,14 +164,20 @@ def section_signal(n: int) -> scipy.sparse.csr_matrix:
 
 
 def shared_key_signal(chunks: np.ndarray, keys: np.ndarray, n: int, backend: Backend | None = None,
-                      multiplicity: bool = False) -> scipy.sparse.csr_matrix:
+                      multiplicity: bool = False, max_chunks: int | None = None,
+                      pair_budget: PairBudget | None = None) -> scipy.sparse.csr_matrix:
     """Chunks sharing keys: (chunk, key) occurrences -> incidence X, counts = X·Xᵀ (SpGEMM on the
     backend), score = count / max count.
 
     Default: a key counts once per chunk, keys in >= 2 chunks, the diagonal dropped. With
     `multiplicity` (the public code's term lists): each occurrence counts, keys with >= 2
     occurrences; a pair of chunks counts m_i·m_j and a chunk pairs with itself m_i·(m_i − 1)/2
-    times for a key it holds m_i times (its self loop, on the diagonal)."""
+    times for a key it holds m_i times (its self loop, on the diagonal).
+
+    A key held by more than `max_chunks` distinct chunks is skipped (it would link c² pairs and
+    tells the chunks apart no more than a stopword). `pair_budget`: the chunk pairs X·Xᵀ can hold
+    (Σ c² over the keys, at most n²) are counted before the product, and a count over the budget
+    is a TigragError saying what to change."""
     be = backend or get_backend("numpy")
     chunks, keys = np.asarray(chunks, dtype=np.int64), np.asarray(keys, dtype=np.int64)
     if chunks.size == 0:
@@ -148,6 +187,17 @@ def shared_key_signal(chunks: np.ndarray, keys: np.ndarray, n: int, backend: Bac
     chunks, keys = pairs // width, pairs % width
     times = times if multiplicity else np.ones_like(times)
     frequent = np.bincount(keys, weights=times, minlength=width) >= 2
+    holders = np.bincount(keys, minlength=width)  # distinct chunks per key
+    if max_chunks is not None:
+        common = frequent & (holders > max_chunks)
+        if common.any():
+            log.info("%s: %d key(s) held by more than %s chunks skipped (the most common: %s chunks)",
+                     pair_budget.what if pair_budget else "shared keys", int(common.sum()), f"{max_chunks:,}",
+                     f"{int(holders.max()):,}")
+        frequent &= ~common
+    if pair_budget is not None:
+        pair_budget.check(min(int((holders[frequent].astype(np.int64) ** 2).sum()), n * n), int(holders[frequent].max(
+            initial=0)), n)
     keep = frequent[keys]
     chunks, keys, times = chunks[keep], keys[keep], times[keep]
     if chunks.size == 0:
@@ -172,10 +222,12 @@ def shared_key_signal(chunks: np.ndarray, keys: np.ndarray, n: int, backend: Bac
 
 
 def entity_signal(entities: ChunkEntities, n: int, labels: Sequence[str], backend: Backend | None = None,
-                  pairs: str = "labels") -> scipy.sparse.csr_matrix:
+                  pairs: str = "labels", max_chunks: int | None = None,
+                  pair_budget: PairBudget | None = None) -> scipy.sparse.csr_matrix:
     """Shared named entities: occurrences whose label is one of `labels`; score = shared-entity
     count / the largest count. `pairs` (module doc): "labels", the public code's count of a
-    chunk's distinct (text, label) terms with self pairs, or "distinct"."""
+    chunk's distinct (text, label) terms with self pairs, or "distinct". An entity in more than
+    `max_chunks` chunks is skipped; `pair_budget` bounds the pairs (`shared_key_signal`)."""
     mask = label_mask(labels)
     counts = np.diff(entities.chunk_indptr).astype(np.int64)
     owner = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
@@ -184,7 +236,8 @@ def entity_signal(entities: ChunkEntities, n: int, labels: Sequence[str], backen
     owner, ids, masks = owner[keep], entities.chunk_ids[keep].astype(np.int64), masks[keep]
     if pairs == "labels":  # the code's terms: a chunk's distinct (text, label) pairs (one label bit per occurrence)
         owner, ids = np.unique(np.stack([owner, ids, masks]), axis=1)[:2] if owner.size else (owner, ids)
-    return shared_key_signal(owner, ids, n, backend, multiplicity=pairs == "labels")
+    return shared_key_signal(owner, ids, n, backend, multiplicity=pairs == "labels", max_chunks=max_chunks,
+                             pair_budget=pair_budget)
 
 
 #: the public code's citation keys (`edges/citation.py`): bracketed numbers, "doi:"-prefixed DOIs, URLs
@@ -204,8 +257,10 @@ def citation_keys(text: str) -> set[str]:
     return keys
 
 
-def citation_signal(chunk_texts: Sequence[str], backend: Backend | None = None) -> scipy.sparse.csr_matrix:
-    """Shared citation keys (`citation_keys`); score = shared-key count / the largest count."""
+def citation_signal(chunk_texts: Sequence[str], backend: Backend | None = None,
+                    pair_budget: PairBudget | None = None) -> scipy.sparse.csr_matrix:
+    """Shared citation keys (`citation_keys`); score = shared-key count / the largest count;
+    `pair_budget` bounds the pairs (`shared_key_signal`)."""
     ids: dict[str, int] = {}
     chunks: list[int] = []
     keys: list[int] = []
@@ -213,7 +268,8 @@ def citation_signal(chunk_texts: Sequence[str], backend: Backend | None = None) 
         for key in citation_keys(text):
             chunks.append(c)
             keys.append(ids.setdefault(key, len(ids)))
-    return shared_key_signal(np.asarray(chunks), np.asarray(keys), len(chunk_texts), backend)
+    return shared_key_signal(np.asarray(chunks), np.asarray(keys), len(chunk_texts), backend,
+                             pair_budget=pair_budget)
 
 
 def chunk_bodies(chunk_texts: Sequence[str], chunk_passage: np.ndarray, titles: Sequence[str],

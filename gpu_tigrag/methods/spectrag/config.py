@@ -29,6 +29,8 @@ class SpectragIndexConfig(CheckedConfig):
     question_threshold: float = setting(0.80, '... kept from this cosine')
     entity_labels: tuple[str, ...] = setting(ENTITY_LABELS, "the public code's NER mode keeps every label")
     entity_pairs: str = setting("labels", '"labels": the public code\'s count of shared entities, one term per distinct (text, label) of a chunk: a text tagged with two labels counts twice and links the chunk to itself (a self loop, read by PPR only); "distinct": each shared text once, no self pairs')
+    entity_max_share: float = setting(0.5, 'an entity in more than this share of the chunks is skipped by the entity signal: it links c² chunk pairs (10,000 copies of one passage: 50 M) and, as its idf says, tells no chunk apart (not in the paper; no entity of 2Wiki, MuSiQue-100 or SciFact is in more than 16% of the chunks, so their graphs are the public code\'s; 1 keeps every entity)')
+    memory_budget_mb: int = setting(2048, 'working memory of the entity and citation signals\' chunk pairs (about 110 bytes each); a build that needs more stops before it allocates them, naming the settings to change')
     edge_threshold: float = setting(0.1, 'combined weights below this are dropped')
     dimensions: int = setting(32, 'spectral coordinates: eigenvectors after the lowest')
     null_space: str = setting("random", 'on a graph of several components, the coordinates inside the null space of the Laplacian: "random", a seeded random subspace (what the public code\'s ARPACK returns there, a basis that changes from run to run: the rows of one component are parallel, none is zero); "largest", the indicators of the largest components, the chunks of the others at zero')
@@ -44,6 +46,9 @@ class SpectragIndexConfig(CheckedConfig):
                  f"spectrag.question_signal must be 'none' or 'sentences', got {self.question_signal!r}")
         for name in ("semantic_top_k", "question_top_k", "dimensions"):
             require(getattr(self, name) >= 1, f"spectrag.{name} must be >= 1, got {getattr(self, name)}")
+        require(is_finite(self.entity_max_share) and 0.0 < self.entity_max_share <= 1.0,
+                f"spectrag.entity_max_share must be in (0, 1], got {self.entity_max_share}")
+        require(self.memory_budget_mb >= 1, f"spectrag.memory_budget_mb must be >= 1, got {self.memory_budget_mb}")
         for name in ("semantic_threshold", "question_threshold", "edge_threshold"):
             value = getattr(self, name)
             require(is_finite(value) and -1.0 <= value <= 1.0, f"spectrag.{name} must be in [-1, 1], got {value}")

@@ -27,8 +27,11 @@ Solvers (`solver=`):
   shift-invert mode (σ = −1e-3, which='LM', v0 = 1/√n), falling back to which='SM', then LOBPCG;
   LOBPCG (seed 42) first above 50,000 nodes. On the complement of a multi-component graph's null
   space, LOBPCG (seed 42) preconditioned by the factorised L − σI (a block method: repeated
-  eigenvalues of isomorphic components are found). A dense `numpy.linalg.eigh` when n <= d + 1
-  (coordinates padded with zero columns, eigenvalues with NaN: the shapes stay n × d and d + 1).
+  eigenvalues of isomorphic components are found); a dense `numpy.linalg.eigh` of L + 3·QQᵀ
+  instead where the complement is too small for LOBPCG's block (n − c < 5 × its size, where SciPy's
+  LOBPCG refuses constraints) or LOBPCG breaks down on a graph of at most 4,096 nodes. A dense
+  `numpy.linalg.eigh` when n <= d + 1 (coordinates padded with zero columns, eigenvalues with NaN:
+  the shapes stay n × d and d + 1).
 - "device": Lanczos `eigsh(N, which='LA')` of N = D^-1/2 W D^-1/2 (1 on the diagonal of isolated
   nodes; minus 2·QQᵀ for the known null space Q of a multi-component graph), eigenvalues of
   L = 1 − those of N, on the backend (CuPy's eigsh has no shift-invert). On NumPy it runs
@@ -67,6 +70,13 @@ SHIFT = -1e-3
 #: eigenvalues below this count as zero (one per connected component)
 ZERO_EIGENVALUE = 1e-6
 LOBPCG_SEED, LOBPCG_MAXITER, LOBPCG_TOL = 42, 300, 1e-4
+#: SciPy's LOBPCG switches to a dense solve (which refuses constraints) below this × the block size
+#: of free dimensions; the engine solves those graphs densely itself
+LOBPCG_BLOCK_FACTOR = 5
+#: the largest graph solved densely when LOBPCG breaks down (n² float64: 128 MiB)
+DENSE_FALLBACK = 4096
+#: where the dense complement solve moves the known null vectors: above the normalised Laplacian's spectrum
+NULL_LIFT = 3.0
 
 
 @dataclass(frozen=True)
@@ -275,8 +285,25 @@ def _complement(weights: scipy.sparse.csr_matrix, lap: scipy.sparse.csr_matrix, 
     if solver == "device":
         values, vectors = _device(weights, k, backend or get_backend("numpy"), null)
         return values, vectors, "lanczos-la"
-    values, vectors = _lobpcg(lap, k, constraints=null, preconditioned=True)
+    if lap.shape[0] - null.shape[1] < LOBPCG_BLOCK_FACTOR * k:
+        return (*_dense_complement(lap, k, null), "dense")
+    try:
+        values, vectors = _lobpcg(lap, k, constraints=null, preconditioned=True)
+    except Exception as exc:  # a breakdown of the block method: a small graph still has the dense solve
+        if lap.shape[0] > DENSE_FALLBACK:
+            raise TigragError(f"spectral coordinates: LOBPCG failed on the chunk graph's {lap.shape[0]:,} nodes "
+                              f"({type(exc).__name__}: {exc})") from None
+        log.warning("eigensolver lobpcg failed (%s: %s); solving densely", type(exc).__name__, exc)
+        return (*_dense_complement(lap, k, null), "dense")
     return values, vectors, "lobpcg"
+
+
+def _dense_complement(lap: scipy.sparse.csr_matrix, k: int, null: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The k smallest eigenpairs of `lap` orthogonal to its null space `null` (n × c, all of it), by
+    `numpy.linalg.eigh` of L + NULL_LIFT·QQᵀ: the null vectors move to NULL_LIFT, above L's spectrum
+    (<= 2), and every other eigenpair stays."""
+    values, vectors = np.linalg.eigh(lap.toarray() + NULL_LIFT * (null @ null.T))
+    return values[:k], vectors[:, :k]
 
 
 def spectral_coordinates(weights: scipy.sparse.spmatrix, dimensions: int, solver: str = "host",

@@ -48,9 +48,26 @@ def from_arrays(arrays: dict[str, np.ndarray], strings: dict[str, list[str]], in
     check_arrays(folder, arrays, {"spectrag_weights_indptr": ((n + 1,), "i"), "spectrag_coords": ((n, d), "f"),
                                   "spectrag_eigenvalues": ((d + 1,), "f"), "spectrag_chunk_tokens": ((n,), "i")},
                  f"{n} chunks and {d} dimensions")
+    check_padding(folder, arrays["spectrag_eigenvalues"], n)
     weights = csr_from_arrays(folder, arrays, "spectrag_weights", (n, n), "the chunk graph's entries")
     return ChunkGraph(weights=weights, coords=arrays["spectrag_coords"], eigenvalues=arrays["spectrag_eigenvalues"],
                       chunk_tokens=arrays["spectrag_chunk_tokens"], stats=stats)
+
+
+def check_padding(folder: Path, eigenvalues: np.ndarray, n: int) -> None:
+    """The eigenvalues of n chunks: the first min(n, d + 1) finite, NaN only after them (the padding
+    of a graph with fewer than d + 1 nodes); anything else is a damaged array, named."""
+    real = min(n, eigenvalues.size)
+    if not (np.isfinite(eigenvalues[:real]).all() and np.isnan(eigenvalues[real:]).all()):
+        raise IndexFormatError(
+            f"{folder / 'spectrag_eigenvalues.npy'}: expected {real} finite eigenvalue(s) then NaN padding for "
+            f"{n} chunks, got {int(np.isnan(eigenvalues).sum())} NaN at other positions or infinite values; the "
+            "array is damaged (rebuild the stage with `tigrag extend INDEX --methods spectrag`)")
+
+
+def padded_dimensions(index: Any, stage: ChunkGraph) -> int:
+    """Spectral coordinates asked for that the graph cannot give (n chunks give n − 1): zero columns."""
+    return max(0, index.config.spectrag.dimensions - max(stage.n_chunks - 1, 0))
 
 
 def summary(index: Any, stage: ChunkGraph) -> str:
@@ -60,4 +77,13 @@ def summary(index: Any, stage: ChunkGraph) -> str:
     loops = f", {stats['self_loops']:,} self loops" if stats.get("self_loops") else ""
     return (f"SpectRAG chunk graph: {stats['edges_kept']:,} edges kept of {stats['edges']:,}{loops} ({signals}); "
             f"{stats['components']:,} components, {stats['zero_eigenvalues']} zero eigenvalues of "
-            f"{index.config.spectrag.dimensions + 1} ({stats['eigensolver']})")
+            f"{index.config.spectrag.dimensions + 1} ({stats['eigensolver']}){_padding_note(index, stage)}")
+
+
+def _padding_note(index: Any, stage: ChunkGraph) -> str:
+    padded = padded_dimensions(index, stage)
+    if not padded:
+        return ""
+    d = index.config.spectrag.dimensions
+    return (f"; {stage.n_chunks:,} chunks give {d - padded} of the {d} spectral dimensions "
+            f"(spectrag.dimensions): the other {padded} coordinates are 0 and their eigenvalues NaN")
