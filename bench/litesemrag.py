@@ -5,6 +5,7 @@
     python bench/litesemrag.py --sweep                 # layer × τ_conc on SciFact's training queries
     python bench/litesemrag.py --passage-chunks        # SciFact with one chunk per passage (the paper's unit)
     python bench/litesemrag.py --diagnose              # what the matched nodes reach, per dataset
+    python bench/litesemrag.py --best                  # the `LiteSemRAG best` sweep (litesemrag_best.md)
 
 For each dataset: the cached reference index (bench/encoders.py's `base_index`: all-MiniLM-L6-v2),
 its LiteSemRAG stage (built once, timed, and cached beside it as `index_<name>_litesemrag`), its
@@ -22,6 +23,12 @@ its paper's chunk-level gold; every system ranks those units. Writes litesemrag_
 connected, how many queries have none connected (all their results come from recovery), and
 how many gold passages hold at least one matched node at all (an upper bound on what the
 node-based ranking can find). Writes litesemrag_diagnosis.md/.json.
+
+`--best` (issue 22, item 4): the sweep that chose `LiteSemRAG best`: dense fusion × BM25 fusion ×
+recovery order × recovery share on 2Wiki's first 250 queries (the developer split; no other 2Wiki
+queries exist here), chosen by R@5 (then R@10, R@2); then Hybrid, LiteSemRAG, LiteSemRAG best and
+its ablations on the other 249 2Wiki queries, MuSiQue-100 and SciFact's test queries, none seen by
+the sweep. Writes bench/results/litesemrag_best.md/.json.
 
 `--sweep` (notes, open question 9): the token-state layer in {-1, -2, -3} × τ_conc in {.80, .85,
 .90, .95}, then chunk-level aggregation on at the best pair, on SciFact's 809 *training* queries
@@ -46,12 +53,15 @@ from gpu_tigrag.config import RetrievalConfig
 from gpu_tigrag.errors import IndexFormatError
 from gpu_tigrag.methods.litesemrag.config import LitesemragIndexConfig
 from gpu_tigrag.evaluate.datasets import load_dataset
-from gpu_tigrag.evaluate.experiment import Experiment
+from gpu_tigrag.evaluate.experiment import Experiment, system_config
+from gpu_tigrag.methods.litesemrag import BEST, best_ablations
+from gpu_tigrag.methods.litesemrag.config import LitesemragQueryConfig
+from gpu_tigrag.methods.registry import System, systems as registered_systems
 from gpu_tigrag.index.build import add_method
 from gpu_tigrag.index.store import load_index, save_index
 
-SYSTEMS = ("NaiveRAG", "BM25", "Hybrid", "TIGRAG paper", "TIGRAG best", "SpectRAG", "LiteSemRAG",
-           "LiteSemRAG without recovery share")
+SYSTEMS = ("NaiveRAG", "BM25", "Hybrid", "TIGRAG paper", "TIGRAG best", "SpectRAG", "SpectRAG best", "LiteSemRAG",
+           "LiteSemRAG without recovery share", "LiteSemRAG best")
 LABELS = {"2wikimultihopqa": "2Wiki", "musique_train100": "MuSiQue-100", "beir_scifact": "SciFact"}
 ORDER = ("beir_scifact", "2wikimultihopqa", "musique_train100")
 LAYERS = (-1, -2, -3)
@@ -100,11 +110,14 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="the first 20 queries only, no results written")
     parser.add_argument("--sweep", action="store_true", help="the layer × τ_conc sweep on SciFact's training queries")
     parser.add_argument("--diagnose", action="store_true", help="matched-node statistics (litesemrag_diagnosis)")
+    parser.add_argument("--best", action="store_true", help="the LiteSemRAG best sweep and held-out evaluation")
     parser.add_argument("--passage-chunks", action="store_true",
                         help="SciFact on an index with one chunk per passage (results: litesemrag_passages)")
     args = parser.parse_args()
     if args.sweep:
         return sweep(args.smoke)
+    if args.best:
+        return best(args.smoke)
     if args.passage_chunks:
         return compare(["beir_scifact"], args.smoke, passage_chunks=True)
     if args.diagnose:
@@ -128,6 +141,7 @@ def compare(names: list[str], smoke: bool, passage_chunks: bool = False) -> int:
         for system in SYSTEMS:
             report = experiment.report(experiment.run_system(system))
             report.pop("config", None)
+            report.pop("per_query", None)  # the per-query tables stay in `tigrag eval --out`; here: the figures
             systems[system] = report
             m = report["metrics"]
             print(f"[{name}] {system}: R@10 {m['recall@10']:.4f} MRR@10 {m['mrr@10']:.4f} R@2 {m['recall@2']:.4f} "
@@ -180,10 +194,11 @@ def markdown(out: dict[str, dict], passage_chunks: bool = False) -> str:
                          f"{s['queries_per_second'] or 0:.1f} |")
         systems = d["systems"]
         best = max(systems, key=lambda k: systems[k]["metrics"]["mrr@10"])
-        mrr = systems["LiteSemRAG"]["metrics"]["mrr@10"]
-        lines += ["", f"Best MRR@10: {best} ({100 * systems[best]['metrics']['mrr@10']:.2f}); LiteSemRAG "
-                  f"{100 * mrr:.2f}: the paper's ordering (LiteSemRAG best) "
-                  f"{'holds' if best.startswith('LiteSemRAG') else 'does not hold'} here.", ""]
+        mrr = {s: systems[s]["metrics"]["mrr@10"] for s in ("LiteSemRAG", "LiteSemRAG best") if s in systems}
+        lines += ["", f"Best MRR@10: {best} ({100 * systems[best]['metrics']['mrr@10']:.2f}); "
+                  + ", ".join(f"{s} {100 * v:.2f}" for s, v in mrr.items())
+                  + f": the paper's ordering (LiteSemRAG best) {'holds' if best.startswith('LiteSemRAG') else 'does not hold'}"
+                  " here.", ""]
     lines.append("Queries/s: the retrieval call; for the dense systems the query vectors are encoded beforehand, "
                  "LiteSemRAG's count includes its own span extraction (spaCy) and token states.")
     return "\n".join(lines)
@@ -297,6 +312,106 @@ def sweep_markdown(rows: list[dict], queries: int, extract_seconds: float) -> st
                      f"{100 * r['recall@10']:.2f} | {100 * r['mrr@10']:.2f} | {r['prototypes']:,} | "
                      f"{r['multi_sense_strings']:,} | {r['assemble_seconds']:.1f} |")
     return "\n".join(lines)
+
+
+#: the sweep of --best (settings of LitesemragQueryConfig)
+DENSE_FUSIONS = (0.0, 0.5, 1.0, 2.0)
+LEXICAL_FUSIONS = (0.0, 0.5, 1.0)
+RECOVERY_ORDERS = ("levels", "weighted")
+RECOVERY_SHARES = (0.2, 0.0)
+SWEPT = ("dense_fusion", "lexical_fusion", "recovery_order", "recovery_share")
+BEST_METRICS = ("recall@2", "recall@5", "recall@10", "mrr@10", "ndcg@10")
+
+
+def best_systems() -> tuple[str, ...]:
+    return ("Hybrid", "TIGRAG best", "LiteSemRAG", "LiteSemRAG best", *best_ablations())
+
+
+def _best_experiment(name: str, queries: slice, split: str | None = None) -> Experiment:
+    dataset = load_dataset(DATA / DATASETS[name], split=split) if split else load_dataset(DATA / DATASETS[name])
+    dataset.queries = dataset.queries[queries]
+    experiment = Experiment(stage_index(name), dataset, backend="numpy")
+    experiment.encoder.encode(experiment.texts, kind="query")
+    return experiment
+
+
+def _best_metrics(experiment: Experiment, name: str, config) -> dict[str, float]:
+    m = experiment.report(experiment.run_config(name, config))["metrics"]
+    return {k: float(m[k]) for k in BEST_METRICS}
+
+
+def best(smoke: bool) -> int:
+    """The sweep on 2Wiki's developer split, then best_systems() on the held-out splits."""
+    import itertools
+
+    half = 250 if not smoke else 20
+    dev = _best_experiment("2wikimultihopqa", slice(0, half))
+    sweep_rows = []
+    for dense, lexical, order, share in itertools.product(DENSE_FUSIONS, LEXICAL_FUSIONS, RECOVERY_ORDERS,
+                                                          RECOVERY_SHARES):
+        row = dict(zip(SWEPT, (dense, lexical, order, share)))
+        overrides = {f"litesemrag.{k}": v for k, v in row.items()}
+        m = _best_metrics(dev, "sweep", system_config(System("sweep", "litesemrag", overrides), dev.base))
+        sweep_rows.append({**row, **m})
+        print(f"[sweep] {row}: R@2 {m['recall@2']:.4f} R@5 {m['recall@5']:.4f} R@10 {m['recall@10']:.4f} "
+              f"MRR@10 {m['mrr@10']:.4f}", file=sys.stderr)
+    chosen = max(sweep_rows, key=lambda r: (round(r["recall@5"], 6), round(r["recall@10"], 6), round(r["recall@2"], 6)))
+    splits = {"2Wiki dev (first half, swept)": dev,
+              "2Wiki held out (second half)": _best_experiment("2wikimultihopqa", slice(half, None if not smoke else 2 * half)),
+              "MuSiQue-100": _best_experiment("musique_train100", slice(0, None if not smoke else half)),
+              "SciFact (test queries)": _best_experiment("beir_scifact", slice(0, None if not smoke else half))}
+    known = registered_systems()
+    results = {}
+    for label, experiment in splits.items():
+        results[label] = {"queries": len(experiment.dataset.queries),
+                          "systems": {s: _best_metrics(experiment, s, system_config(known[s], experiment.base))
+                                      for s in best_systems()}}
+        for s, m in results[label]["systems"].items():
+            print(f"[{label}] {s}: R@2 {m['recall@2']:.4f} R@5 {m['recall@5']:.4f} R@10 {m['recall@10']:.4f} "
+                  f"MRR@10 {m['mrr@10']:.4f}", file=sys.stderr)
+    if not smoke:
+        write_results("litesemrag_best", {"sweep": sweep_rows, "chosen": chosen, "best": BEST, "splits": results},
+                      best_markdown(sweep_rows, chosen, results))
+    return 0
+
+
+def _chosen_overrides(row: dict) -> dict:
+    """The settings of a sweep row that differ from the paper's (LitesemragQueryConfig's defaults)."""
+    paper = LitesemragQueryConfig()
+    return {f"litesemrag.{k}": row[k] for k in SWEPT if row[k] != getattr(paper, k)}
+
+
+def best_markdown(sweep_rows: list[dict], chosen: dict, results: dict) -> str:
+    lines = ["# LiteSemRAG best: its mechanisms chosen on developer queries (issue 22, item 4)", "",
+             "Command: `python bench/litesemrag.py --best` (2-core CPU, numpy backend, the cached LiteSemRAG stages "
+             "of bench/litesemrag.py: all-MiniLM-L6-v2 token states, layer -1; the dense list from the same "
+             "all-MiniLM-L6-v2 passage vectors every dense system uses). No 2Wiki queries outside "
+             "2wikimultihopqa_dev500.json exist here, so the sweep runs on its first 250 queries (the developer split) "
+             "and the systems are reported on the other 249, on MuSiQue-100 and on SciFact's 300 test queries, none "
+             "seen by the sweep.", "",
+             f"Sweep: litesemrag.dense_fusion ∈ {list(DENSE_FUSIONS)} × lexical_fusion ∈ {list(LEXICAL_FUSIONS)} × "
+             f"recovery_order ∈ {list(RECOVERY_ORDERS)} × recovery_share ∈ {list(RECOVERY_SHARES)}; chosen by R@5, then "
+             "R@10, then R@2: " + ", ".join(f"{k} {chosen[k]}" for k in SWEPT)
+             + f" (R@5 {100 * chosen['recall@5']:.2f}). `LiteSemRAG best` = "
+             + ", ".join(f"`{k}={v}`" for k, v in BEST.items())
+             + (" (the sweep's choice)." if BEST == _chosen_overrides(chosen) else
+                " — NOT the sweep's choice: update BEST in gpu_tigrag/methods/litesemrag/__init__.py and rerun."),
+             "Ablations (each mechanism back at the paper's value): "
+             + "; ".join(f"{name}: " + ", ".join(f"`{k}={v}`" for k, v in o.items() if BEST.get(k) != v)
+                         for name, o in best_ablations().items()) + ".", ""]
+    for label, d in results.items():
+        lines += [f"## {label} ({d['queries']} queries)", "",
+                  "| system | R@2 | R@5 | R@10 | MRR@10 | nDCG@10 |", "|---|---|---|---|---|---|"]
+        for s, m in d["systems"].items():
+            lines.append(f"| {s} | " + " | ".join(f"{100 * m[k]:.2f}" for k in BEST_METRICS) + " |")
+        lines.append("")
+    lines += ["## The sweep (2Wiki developer split, 250 queries)", "",
+              "| dense fusion | BM25 fusion | recovery order | recovery share | R@2 | R@5 | R@10 | MRR@10 |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in sorted(sweep_rows, key=lambda r: (-r["recall@5"], -r["recall@10"])):
+        lines.append(f"| {r['dense_fusion']} | {r['lexical_fusion']} | {r['recovery_order']} | {r['recovery_share']} | "
+                     + " | ".join(f"{100 * r[k]:.2f}" for k in BEST_METRICS[:4]) + " |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -500,7 +500,13 @@ def test_recovery_order_reads_levels_in_order_each_chunk_once():
               (np.zeros(0, np.int64), np.zeros(0)),
               (np.array([2, 7, 4, 1]), np.array([9.0, 8.0, 7.0, 6.0])),
               (np.array([-1]), np.array([0.0]))]
-    assert recovery_order(levels) == [(4, 3.0), (2, 2.0), (7, 8.0), (1, 6.0)]
+    assert recovery_order(levels) == [(4, "recovered level 0 R=3"), (2, "recovered level 0 R=2"),
+                                      (7, "recovered level 2 R=8"), (1, "recovered level 2 R=6")]
+
+
+def merge_values(result) -> list[float]:
+    """Each ranked chunk's S(c) or R_ℓ(c), read from its source (the score is the merge's 1/rank)."""
+    return [float(source.rsplit("=", 1)[1]) for source in result.sources]
 
 
 # --- the retriever on the example corpus -----------------------------------------------------------
@@ -602,12 +608,13 @@ def plain_reference(graph, bm25, nodes, settings, k):
                     score[c] += settings.level_weights[level] * t * v
     connected = sorted((c for c in score if score[c] > 0), key=lambda c: (-score[c], c))
     recovery, placed = [], set()
-    for level in range(4):
+    weighted = settings.recovery_order == "weighted"  # one list by Σ λ_ℓ R_ℓ instead of level by level
+    for level in range(1 if weighted else 4):
         r = defaultdict(float)
         for a, lv in nodes:
-            if lv == level:
+            if lv == level or weighted:
                 for c, v in bm[a].items():
-                    r[c] += v
+                    r[c] += (settings.level_weights[lv] if weighted else 1.0) * v
         for c in sorted((c for c in r if r[c] > 0), key=lambda c: (-r[c], c)):
             if c not in placed:
                 placed.add(c)
@@ -648,8 +655,10 @@ def nodes_of(retriever, batch):
 
 
 @pytest.mark.parametrize("settings", [LitesemragQueryConfig(), LitesemragQueryConfig(level_weights=(0.3, 2.0, 1.0, 0.1),
-                                                                           recovery_share=0.5, split_depth=4)],
-                         ids=["default", "custom"])
+                                                                           recovery_share=0.5, split_depth=4),
+                                      LitesemragQueryConfig(level_weights=(0.3, 2.0, 1.0, 0.1), recovery_order="weighted",
+                                                            recovery_share=0.5, split_depth=4)],
+                         ids=["default", "custom", "weighted recovery"])
 def test_retriever_equals_the_plain_reference(staged, token_encoder, settings):
     retriever = LitesemragRetriever(staged, RetrievalConfig(method="litesemrag", sections={"litesemrag": settings}),
                                     backend="numpy", encoder=token_encoder)
@@ -661,7 +670,8 @@ def test_retriever_equals_the_plain_reference(staged, token_encoder, settings):
     for query, nodes, result in zip(QUERIES, nodes_of(retriever, batch), results):
         ids, scores, pool, total = plain_reference(staged.litesemrag, bm25, nodes, settings, k)
         assert result.chunk_ids == ids, query
-        np.testing.assert_allclose(result.scores, scores, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(merge_values(result), scores, rtol=1e-5, atol=1e-5)
+        assert result.scores == [1.0 / rank for rank in range(1, len(ids) + 1)]  # decreasing down the ranking
         assert result.hops[0].seeds == len(nodes) and result.hops[0].pool_size == pool
         assert result.passage_ids == [int(staged.chunk_passage[c]) for c in ids] and not result.dense_fallback
         connected_seen += sum(t > 0 for t in total)
@@ -704,7 +714,7 @@ def test_a_string_counts_once_per_chunk(staged):
     bm25 = graph.bm25(STAGE.k1, STAGE.b).tocsr()
     ids, scores, pool, total = plain_reference(graph, bm25, nodes, retriever.settings, 30)
     assert result.chunk_ids == ids
-    np.testing.assert_allclose(result.scores, scores, rtol=1e-5)
+    np.testing.assert_allclose(merge_values(result), scores, rtol=1e-5)
     assert [t > 0 for t in total] == [True, True, True, False, True, True]  # P5 twice: linked to itself
     # the rule matters here: chunks 1 and 2 hold both halden prototypes
     naive = defaultdict(float)
@@ -728,12 +738,12 @@ def test_a_prototype_matched_twice_links_to_itself_with_weight_one(staged):
     assert connected.tolist() == [True, False, True, False, False]
     twice, once = retriever.run_prepared(batch, 30)
     bm25 = graph.bm25(STAGE.k1, STAGE.b).tocsr()
-    assert twice.chunk_ids[0] == 20 and twice.scores[0] == pytest.approx(bm25[4, 20], rel=1e-6)  # counted once
+    assert twice.chunk_ids[0] == 20 and merge_values(twice)[0] == pytest.approx(bm25[4, 20], rel=1e-5)  # counted once
     assert twice.hops[0].pool_size == 1 and once.hops[0].pool_size == 0  # alone, zebra is isolated
     for result, nodes in zip((twice, once), nodes_of(retriever, batch)):
         ids, scores, _, _ = plain_reference(graph, bm25, nodes, retriever.settings, 30)
         assert result.chunk_ids == ids
-        np.testing.assert_allclose(result.scores, scores, rtol=1e-5)
+        np.testing.assert_allclose(merge_values(result), scores, rtol=1e-5)
 
 
 def test_deeper_k_keeps_the_top_k_and_blocks_split_alike(retriever, monkeypatch):
@@ -813,7 +823,10 @@ def test_config_validation_and_set_parsing():
     from gpu_tigrag.cli import parse_sets as _parse_sets
 
     for bad in (dict(level_weights=(1.0, 1.0, 1.0)), dict(level_weights=(1.0, -1.0, 1.0, 1.0)),
-                dict(recovery_share=1.5), dict(recovery_share=-0.1), dict(split_depth=0)):
+                dict(level_weights=(1e308, 1.0, 1.0, 1.0)),  # overflows the float32 scores to inf
+                dict(recovery_share=1.5), dict(recovery_share=-0.1), dict(split_depth=0),
+                dict(recovery_order="levelled"), dict(dense_fusion=-1.0), dict(lexical_fusion=float("nan")),
+                dict(fusion_depth=0), dict(fusion_rrf_k=-1)):
         with pytest.raises(TigragError, match="litesemrag"):
             LitesemragQueryConfig(**bad)
     with pytest.raises(TigragError, match="litesemrag.layer"):
@@ -833,10 +846,61 @@ def test_config_validation_and_set_parsing():
     assert replace_path(IndexConfig(), "litesemrag.min_occurrences", "7").litesemrag.min_occurrences == 7
 
 
+def test_fusion_is_the_reciprocal_rank_sum_of_the_three_lists(staged, token_encoder, retriever):
+    """`dense_fusion`/`lexical_fusion`: the merged ranking (to `fusion_depth`), the dense cosine ranking
+    and the BM25 ranking fused by weighted reciprocal ranks, written here from the rule with the
+    baselines' own rankings; chunks in no list follow by cosine; scores decrease down the ranking."""
+    from gpu_tigrag.methods.baselines.retriever import Bm25Retriever, NaiveragRetriever
+
+    depth, rrf, k = 15, 60, 25
+    settings = LitesemragQueryConfig(dense_fusion=2.0, lexical_fusion=0.5, fusion_depth=depth, fusion_rrf_k=rrf)
+    fused = LitesemragRetriever(staged, RetrievalConfig(method="litesemrag", sections={"litesemrag": settings}),
+                                backend="numpy", encoder=token_encoder)
+    assert fused.uses_passage_encoder and not retriever.uses_passage_encoder  # the dense list needs it
+    queries = [q for q in QUERIES if q != "?? !!"] + ["?? !!"]
+    own = retriever.retrieve(queries, k=depth)
+    dense = NaiveragRetriever(staged, backend="numpy").retrieve(queries, k=staged.n_chunks)
+    lexical = Bm25Retriever(staged, backend="numpy").retrieve(queries, k=depth)
+    results = fused.retrieve(queries, k=k)
+    for o, d, b, r in zip(own, dense, lexical, results):
+        total = defaultdict(float)
+        for weight, ids in ((1.0, o.chunk_ids[:depth]), (2.0, d.chunk_ids[:depth]),
+                            (0.5, [c for c, v in zip(b.chunk_ids, b.scores) if v > 0][:depth])):
+            for rank, c in enumerate(ids, start=1):
+                total[c] += weight / (rrf + rank)
+        listed = sorted(total, key=lambda c: (-total[c], c))
+        expected = (listed + [c for c in d.chunk_ids if c not in total])[:k]  # the rest by cosine
+        assert r.chunk_ids == expected, r.query
+        np.testing.assert_allclose(r.scores[:len(listed)], [total[c] for c in listed[:k]], rtol=1e-5)
+        assert all(a >= b for a, b in zip(r.scores, r.scores[1:]))
+        own_source = dict(zip(o.chunk_ids, o.sources))
+        assert [s for c, s in zip(r.chunk_ids, r.sources) if c in own_source] == \
+            [own_source[c] for c in r.chunk_ids if c in own_source]
+    assert results[-1].chunk_ids and not own[-1].chunk_ids  # no span matched: the dense list still answers
+    assert "fuse" in fused.timer.seconds
+
+
+def test_query_prints_the_litesemrag_trace_and_scores_in_rank_order(staged, tmp_path, capsys):
+    """`tigrag query --method litesemrag` prints LiteSemRAG's own trace (matched nodes, where each chunk
+    came from), not TIGRAG's hop lines, and its printed scores decrease down the ranking."""
+    import re
+
+    from gpu_tigrag.cli import main
+    from gpu_tigrag.index.store import save_index
+
+    path = save_index(staged, tmp_path / "idx")
+    assert main(["query", str(path), QUERIES[6], "--method", "litesemrag", "-k", "8"]) == 0
+    out = capsys.readouterr().out
+    scores = [float(x) for x in re.findall(r"^\d+\. \[([0-9.]+)\]", out, flags=re.M)]
+    assert 3 <= len(scores) <= 8 and scores == sorted(scores, reverse=True)
+    assert "LiteSemRAG:" in out and "matched semantic nodes" in out and "hop 1:" not in out
+    assert re.search(r"^  1\. chunk \d+: (connected S=|recovered level \d R=)", out, flags=re.M)
+
+
 # --- storage, add --------------------------------------------------------------------------------
 
 def test_save_load_round_trip_and_damage(staged, tmp_path, retriever, token_encoder):
-    from gpu_tigrag.index.store import load_index, save_index
+    from gpu_tigrag.index.store import generation_folder, load_index, save_index
     from gpu_tigrag.methods.litesemrag.stage import ARRAYS as LITESEMRAG_ARRAYS
 
     path = save_index(staged, tmp_path / "idx")
@@ -848,18 +912,18 @@ def test_save_load_round_trip_and_damage(staged, tmp_path, retriever, token_enco
     np.testing.assert_array_equal(back.chunk_len, stage.chunk_len)
     assert (back.tf != stage.tf).nnz == 0 and back.tf.shape == stage.tf.shape
     assert back.stats == json.loads(json.dumps(stage.stats))
-    manifest = json.loads((path / "manifest.json").read_text())
+    manifest = json.loads((generation_folder(path) / "manifest.json").read_text())
     assert all(f"{name}.npy" in manifest["files"] for name in LITESEMRAG_ARRAYS)
     assert "litesemrag_strings.parquet" in manifest["files"]
     again = LitesemragRetriever(loaded, RetrievalConfig(method="litesemrag"), backend="numpy", encoder=token_encoder)
     assert [r.chunk_ids for r in again.retrieve(QUERIES, k=10)] == [r.chunk_ids for r in retriever.retrieve(QUERIES, k=10)]
     # a well-formed file of the wrong length, its manifest entry rewritten: the file is named
-    ptr = path / "litesemrag_proto_ptr.npy"
+    ptr = generation_folder(path) / "litesemrag_proto_ptr.npy"
     good = ptr.read_bytes()
     np.save(ptr, stage.proto_ptr[:-1])
     entry = dict(manifest["files"]["litesemrag_proto_ptr.npy"])
     manifest["files"]["litesemrag_proto_ptr.npy"] = {"sha256": sha256_file(ptr), "bytes": ptr.stat().st_size}
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    (generation_folder(path) / "manifest.json").write_text(json.dumps(manifest))
     n = len(stage.strings)
     with pytest.raises(IndexFormatError, match=rf"litesemrag_proto_ptr.npy: int64 array of shape \({n},\), "
                                                rf"expected \({n + 1},\)"):
@@ -867,22 +931,22 @@ def test_save_load_round_trip_and_damage(staged, tmp_path, retriever, token_enco
     ptr.write_bytes(good)
     manifest["files"]["litesemrag_proto_ptr.npy"] = entry
     # prototypes that do not match the pointers
-    vectors = path / "litesemrag_proto_vectors.npy"
+    vectors = generation_folder(path) / "litesemrag_proto_vectors.npy"
     np.save(vectors, stage.proto_vectors[:-1])
     manifest["files"]["litesemrag_proto_vectors.npy"] = {"sha256": sha256_file(vectors),
                                                         "bytes": vectors.stat().st_size}
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    (generation_folder(path) / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match="litesemrag_(proto_vectors|tf_indptr).npy"):
         load_index(path, verify_checksums=False).stage("litesemrag")
     # a stage configuration that differs from the index's
     path = save_index(staged, tmp_path / "idx2")
-    manifest = json.loads((path / "manifest.json").read_text())
+    manifest = json.loads((generation_folder(path) / "manifest.json").read_text())
     manifest["methods"]["litesemrag"]["config"]["min_occurrences"] = 50
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    (generation_folder(path) / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match="methods.litesemrag.config differs"):
         load_index(path).stage("litesemrag")
     manifest["methods"]["litesemrag"]["config"]["layer"] = 0
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    (generation_folder(path) / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match="methods.litesemrag has no valid configuration"):
         load_index(path).stage("litesemrag")
 
@@ -892,13 +956,13 @@ def test_a_stage_of_older_rules_is_refused_and_extend_rebuilds_it(staged, tmp_pa
     one) loads with the base index but is refused when used, naming the command that rebuilds it."""
     from gpu_tigrag.cli import main
     from gpu_tigrag.errors import EXIT_DAMAGED_INDEX
-    from gpu_tigrag.index.store import load_index, save_index
+    from gpu_tigrag.index.store import generation_folder, load_index, save_index
 
     assert staged.litesemrag.stats["stage_version"] == 2
     path = save_index(staged, tmp_path / "idx")
-    manifest = json.loads((path / "manifest.json").read_text())
+    manifest = json.loads((generation_folder(path) / "manifest.json").read_text())
     del manifest["methods"]["litesemrag"]["stats"]["stage_version"]
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    (generation_folder(path) / "manifest.json").write_text(json.dumps(manifest))
     old = load_index(path)
     assert old.n_chunks == staged.n_chunks
     with pytest.raises(IndexFormatError, match="rules of version 1.*tigrag extend INDEX --methods litesemrag"):

@@ -33,6 +33,9 @@ class QueryResult:
     hops: list[HopTrace] = field(default_factory=list)
     context: int | None = None  # an adaptive context (SpectRAG): its chunks are the first `context` of chunk_ids
     doc_ids: list[str] = field(default_factory=list)  # filled by the retriever (BaseRetriever) for every result
+    #: per chunk, where a method that merges several lists took it from, with its score there
+    #: (LiteSemRAG: "connected S=…", "recovered level ℓ R=…"); empty for single-list methods
+    sources: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -46,6 +46,13 @@ class LitesemragIndexConfig(CheckedConfig):
 METHODS: tuple[str, ...] = ("tigrag", "spectrag", "litesemrag")
 
 
+#: the recovery orders of `litesemrag.recovery_order`
+RECOVERY_ORDERS = ("levels", "weighted")
+#: the largest weight a setting takes: weights are relative, and a sum of many products of larger ones
+#: overflows float32 scores to inf
+MAX_WEIGHT = 1e6
+
+
 @dataclass(frozen=True)
 class LitesemragQueryConfig(CheckedConfig):
     """LiteSemRAG's query stage (paper sections 3.3-3.4; the public code's values,
@@ -54,10 +61,29 @@ class LitesemragQueryConfig(CheckedConfig):
     level_weights: tuple[float, ...] = setting((1.2, 1.0, 0.8, 0.5), 'λ of match levels 0-3: exact entity; exact other or partial entity; partial other; similarity')
     recovery_share: float = setting(0.2, '⌊K × share⌋ of the first K results come from isolated-node recovery')
     split_depth: int = setting(10, "K: the paper's top-10, split 8 connected + 2 recovered; deeper ranks continue with the connected ranking, then the recovery order (a deeper k keeps the same top K)")
+    recovery_order: str = setting("levels", "how isolated-node recovery orders chunks: 'levels' (the code: every chunk of level 0 by R_0, then level 1, ...) or 'weighted' (one list by the sum of λ_ℓ·R_ℓ over the levels)")
+    dense_fusion: float = setting(0.0, "weight of the dense cosine ranking (the index's passage encoder) in a reciprocal-rank fusion with LiteSemRAG's own ranking (weight 1); 0: no fusion, the passage encoder is not used (the paper)")
+    lexical_fusion: float = setting(0.0, "weight of the chunk BM25 ranking (the index's BM25) in that fusion; 0: not fused (the paper)")
+    fusion_depth: int = setting(100, "ranks of each list that enter the fusion (Hybrid's 100)")
+    fusion_rrf_k: int = setting(60, "k of 1 / (k + rank) in the fusion (Hybrid's 60)")
+
+    @property
+    def fused(self) -> bool:
+        """Whether LiteSemRAG's ranking is fused with the dense or BM25 ranking."""
+        return self.dense_fusion > 0 or self.lexical_fusion > 0
 
     def _check(self) -> None:
-        require(len(self.level_weights) == 4 and all(is_finite(w) and w >= 0 for w in self.level_weights),
-                 f"litesemrag.level_weights must be 4 finite numbers >= 0, got {self.level_weights}")
+        require(len(self.level_weights) == 4 and all(is_finite(w) and 0 <= w <= MAX_WEIGHT for w in self.level_weights),
+                 f"litesemrag.level_weights must be 4 numbers in [0, {MAX_WEIGHT:g}] (only their ratios matter), "
+                 f"got {self.level_weights}")
+        require(self.recovery_order in RECOVERY_ORDERS,
+                 f"litesemrag.recovery_order must be one of {', '.join(RECOVERY_ORDERS)}, got {self.recovery_order!r}")
+        for name in ("dense_fusion", "lexical_fusion"):
+            value = getattr(self, name)
+            require(is_finite(value) and 0 <= value <= MAX_WEIGHT,
+                    f"litesemrag.{name} must be in [0, {MAX_WEIGHT:g}], got {value}")
+        require(self.fusion_depth >= 1, f"litesemrag.fusion_depth must be >= 1, got {self.fusion_depth}")
+        require(self.fusion_rrf_k >= 0, f"litesemrag.fusion_rrf_k must be >= 0, got {self.fusion_rrf_k}")
         require(self.split_depth >= 1, f"litesemrag.split_depth must be >= 1, got {self.split_depth}")
         require(is_finite(self.recovery_share) and 0.0 <= self.recovery_share <= 1.0,
                  f"litesemrag.recovery_share must be in [0, 1], got {self.recovery_share}")

@@ -38,10 +38,21 @@ Per block of B queries:
    connected chunks, then the remaining recovery order, so a deeper k (the evaluation's) keeps the
    same top K.
 
-What a `QueryResult` holds: up to k chunks in that order; a connected chunk's score is S(c), a
-recovered one's R_ℓ(c) of the level that placed it. A query none of whose spans
-matches a chunk gets fewer chunks (or none): LiteSemRAG has no dense fallback. `hops` holds one
-trace: `seeds` = matched nodes, `pool_size` = chunks with S > 0.
+7. **Fusion** (off in the paper; the `LiteSemRAG best` system): with `dense_fusion` or
+   `lexical_fusion` > 0, the merged ranking (to `fusion_depth`) is fused by reciprocal ranks with
+   the dense cosine ranking of every chunk (the index's passage encoder) and the chunk BM25 ranking
+   (the index's BM25): 1/(k + rank) for the merged list, dense_fusion/(k + rank) and
+   lexical_fusion/(k + rank) for the others. Chunks in no list follow by cosine where the dense
+   list is fused (as Hybrid), else are not ranked.
+   `recovery_order = weighted` (also off in the paper) replaces step 5's level-by-level order by one
+   list, R(c) = Σ_ℓ λ_ℓ·R_ℓ(c).
+
+What a `QueryResult` holds: up to k chunks in that order. The merge joins lists on different scales
+(S and R_ℓ), so a chunk's score is its rank's 1/rank (fused: the fused reciprocal-rank sum), always
+decreasing down the ranking (run files and scorers re-sort by score); `sources` says where each chunk
+came from, with its S(c) or R_ℓ(c) (`tigrag query` prints it). A query none of whose spans matches
+a chunk gets fewer chunks (or none) unless the dense list is fused: LiteSemRAG has no dense fallback.
+`hops` holds one trace: `seeds` = matched nodes, `pool_size` = chunks with S > 0.
 """
 
 from __future__ import annotations
@@ -57,7 +68,9 @@ from ...backend import Backend
 from ...config import RetrievalConfig
 from .config import LitesemragQueryConfig
 from ...errors import TigragError
+from ...encoders import Encoder, VectorCache
 from ...index.index import Index
+from ...ops.fusion import bm25_scores, reciprocal_rank
 from .semantic_graph import SemanticGraph, check_stage
 from .spans import ENTITY, PHRASE, TOKEN, Span
 from ...retrieve.results import HopTrace, QueryResult
@@ -82,6 +95,8 @@ class SpanBatch:
     vectors: np.ndarray  # float32 spans × d, all queries' spans in order
     keep: np.ndarray  # bool per span
     offsets: np.ndarray  # int64 (B + 1): query q's spans are rows offsets[q]..offsets[q+1]-1
+    dense: Any = None  # B × dim query vectors of the passage encoder, where the dense list is fused
+    seeds: list[np.ndarray] | None = None  # each query's valid token ids, where the BM25 list is fused
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -89,7 +104,9 @@ class SpanBatch:
     def part(self, start: int, stop: int) -> "SpanBatch":
         lo, hi = int(self.offsets[start]), int(self.offsets[stop])
         return SpanBatch(self.queries[start:stop], self.spans[start:stop], self.vectors[lo:hi], self.keep[lo:hi],
-                         self.offsets[start : stop + 1] - lo)
+                         self.offsets[start : stop + 1] - lo,
+                         None if self.dense is None else self.dense[start:stop],
+                         None if self.seeds is None else self.seeds[start:stop])
 
 
 @dataclass
@@ -203,26 +220,33 @@ class LitesemragRetriever(BaseRetriever):
     #: bytes per (chunk, query) of the dense chunks × B blocks alive at once: connected scores,
     #: one recovery level, their top-k temporaries
     CHUNK_BYTES_PER_QUERY = 4 * 4
+    #: and with fusion: the cosine and BM25 blocks, the fused sum and its top-k temporaries
+    FUSION_BYTES_PER_QUERY = 5 * 4
 
-    def __init__(self, index: Index, config: RetrievalConfig | None = None, encoder: Any = None,
-                 backend: str | Backend = "auto", vector_cache: Any = None, allow_mixed_encoder: bool = False,
-                 nlp: Any = None):
+    def __init__(self, index: Index, config: RetrievalConfig | None = None, encoder: Encoder | Any = None,
+                 backend: str | Backend = "auto", vector_cache: VectorCache | None = None,
+                 allow_mixed_encoder: bool = False, nlp: Any = None, token_encoder: Any = None):
         """`config.litesemrag` holds the settings (default: `RetrievalConfig(method="litesemrag")`).
-        `encoder`: a `TokenStateEncoder`; default: the stage's token encoder and layer, whose weights
-        must be the ones that built the stage. `nlp`: the span pipeline (default: the stage's spaCy
-        model, `litesemrag.spacy_model`). `vector_cache` and `allow_mixed_encoder` are accepted for the
-        common protocol; the passage encoder is not used."""
+        `token_encoder` (or an `encoder` with `span_vectors`): a `TokenStateEncoder`; default: the
+        stage's token encoder and layer, whose weights must be the ones that built the stage.
+        `encoder`, `vector_cache` and `allow_mixed_encoder` concern the passage encoder, used only
+        where the dense list is fused (`litesemrag.dense_fusion` > 0), as for every dense method.
+        `nlp`: the span pipeline (default: the stage's spaCy model, `litesemrag.spacy_model`)."""
         semantic_graph = index.stage("litesemrag")
         if semantic_graph is None:
             raise TigragError(MISSING_STAGE)
         check_stage(semantic_graph, index.n_chunks)
-        super().__init__(index, config, None, backend)
+        config = config if config is not None else self.default_config()
+        if encoder is not None and hasattr(encoder, "span_vectors"):
+            token_encoder, encoder = encoder, None
+        self.uses_passage_encoder = config.litesemrag.dense_fusion > 0
+        super().__init__(index, config, encoder, backend, vector_cache, allow_mixed_encoder)
         self.graph = semantic_graph  # the stage's semantic graph (not the index's token graph)
         self.settings: LitesemragQueryConfig = self.config.litesemrag
         self.stage_config = index.config.litesemrag
-        self.encoder = encoder if encoder is not None and hasattr(encoder, "span_vectors") else self._token_encoder()
-        if self.encoder.dim != semantic_graph.proto_vectors.shape[1]:
-            raise TigragError(f"the token encoder gives {self.encoder.dim}-d vectors but the stage's prototypes are "
+        self.token_encoder = token_encoder if token_encoder is not None else self._token_encoder()
+        if self.token_encoder.dim != semantic_graph.proto_vectors.shape[1]:
+            raise TigragError(f"the token encoder gives {self.token_encoder.dim}-d vectors but the stage's prototypes are "
                               f"{semantic_graph.proto_vectors.shape[1]}-d")
         self.nlp = nlp
         self.df, self.pattern, self.bm25_host, self.bm25, self.protos = self.device.get(
@@ -260,15 +284,18 @@ class LitesemragRetriever(BaseRetriever):
         protect = self.stage_config.protect_single_capitals
         spans, _ = parse_spans(queries, self.nlp, protect_single_capitals=protect, query=True)
         t = self.timer.add("spans", t)
-        vectors, keep = self.encoder.span_vectors([clean_text(q, protect) for q in queries], spans)
+        vectors, keep = self.token_encoder.span_vectors([clean_text(q, protect) for q in queries], spans)
         vectors = unit_rows(vectors)
         self.timer.add("encode", t)
         self.timer.encoded_texts += len(queries)
         offsets = np.concatenate([[0], np.cumsum([len(s) for s in spans])]).astype(np.int64)
-        return SpanBatch(queries, spans, vectors, keep, offsets)
+        dense = self.encode_queries(queries) if self.settings.dense_fusion > 0 else None
+        seeds = self.query_seeds(queries) if self.settings.lexical_fusion > 0 else None
+        return SpanBatch(queries, spans, vectors, keep, offsets, dense, seeds)
 
     def bytes_per_query(self) -> int:
-        return self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY
+        fusion = self.FUSION_BYTES_PER_QUERY if self.settings.fused else 0
+        return self.index.n_chunks * (self.CHUNK_BYTES_PER_QUERY + fusion)
 
     # -- device side ----------------------------------------------------------------------
     def _pair_scores(self, vectors: Any, rows: np.ndarray, protos: np.ndarray) -> np.ndarray:
@@ -300,14 +327,20 @@ class LitesemragRetriever(BaseRetriever):
         t = self.timer.add("match", t)
         weight, connected = self._cooccurrence(nodes)
         t = self.timer.add("cooccurrence", t)
-        depth = max(k, self.settings.split_depth)
+        cfg = self.settings
+        depth = max(k, cfg.split_depth, cfg.fusion_depth if cfg.fused else 0)
         connected_ranked = self._connected_ranking(nodes, weight, connected, len(batch), depth)
         t = self.timer.add("score", t)
         recovery = self._recovery_ranking(nodes, len(batch), 3 * depth)
         t = self.timer.add("recover", t)
-        results = self._merge(batch, nodes, connected_ranked, recovery, k)
-        self.timer.add("merge", t)
-        return results
+        merged = self._merge(len(batch), connected_ranked, recovery, depth)
+        t = self.timer.add("merge", t)
+        if cfg.fused:
+            ranked = self._fuse(batch, merged, k)
+            self.timer.add("fuse", t)
+        else:
+            ranked = [[(c, 1.0 / rank, source) for rank, (c, source) in enumerate(row[:k], start=1)] for row in merged]
+        return self._results(batch, nodes, connected_ranked[2], ranked)
 
     def _selection(self, nodes: MatchedNodes, rows: np.ndarray, values: np.ndarray, n_queries: int) -> Any:
         """queries × prototypes sparse matrix on the backend, `values` at (query, prototype) of `rows`."""
@@ -381,8 +414,16 @@ class LitesemragRetriever(BaseRetriever):
         return out
 
     def _recovery_ranking(self, nodes: MatchedNodes, n_queries: int, depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Per level ℓ: (ids, scores), B × depth on the host, chunks by R_ℓ best first, -1 past R_ℓ > 0."""
+        """Per level ℓ: (ids, scores), B × depth on the host, chunks by R_ℓ best first, -1 past R_ℓ > 0;
+        with `recovery_order = weighted` one list instead, by Σ_ℓ λ_ℓ·R_ℓ."""
         xp = self.be.xp
+        if self.settings.recovery_order == "weighted":
+            if len(nodes) == 0:
+                return [(np.full((n_queries, 0), -1, dtype=np.int64), np.zeros((n_queries, 0), np.float32))]
+            levels = np.asarray(self.settings.level_weights, dtype=np.float64)
+            scores = self._selection(nodes, np.arange(len(nodes)), levels[nodes.level], n_queries) @ self.bm25
+            scores = scores.toarray() if hasattr(scores, "toarray") else scores
+            return [self._ranked(xp.asarray(scores, dtype=xp.float32), depth)]
         out = []
         for level in range(LEVELS):
             rows = np.nonzero(nodes.level == level)[0]
@@ -401,45 +442,111 @@ class LitesemragRetriever(BaseRetriever):
         ids[~(vals > 0)] = -1
         return ids, vals
 
-    def _merge(self, batch: SpanBatch, nodes: MatchedNodes, connected: tuple[np.ndarray, np.ndarray, np.ndarray],
-               recovery: list[tuple[np.ndarray, np.ndarray]], k: int) -> list[QueryResult]:
-        index, cfg = self.index, self.settings
+    def _merge(self, n_queries: int, connected: tuple[np.ndarray, np.ndarray, np.ndarray],
+               recovery: list[tuple[np.ndarray, np.ndarray]], depth: int) -> list[list[tuple[int, str]]]:
+        """Each query's merged ranking (module doc, step 6) to `depth`: (chunk, where it came from)."""
+        cfg = self.settings
         split = cfg.split_depth
         n_con = split - int(np.floor(split * cfg.recovery_share))
-        con_ids, con_vals, con_pool = connected
+        con_ids, con_vals, _ = connected
+        weighted = cfg.recovery_order == "weighted"
+        out = []
+        for q in range(n_queries):
+            ranked = [(int(c), f"connected S={float(s):.6g}") for c, s in zip(con_ids[q], con_vals[q]) if c >= 0]
+            order = recovery_order([(ids[q], vals[q]) for ids, vals in recovery],
+                                   "recovered Σλ·R={:.6g}" if weighted else "recovered level {level} R={value:.6g}")
+            out.append(merge_rankings(ranked, order, split, n_con)[:depth])
+        return out
+
+    def _fuse(self, batch: SpanBatch, merged: list[list[tuple[int, str]]], k: int) -> list[list[tuple[int, float, str]]]:
+        """Step 7: the reciprocal-rank fusion of each merged ranking with the dense and BM25 rankings
+        of every chunk, one chunks × B block; (chunk, fused score, source) to depth k."""
+        be, xp, cfg = self.be, self.be.xp, self.settings
+        n, width = self.index.n_chunks, len(batch)
+        rows = np.array([c for row in merged for c, _ in row[: cfg.fusion_depth]], dtype=np.int64)
+        cols = np.repeat(np.arange(width), [min(len(row), cfg.fusion_depth) for row in merged])
+        ranks = np.concatenate([np.arange(1, min(len(row), cfg.fusion_depth) + 1) for row in merged] or [np.zeros(0)])
+        fused = xp.zeros((n, width), dtype=xp.float32)
+        fused[xp.asarray(rows), xp.asarray(cols)] = xp.asarray((1.0 / (cfg.fusion_rrf_k + ranks)).astype(np.float32))
+        tail = None
+        if cfg.dense_fusion > 0:
+            dense = self.device.embeddings @ be.asarray(batch.dense).T
+            fused += np.float32(cfg.dense_fusion) * reciprocal_rank(be, dense, cfg.fusion_depth, cfg.fusion_rrf_k)
+            tail = (dense - 3.0) * 1e-6  # below every fused score (each > 0): unlisted chunks keep their cosine order
+            del dense
+        if cfg.lexical_fusion > 0:
+            lexical = bm25_scores(be, self.device.bm25, batch.seeds, self.index.n_vocab)
+            lexical = xp.where(lexical > 0, lexical, -np.inf).astype(xp.float32)
+            fused += np.float32(cfg.lexical_fusion) * reciprocal_rank(be, lexical, cfg.fusion_depth, cfg.fusion_rrf_k)
+            del lexical
+        scores = xp.where(fused > 0, fused, tail if tail is not None else -np.inf).astype(xp.float32)
+        ids, vals = ranked_top_k(be, scores, k)
+        ids, vals = be.to_host(ids).T.astype(np.int64), be.to_host(vals).T
+        out = []
+        for q, row in enumerate(merged):
+            source = dict(row[: cfg.fusion_depth])
+            listed = [(int(c), float(v), source.get(int(c), "dense or BM25 list"))
+                      for c, v in zip(ids[q], vals[q]) if np.isfinite(v)]
+            out.append([(c, v, s if v > 0 else "dense order (in no list)") for c, v, s in listed])
+        return out
+
+    def _results(self, batch: SpanBatch, nodes: MatchedNodes, pool: np.ndarray,
+                 ranked: list[list[tuple[int, float, str]]]) -> list[QueryResult]:
+        index = self.index
         per_query = np.bincount(nodes.query, minlength=len(batch))
         out = []
         for q, query in enumerate(batch.queries):
-            ranked = [(int(c), float(s)) for c, s in zip(con_ids[q], con_vals[q]) if c >= 0]
-            order = recovery_order([(ids[q], vals[q]) for ids, vals in recovery])
-            final = merge_rankings(ranked, order, split, n_con)[:k]
-            passages = [int(index.chunk_passage[c]) for c, _ in final]
+            passages = [int(index.chunk_passage[c]) for c, _, _ in ranked[q]]
             out.append(QueryResult(
-                query=query, chunk_ids=[c for c, _ in final], scores=[s for _, s in final],
+                query=query, chunk_ids=[c for c, _, _ in ranked[q]], scores=[v for _, v, _ in ranked[q]],
                 titles=[index.passage_titles[p] for p in passages], passage_ids=passages, dense_fallback=False,
-                hops=[HopTrace(hop=1, seeds=int(per_query[q]), pool_size=int(con_pool[q]), top_chunks=[],
+                hops=[HopTrace(hop=1, seeds=int(per_query[q]), pool_size=int(pool[q]), top_chunks=[],
                                new_entities=[], dense_fallback=False)],
+                sources=[s for _, _, s in ranked[q]],
             ))
         return out
 
+    def trace_lines(self, result: QueryResult) -> list[str]:
+        """What `tigrag query` prints under a query's ranking: matched nodes, connected chunks, and where
+        each ranked chunk came from (its S or R_ℓ: the printed score is the merge's rank score)."""
+        cfg = self.settings
+        split = cfg.split_depth
+        n_rec = int(np.floor(split * cfg.recovery_share))
+        hop = result.hops[0] if result.hops else None
+        lines = []
+        if hop is not None:
+            lines.append(f"LiteSemRAG: {hop.seeds} matched semantic nodes, {hop.pool_size} chunks with a connected "
+                         f"score S > 0; top {split}: {split - n_rec} connected + {n_rec} recovered"
+                         + (f", fused with {self._fusion_label()} by reciprocal ranks" if cfg.fused else ""))
+        lines += [f"  {rank}. chunk {chunk}: {source}"
+                  for rank, (chunk, source) in enumerate(zip(result.chunk_ids, result.sources), start=1)]
+        return lines
 
-def recovery_order(levels: Sequence[tuple[np.ndarray, np.ndarray]]) -> list[tuple[int, float]]:
+    def _fusion_label(self) -> str:
+        cfg = self.settings
+        parts = [f"dense (weight {cfg.dense_fusion:g})"] if cfg.dense_fusion > 0 else []
+        parts += [f"BM25 (weight {cfg.lexical_fusion:g})"] if cfg.lexical_fusion > 0 else []
+        return " and ".join(parts)
+
+
+def recovery_order(levels: Sequence[tuple[np.ndarray, np.ndarray]],
+                   label: str = "recovered level {level} R={value:.6g}") -> list[tuple[int, str]]:
     """The recovery order: each level's chunks by R_ℓ (ids -1 end a level), level 0 first, each chunk
-    at its first place."""
+    at its first place; with `label` (formatted with the level and the value) as its source."""
     seen: set[int] = set()
     order = []
-    for ids, vals in levels:
+    for level, (ids, vals) in enumerate(levels):
         for c, v in zip(ids.tolist(), vals.tolist()):
             if c < 0:
                 break
             if c not in seen:
                 seen.add(c)
-                order.append((c, v))
+                order.append((c, label.format(v, level=level, value=v)))
     return order
 
 
-def merge_rankings(connected: list[tuple[int, float]], recovered: list[tuple[int, float]], split: int,
-                   n_con: int) -> list[tuple[int, float]]:
+def merge_rankings(connected: list[tuple[int, Any]], recovered: list[tuple[int, Any]], split: int,
+                   n_con: int) -> list[tuple[int, Any]]:
     """The final ranking (module doc, step 6): the first `split` ranks take the top `n_con` connected
     chunks and then recovered ones not already taken, either side filling what the other lacks;
     after them the remaining connected chunks, then the remaining recovered ones. No chunk repeats."""
