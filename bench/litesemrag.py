@@ -175,7 +175,9 @@ def markdown(out: dict[str, dict], passage_chunks: bool = False) -> str:
              "and FEVER with Recall@10 and MRR@10; this copy of the paper lost its table values, so no figure can be "
              "compared, and the claim checked is the ordering on SciFact (the one of its datasets here): "
              "LiteSemRAG's MRR@10 the best of these systems (its baselines there, GraphRAG and LightRAG, need an "
-             "LLM and are not run).", ""]
+             "LLM and are not run). `LiteSemRAG best`: " + ", ".join(f"`{k}={v}`" for k, v in BEST.items())
+             + ", chosen on 2Wiki's first 250 queries (litesemrag_best.md, which reports it and its ablations on "
+             "held-out queries; the 2Wiki table here holds those 250 too). SpectRAG best: spectrag_best.md.", ""]
     for name, d in out.items():
         stats = d["litesemrag_stats"]
         lines += [f"## {LABELS.get(name, name)} ({d['queries']} queries, {d['chunks']:,} chunks)", "",
