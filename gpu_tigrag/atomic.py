@@ -104,6 +104,21 @@ def atomic_path(target: str | Path, suffix: str = "") -> Iterator[Path]:
         raise
 
 
+def fsync_folder(folder: str | Path) -> None:
+    """Flush `folder`'s entries (a file renamed into it, a folder created) to disk; a filesystem
+    that cannot fsync a folder is left as it is."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def atomic_write(target: str | Path, write: Callable[[Path], Any], suffix: str = "") -> None:
     """`write(tmp_path)` then rename over `target` (see `atomic_path`)."""
     with atomic_path(target, suffix) as tmp:

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import EXAMPLES
 from gpu_tigrag.cli import main
+from gpu_tigrag.index.store import read_manifest
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +19,7 @@ def example_index(tmp_path_factory):
 
 
 def test_index_prints_table1_statistics(example_index, capsys):
-    manifest = json.loads((example_index / "manifest.json").read_text())
+    manifest = read_manifest(example_index)
     stats = manifest["graph_statistics"]
     assert stats["chunks"] == 30 and stats["nodes"] > 100 and stats["edges"] > stats["nodes"]
     assert set(manifest["build_seconds"]) == {"split", "tokenise", "graph", "bm25", "embed", "ner"}
@@ -80,7 +81,7 @@ def test_add_command_grows_the_index(example_index, tmp_path, capsys):
     extra.write_text(json.dumps([{"title": "Zebrine Quay", "text": "Zebrine Quay is a pier near Korvath."}]))
     assert main(["add", str(grown), str(extra), "-q"]) == 0
     assert "added 1 passages (1 chunks)" in capsys.readouterr().out
-    assert json.loads((grown / "manifest.json").read_text())["counts"]["chunks"] == 31
+    assert read_manifest(grown)["counts"]["chunks"] == 31
     assert main(["query", str(grown), "Zebrine Quay pier", "--json"]) == 0
     assert "Zebrine Quay" in json.loads(capsys.readouterr().out)[0]["titles"]
 

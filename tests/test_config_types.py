@@ -11,6 +11,7 @@ from gpu_tigrag.config import (
 )
 from gpu_tigrag.errors import TigragError
 from gpu_tigrag.evaluate.experiment import SWEEP_KEYS, parse_sweeps
+from gpu_tigrag.index.store import read_manifest
 from gpu_tigrag.presets import PRESETS
 
 pytestmark = [pytest.mark.reliability]
@@ -177,7 +178,7 @@ def test_cli_index_set_is_typed(tmp_path, capsys):
     assert not (tmp_path / "i").exists()
     assert main(["index", str(corpus), "-o", str(tmp_path / "i"), "--set", "w=3", "--set",
                  "chunk.title_in_chunk=no", *FAST]) == 0
-    manifest = json.loads((tmp_path / "i" / "manifest.json").read_text())
+    manifest = read_manifest(tmp_path / "i")
     assert manifest["config"]["graph"]["window"] == 3 and manifest["config"]["chunk"]["title_in_chunk"] is False
 
 

@@ -19,7 +19,7 @@ from gpu_tigrag.encoders.models import folder_prompts
 from gpu_tigrag.errors import ModelError, TigragError
 from gpu_tigrag.index.add import add_passages
 from gpu_tigrag.index.build import build_index
-from gpu_tigrag.index.store import load_index, save_index
+from gpu_tigrag.index.store import load_index, read_manifest, save_index
 from gpu_tigrag.presets import preset
 from gpu_tigrag.methods.tigrag.retriever import Retriever
 
@@ -53,7 +53,7 @@ def index():
 def test_the_index_records_the_encoder_runtime(index, tmp_path):
     assert index.encoder_identity == ("hashing:64", "hashing:blake2b:64", "hashing")
     save_index(index, tmp_path / "idx")
-    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    manifest = read_manifest(tmp_path / "idx")
     assert manifest["encoder"]["backend"] == "hashing"
     assert load_index(tmp_path / "idx").encoder_identity == index.encoder_identity
 

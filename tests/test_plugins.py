@@ -108,7 +108,7 @@ def _build(passages, methods=("tigrag",)):
 
 def test_a_registered_method_has_settings_stage_and_systems(lengthy, passages, tmp_path):
     from gpu_tigrag.evaluate.experiment import all_systems
-    from gpu_tigrag.index.store import load_index, save_index
+    from gpu_tigrag.index.store import generation_folder, load_index, read_manifest, save_index
 
     assert get_method("lengthy") is lengthy and {"Lengthy", "Lengthy with bonus"} <= set(all_systems())
     config = replace_path(RetrievalConfig(method="lengthy"), "lengthy.bonus", "2.5")
@@ -118,7 +118,7 @@ def test_a_registered_method_has_settings_stage_and_systems(lengthy, passages, t
     index = _build(passages, ("tigrag", "lengthy"))
     assert index.stage("lengthy").lengths.tolist() == np.diff(index.token_indptr).tolist()
     path = save_index(index, tmp_path / "idx")
-    manifest = json.loads((path / "manifest.json").read_text())
+    manifest = read_manifest(path)
     assert manifest["methods"]["lengthy"]["files"] == ["lengthy_lengths.npy"]
     loaded = load_index(path)
     assert loaded.has_stage("lengthy") and type(loaded.stages["lengthy"]).__name__ == "StageLoader"  # not read yet
@@ -127,7 +127,7 @@ def test_a_registered_method_has_settings_stage_and_systems(lengthy, passages, t
                                   backend="numpy").retrieve(QUESTIONS, k=5) for b in ("0", "50"))
     assert [r.chunk_ids for r in plain] != [r.chunk_ids for r in rich]
     # a damaged stage fails its own method only
-    np.save(path / "lengthy_lengths.npy", np.zeros(3, dtype=np.int32))
+    np.save(generation_folder(path) / "lengthy_lengths.npy", np.zeros(3, dtype=np.int32))
     damaged = load_index(path, verify_checksums=False)
     assert make_retriever(damaged, RetrievalConfig(method="tigrag"), backend="numpy").retrieve(QUESTIONS[:2], k=3)
     with pytest.raises(IndexFormatError, match="lengthy_lengths.npy"):
@@ -187,7 +187,7 @@ def test_make_retriever_refuses_an_option_no_method_takes(passages):
 
 
 def test_a_stage_of_a_method_not_installed_is_kept_not_dropped(lengthy, passages, tmp_path):
-    from gpu_tigrag.index.store import load_index, save_index
+    from gpu_tigrag.index.store import load_index, read_manifest, save_index
 
     path = save_index(_build(passages[:5], ("tigrag", "lengthy")), tmp_path / "idx")
     unregister("lengthy")  # the plug-in is not installed where the index is read next
@@ -198,6 +198,6 @@ def test_a_stage_of_a_method_not_installed_is_kept_not_dropped(lengthy, passages
             index.stage("lengthy")
         with pytest.raises(TigragError, match="stage of lengthy, a method not installed here.*nothing was written"):
             save_index(index, path)
-        assert "lengthy" in json.loads((path / "manifest.json").read_text())["methods"]
+        assert "lengthy" in read_manifest(path)["methods"]
     finally:
         register(LENGTHY, replace=True)

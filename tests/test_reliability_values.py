@@ -16,6 +16,7 @@ from gpu_tigrag.errors import CorpusError, TigragError
 from gpu_tigrag.evaluate.datasets import check_gold, load_beir
 from gpu_tigrag.evaluate.queries import Query
 from gpu_tigrag.index.build import build_index
+from gpu_tigrag.index.store import read_manifest
 
 pytestmark = [pytest.mark.reliability]
 
@@ -209,14 +210,14 @@ def test_cli_index_warns_on_duplicates_or_drops_them(files, tmp_path, capsys, ca
     assert "3 of 6 passages repeat" in caplog.text
     assert main(["index", *twice, "-o", str(tmp_path / "b"), "--drop-duplicates", *FAST]) == 0
     assert "dropped 3 duplicate passage(s)" in capsys.readouterr().err
-    chunks = [json.loads((tmp_path / n / "manifest.json").read_text())["counts"]["chunks"] for n in "ab"]
+    chunks = [read_manifest(tmp_path / n)["counts"]["chunks"] for n in "ab"]
     assert chunks == [6, 3]
     with caplog.at_level(logging.INFO):
         assert main(["index", *twice, "-o", str(tmp_path / "c"), "--stream", "--workers", "1", *FAST]) == 0
         assert main(["index", *twice, "-o", str(tmp_path / "d"), "--stream", "--workers", "1", "--drop-duplicates",
                      *FAST]) == 0
     assert "3 of 6 passages repeat" in caplog.text and "dropped 3 duplicate passage(s)" in caplog.text
-    chunks = [json.loads((tmp_path / n / "manifest.json").read_text())["counts"]["chunks"] for n in "cd"]
+    chunks = [read_manifest(tmp_path / n)["counts"]["chunks"] for n in "cd"]
     assert chunks == [6, 3]
 
 

@@ -1,8 +1,10 @@
 """Writers of an index or a run output: one at a time, resumes that check what they continue,
 streaming checkpoints that cannot go stale, temporaries of a killed save cleaned up (issue 11.1)."""
 
+import gc
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -17,11 +19,11 @@ from gpu_tigrag.batch_run import run_queries
 from gpu_tigrag.cli import main
 from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig, RetrievalConfig, replace_path
 from gpu_tigrag.corpus import Passage, load_corpus
-from gpu_tigrag.errors import IndexFormatError, ResumeMismatchError, TigragError, WriterLockError
+from gpu_tigrag.errors import ResumeMismatchError, TigragError, WriterLockError
 from gpu_tigrag.index.add import add_passages, add_to_index_dir
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.encoders import load_encoder
-from gpu_tigrag.index.store import load_index, save_index
+from gpu_tigrag.index.store import load_index, origin, save_index
 from gpu_tigrag.index.stream import build_index_streaming
 from gpu_tigrag.locking import lock_path, writer_lock
 from gpu_tigrag.presets import preset
@@ -465,38 +467,62 @@ def test_a_damaged_stream_build_description_is_a_clear_error(stopped_build, tmp_
 # ---- 4. temporaries of a killed save ------------------------------------------------------------
 
 KILLED_SAVE = """
-import os, sys
-from gpu_tigrag.index.store import load_index, save_index
-calls, rename = [], os.rename
-def killing_rename(src, dst):
-    calls.append(src)
-    if len(calls) == int(sys.argv[2]):
+import dataclasses, gc, os, shutil, sys
+from gpu_tigrag.index.store import load_index, origin, save_index
+where = sys.argv[2]
+def killing(real):
+    def call(*args, **kwargs):
         os.kill(os.getpid(), 9)
-    rename(src, dst)
-os.rename = killing_rename
+    return call
+if where == "write":  # while the new generation's files are written
+    import gpu_tigrag.index.store as store
+    store.write_npy = killing(store.write_npy)
+elif where == "commit":  # the new generation complete, the pointer not yet switched
+    os.replace = killing(os.replace)
+else:  # the pointer switched, the old generation being removed
+    shutil.rmtree = killing(shutil.rmtree)
 index = load_index(sys.argv[1])
-index.timings = {"again": 1.0}
-save_index(index, sys.argv[1])
+copy = dataclasses.replace(index, timings={"again": 1.0})
+del index
+gc.collect()  # this process no longer holds the old generation: the save removes it
+save_index(copy, sys.argv[1])
 """
 
 
-@pytest.mark.parametrize("killed_at", [1, 2], ids=["before-the-swap", "between-the-renames"])
-def test_a_killed_save_leaves_temporaries_that_the_next_save_removes(base, tmp_path, killed_at):
+@pytest.mark.parametrize("killed", ["write", "commit", "removal"])
+def test_a_killed_save_leaves_the_old_or_the_new_index_and_the_next_save_cleans_up(base, tmp_path, killed):
+    """A save killed at any point leaves the index loadable (the old generation until the pointer
+    switches, the new one after); what it left is removed by the next save, under the lock."""
     index_dir = copy_index(base[0], tmp_path / "index")
-    proc = subprocess.run([sys.executable, "-c", KILLED_SAVE, str(index_dir), str(killed_at)], cwd=ROOT)
+    titles, timings = load_index(index_dir).passage_titles, load_index(index_dir).timings
+    gc.collect()  # this test holds no generation while the save runs
+    proc = subprocess.run([sys.executable, "-c", KILLED_SAVE, str(index_dir), killed], cwd=ROOT)
     assert proc.returncode == -signal.SIGKILL
-    stale = [p.name for p in tmp_path.iterdir() if p.name.startswith(".index.")]
-    if killed_at == 1:  # the new copy was complete but never swapped in: the old index is intact
-        assert [s.startswith(".index.tmp-") for s in stale] == [True]
-        index = load_index(index_dir)
-    else:  # the old index was moved aside and the new one not yet renamed into place
-        assert sorted(s.split("-")[0] for s in stale) == [".index.old", ".index.tmp"]
-        with pytest.raises(IndexFormatError, match=r"a save was killed after moving the previous index to .*\.old-"):
-            load_index(index_dir)
-        index = load_index(tmp_path / next(s for s in stale if ".old-" in s))
-    save_index(index, index_dir)
+    inside = sorted(p.name for p in index_dir.iterdir())
+    left = {"write": r"\.gen-000002\.tmp-.*", "commit": "gen-000002", "removal": r"\.gen-000001\.old-.*"}[killed]
+    assert any(re.fullmatch(left, name) for name in inside), inside
+    after = load_index(index_dir)
+    assert after.timings == ({"again": 1.0} if killed == "removal" else timings)
+    assert after.passage_titles == titles
+    del after
+    for _ in range(2):  # the first save leaves the generation its own reader held; the second removes it
+        gc.collect()
+        save_index(load_index(index_dir), index_dir)
+    inside = sorted(p.name for p in index_dir.iterdir())
+    assert len(inside) == 3 and inside[2] == "manifest.json", inside  # the generation read and the new one
+    assert origin(load_index(index_dir)).generation == inside[1]
     assert leftovers(tmp_path) == [] and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
-    load_index(index_dir)
+    assert load_index(index_dir).passage_titles == titles
+
+
+def test_a_killed_first_save_leaves_no_index_and_a_temporary_the_next_save_removes(base, tmp_path):
+    script = KILLED_SAVE.replace("index = load_index(sys.argv[1])", "index = load_index(sys.argv[3])")
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "index"), "write", str(base[0])], cwd=ROOT)
+    assert proc.returncode == -signal.SIGKILL
+    assert not (tmp_path / "index").exists()
+    assert [p.name.startswith(".index.tmp-") for p in tmp_path.iterdir() if p.name != "index.lock"] == [True]
+    save_index(load_index(base[0]), tmp_path / "index")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index"]
 
 
 def test_a_locked_index_or_add_fails_before_any_work(base, tmp_path, capsys, monkeypatch):

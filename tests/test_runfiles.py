@@ -14,6 +14,7 @@ import pytest
 from conftest import EXAMPLES, EXAMPLE_ENCODER, string_entities
 from gpu_tigrag.cli import main
 from gpu_tigrag.evaluate.runfiles import passage_ranking, strictly_decreasing, trec_id, trec_lines
+from gpu_tigrag.index.store import generation_folder
 
 QUESTIONS = EXAMPLES / "questions.json"
 #: engine metric -> ir_measures measure name: the engine's passage-level figures are the external ones
@@ -328,7 +329,7 @@ def test_exit_codes(example_index, tmp_path, capsys, monkeypatch):
     assert {0, 1, 2, 3, 4} <= set(EXIT_CODES)
     assert main(["query", str(tmp_path / "nowhere"), "hello", "-q"]) == 2
     damaged = example_index.copy_to(tmp_path / "damaged")
-    target = next(p for p in sorted(damaged.glob("*.npy")))
+    target = next(p for p in sorted(generation_folder(damaged).glob("*.npy")))
     data = bytearray(target.read_bytes())
     data[-1] ^= 0xFF
     target.write_bytes(bytes(data))

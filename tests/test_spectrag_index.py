@@ -21,7 +21,7 @@ from gpu_tigrag.methods.spectrag.chunk_signals import (adjacency_signal, citatio
                                             question_signal, section_signal, semantic_signal, symmetric_max)
 from gpu_tigrag.index.entities import ChunkEntities, label_mask
 from gpu_tigrag.methods.spectrag.spectral import (normalized_laplacian, principal_angles, spectral_coordinates)
-from gpu_tigrag.index.store import index_fingerprint, load_index, save_index
+from gpu_tigrag.index.store import generation_folder, index_fingerprint, load_index, read_manifest, save_index
 
 CONFIG = IndexConfig(encoder=EncoderConfig(model="hashing:64"))
 
@@ -346,11 +346,11 @@ def test_save_load_round_trip_and_damage(staged, tmp_path):
     np.testing.assert_array_equal(back.eigenvalues, stage.eigenvalues)
     np.testing.assert_array_equal(back.chunk_tokens, stage.chunk_tokens)
     assert back.stats == json.loads(json.dumps(stage.stats))
-    manifest = json.loads((path / "manifest.json").read_text())
+    manifest = json.loads((generation_folder(path) / "manifest.json").read_text())
     assert manifest["format_version"] == 3 and manifest["methods"]["spectrag"]["config"]["weights"] == "config2"
     assert "spectrag_coords.npy" in manifest["files"]
     # damage: a flipped byte fails the checksum; a well-formed file of the wrong shape is named
-    coords = path / "spectrag_coords.npy"
+    coords = generation_folder(path) / "spectrag_coords.npy"
     data = bytearray(coords.read_bytes())
     data[-1] ^= 0xFF
     coords.write_bytes(bytes(data))
@@ -360,7 +360,7 @@ def test_save_load_round_trip_and_damage(staged, tmp_path):
         damaged.stage("spectrag")
     np.save(coords, np.zeros((staged.n_chunks, 5), dtype=np.float32))
     manifest["files"]["spectrag_coords.npy"] = {"sha256": sha256_file(coords), "bytes": coords.stat().st_size}
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    (generation_folder(path) / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match=r"spectrag_coords.npy: float32 array of shape \(16, 5\), expected "
                                                r"\(16, 32\)"):
         load_index(path).stage("spectrag")
@@ -372,9 +372,9 @@ def test_a_stage_of_the_older_format_is_rebuilt_by_extend(staged, tmp_path, caps
     from gpu_tigrag.cli import main
 
     path = save_index(staged, tmp_path / "old")
-    manifest = json.loads((path / "manifest.json").read_text())
+    manifest = json.loads((generation_folder(path) / "manifest.json").read_text())
     del manifest["methods"]["spectrag"]["stats"]["format"]
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    (generation_folder(path) / "manifest.json").write_text(json.dumps(manifest))
     old = load_index(path)
     assert old.n_chunks == staged.n_chunks and old.has_stage("spectrag")
     with pytest.raises(IndexFormatError, match=r"older gpu_tigrag \(stage format 1.*tigrag extend INDEX --methods "
@@ -390,7 +390,7 @@ def test_an_index_without_the_stage_loads_with_none(staged, tmp_path):
     plain = staged.with_stage("spectrag", None)
     loaded = load_index(save_index(plain, tmp_path / "plain"))
     assert loaded.spectrag is None
-    assert "methods" not in json.loads((tmp_path / "plain" / "manifest.json").read_text())
+    assert "methods" not in read_manifest(tmp_path / "plain")
     assert index_fingerprint(plain) != index_fingerprint(staged)  # the fingerprint covers the stage's arrays
 
 

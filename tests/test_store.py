@@ -8,7 +8,7 @@ from gpu_tigrag.corpus import Passage
 from gpu_tigrag.errors import IndexFormatError, TigragError
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.encoders import load_encoder
-from gpu_tigrag.index.store import load_index, save_index
+from gpu_tigrag.index.store import generation_folder, load_index, read_manifest, save_index
 
 PASSAGES = [
     Passage("Korvath", "Korvath is a harbour town. Mirela Vantz was born there.", "k"),
@@ -31,7 +31,7 @@ def test_roundtrip_preserves_every_array(index, tmp_path):
     np.testing.assert_array_equal(loaded.embeddings, index.embeddings)
     assert loaded.entities.texts == index.entities.texts
     np.testing.assert_array_equal(loaded.entities.chunk_ids, index.entities.chunk_ids)
-    manifest = json.loads((path / "manifest.json").read_text())
+    manifest = read_manifest(path)
     assert manifest["graph_statistics"]["nodes"] == index.n_vocab
     assert manifest["counts"]["chunks"] == index.n_chunks
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left behind
@@ -51,24 +51,26 @@ def test_overwrite_is_atomic_and_refuses_foreign_directories(index, tmp_path):
 
 def test_damaged_files_are_reported(index, tmp_path):
     path = save_index(index, tmp_path / "idx")
-    data = bytearray((path / "graph_data.npy").read_bytes())
+    files = generation_folder(path)
+    data = bytearray((files / "graph_data.npy").read_bytes())
     data[-1] ^= 0xFF
-    (path / "graph_data.npy").write_bytes(bytes(data))
+    (files / "graph_data.npy").write_bytes(bytes(data))
     with pytest.raises(IndexFormatError, match="graph_data.npy: checksum mismatch"):
         load_index(path)
-    (path / "vocab.parquet").unlink()
+    (files / "vocab.parquet").unlink()
     with pytest.raises(IndexFormatError, match="vocab.parquet: missing"):
         load_index(path)
 
 
 def test_version_and_manifest_checks(index, tmp_path):
     path = save_index(index, tmp_path / "idx")
-    manifest = json.loads((path / "manifest.json").read_text())
+    file = generation_folder(path) / "manifest.json"
+    manifest = json.loads(file.read_text())
     manifest["format_version"] = 999
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    file.write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match="format version 999 is not supported"):
         load_index(path)
-    (path / "manifest.json").write_text("{not json")
+    file.write_text("{not json")
     with pytest.raises(IndexFormatError, match="damaged manifest"):
         load_index(path)
     with pytest.raises(IndexFormatError, match="no such index directory"):
@@ -77,13 +79,14 @@ def test_version_and_manifest_checks(index, tmp_path):
 
 def test_an_edited_config_in_the_manifest_is_caught(index, tmp_path):
     path = save_index(index, tmp_path / "idx")
-    manifest = json.loads((path / "manifest.json").read_text())
+    file = generation_folder(path) / "manifest.json"
+    manifest = json.loads(file.read_text())
     manifest["config"]["bm25"]["k1"] = 0.9  # a valid value, but not the one the index was built with
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    file.write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match="does not match its checksum"):
         load_index(path)
     del manifest["config_sha256"]
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    file.write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match="does not match its checksum"):
         load_index(path)
 
@@ -108,11 +111,11 @@ def test_a_re_signed_array_holding_nan_is_refused(index, tmp_path):
     from gpu_tigrag.checksums import sha256_file
 
     save_index(index, tmp_path / "idx")
-    file = tmp_path / "idx" / "embeddings.npy"
+    file = generation_folder(tmp_path / "idx") / "embeddings.npy"
     vectors = np.load(file)
     vectors[1, 0] = np.nan
     np.save(file, vectors)
-    manifest_path = tmp_path / "idx" / "manifest.json"
+    manifest_path = file.with_name("manifest.json")
     manifest = json.loads(manifest_path.read_text())
     manifest["files"]["embeddings.npy"] = {"bytes": file.stat().st_size, "sha256": sha256_file(file)}
     manifest_path.write_text(json.dumps(manifest))
@@ -132,5 +135,12 @@ def test_index_files_and_folder_follow_the_umask(index, tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o755
-    modes = {stat.S_IMODE(f.stat().st_mode) for f in path.iterdir()}
-    assert modes == {0o644}, modes
+    for changes in range(2):  # a new index, then a new generation of it
+        folders = {stat.S_IMODE(f.stat().st_mode) for f in path.rglob("*") if f.is_dir()}
+        files = {stat.S_IMODE(f.stat().st_mode) for f in path.rglob("*") if f.is_file()}
+        assert folders == {0o755} and files == {0o644}, (folders, files)
+        old = os.umask(0o022)
+        try:
+            save_index(load_index(path), path)
+        finally:
+            os.umask(old)

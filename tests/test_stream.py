@@ -1,6 +1,5 @@
 """Streaming, partitioned index build: equals the in-memory build; resumes after a kill."""
 
-import json
 import signal
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from gpu_tigrag.config import EncoderConfig, IndexConfig
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.errors import TigragError
 from gpu_tigrag.index.build import build_index
+from gpu_tigrag.index.store import read_manifest
 from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.index.stream import build_index_streaming
 from gpu_tigrag.synth import passages, write_corpus
@@ -38,7 +38,7 @@ def test_streaming_build_equals_in_memory_build(tmp_path, backend):
 
 
 def files_of(index_dir):
-    return json.loads((index_dir / "manifest.json").read_text())["files"]
+    return read_manifest(index_dir)["files"]
 
 
 @pytest.mark.slow  # 51 s in the profile on 2 shared cores (3,000-passage streaming builds, one killed)

@@ -58,9 +58,13 @@ class Index:
         on first use, so a damaged stage fails only the method that uses it."""
         value = self.stages.get(method)
         if isinstance(value, StageLoader):
-            value = value()
+            value = value(self)
             self.stages[method] = value
         return value
+
+    def stage_loaded(self, method: str) -> bool:
+        """Whether `method`'s stage is in memory (built here, or stored and already read)."""
+        return self.has_stage(method) and not isinstance(self.stages[method], StageLoader)
 
     def with_stage(self, method: str, stage: Any) -> "Index":
         """A copy of this index whose stage of `method` is `stage` (None: without one)."""
@@ -85,10 +89,13 @@ class Index:
 
 @dataclass
 class StageLoader:
-    """A stored stage not read yet: `load()` reads and validates it (store.py)."""
+    """A stored stage not read yet: `load(index)` reads and validates it against `index` (store.py).
+    `stored` says where its files are, so that saving the index carries them over unread (a damaged
+    stage then fails only its own method, never a write of the rest)."""
 
     method: str
-    load: Callable[[], Any]
+    load: Callable[["Index"], Any]
+    stored: Any = None
 
-    def __call__(self) -> Any:
-        return self.load()
+    def __call__(self, index: "Index") -> Any:
+        return self.load(index)

@@ -1,16 +1,25 @@
-"""On-disk index format: a directory of `.npy` and Parquet files plus `manifest.json`.
+"""On-disk index: a directory of immutable generations, each a folder of `.npy` and Parquet files plus
+`manifest.json` (format 3), and a pointer naming the current one (`generations.py`).
 
-manifest.json holds the format version, package version, configuration, counts, token-graph
-statistics, encoder identity, build timings and the sha256 and size of every file. The
-directory is written under a temporary name beside the target and renamed into place,
-so a crash never leaves a half-written index. Loading checks the format version and every
-checksum, reads `.npy` with allow_pickle=False and never executes code from disk.
+A generation's manifest holds the format version, package version, configuration, counts,
+token-graph statistics, encoder identity, build timings and the sha256 and size of every file.
+A save writes a new generation beside the current one and then switches the pointer atomically,
+so a reader sees the old index or the new one, never a mixture, a half-written file or an error;
+readers pin the generation they read (stages loaded later included) and writers remove a
+superseded generation only once no reader holds it. Loading checks the format version and every
+checksum, reads `.npy` with allow_pickle=False and never executes code from disk. An index
+written before generations (its files directly in the folder) still loads; its next save
+converts it.
 
 Writers hold the directory's lock (`DIR.lock`, see `locking.py`): a second writer fails with
 a clear error. A loaded index remembers the manifest it was read from (`origin`), and saving
 it, or an index derived from it by `add_passages`, back to that directory is refused when
-another writer replaced the directory meanwhile (no lost update). Temporary folders left by
-a killed save are removed by the next save.
+another writer replaced the index meanwhile (no lost update). What a killed save left behind is
+removed by the next save.
+
+A method stage is read on first use (`Index.stage`) and validated then, so a damaged stage fails
+only the method that uses it, with the `tigrag extend` command that rebuilds it; a save carries
+a stage that was never read over unread (`generation_files.carry`).
 """
 
 from __future__ import annotations
@@ -18,9 +27,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import logging
 import json
+import logging
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -28,28 +39,24 @@ import numpy as np
 import scipy.sparse
 
 from .. import __version__
-from ..atomic import atomic_directory, remove_stale_temporaries, stale_siblings
+from ..atomic import (TMP_MARK, atomic_directory, describe_os_error, fsync_folder, process_umask,
+                      remove_stale_temporaries, stale_siblings)
 from ..checksums import sha256_file, sha256_json
 from ..config import ENTITY_LABELS, IndexConfig, config_from_dict, config_to_dict
-from ..errors import IndexFormatError, NotAnIndexError, TigragError, WriterLockError
+from ..errors import IndexFormatError, NotAnIndexError, OutputError, TigragError, WriterLockError
 from ..locking import writer_lock
 from ..text.tokens import Vocabulary
 from .entities import ChunkEntities
 from ..methods.registry import get_method, stage_methods
+from .generation_files import Source, carry, write_npy, write_strings
+from .generations import (MANIFEST, Snapshot, collect, commit, generation_name, generation_number, next_generation,
+                          open_snapshot, remove_leftovers)
 from .index import Index, StageLoader
 from .stage_arrays import csr_arrays
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 3  # 2: entity labels per occurrence (entity_chunk_masks); 3: the config's checksum
-MANIFEST = "manifest.json"
-
-
-def _write_strings(path: Path, column: str, values: list[str]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pq.write_table(pa.table({column: pa.array(values, type=pa.string())}), path)
 
 
 def _read_strings(path: Path, column: str) -> list[str]:
@@ -59,11 +66,13 @@ def _read_strings(path: Path, column: str) -> list[str]:
 
 
 def _stage_payloads(index: Index) -> dict[str, tuple[dict[str, np.ndarray], dict[str, list[str]]]]:
-    """(arrays, string columns) of every stage the index holds, each stage converted once."""
-    return {m.name: m.stage.to_arrays(index.stage(m.name)) for m in _stored_stages(index)}
+    """(arrays, string columns) of every stage the index holds in memory (built, or stored and read),
+    each converted once; a stored stage never read is carried over unread instead."""
+    return {m.name: m.stage.to_arrays(index.stage(m.name)) for m in _stored_stages(index)
+            if index.stage_loaded(m.name)}
 
 
-def _index_arrays(index: Index, payloads: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+def _base_arrays(index: Index) -> dict[str, np.ndarray]:
     arrays = {
         "chunk_passage": index.chunk_passage.astype(np.int32),
         "token_indptr": index.token_indptr.astype(np.int64),
@@ -77,9 +86,14 @@ def _index_arrays(index: Index, payloads: dict[str, Any] | None = None) -> dict[
     }
     arrays.update(csr_arrays("graph", index.graph))
     arrays.update(csr_arrays("bm25", index.bm25))
-    payloads = _stage_payloads(index) if payloads is None else payloads
+    return arrays
+
+
+def _index_arrays(index: Index) -> dict[str, np.ndarray]:
+    """Every array of `index`, its stages' included (stored stages are read)."""
+    arrays = _base_arrays(index)
     for method in _stored_stages(index):
-        arrays.update(payloads[method.name][0])
+        arrays.update(method.stage.to_arrays(index.stage(method.name))[0])
     return arrays
 
 
@@ -88,21 +102,13 @@ def _stored_stages(index: Index) -> list[Any]:
     return [m for m in stage_methods() if index.has_stage(m.name)]
 
 
-def _methods_section(index: Index) -> dict[str, Any]:
-    """The manifest's `methods`: each built method stage's configuration, statistics and files."""
-    return {m.name: {"config": config_to_dict(getattr(index.config, m.name)), "stats": index.stage(m.name).stats,
-                     "files": m.stage.files} for m in _stored_stages(index)}
-
-
-def _index_strings(index: Index, payloads: dict[str, Any]) -> dict[str, tuple[str, list[str]]]:
+def _base_strings(index: Index) -> dict[str, tuple[str, list[str]]]:
     return {
         "passages_title": ("title", index.passage_titles),
         "passages_id": ("doc_id", index.passage_ids),
         "chunks": ("text", index.chunk_texts),
         "vocab": ("token", index.vocab.tokens),
         "entities": ("text", index.entities.texts),
-        **{name: ("text", values) for m in _stored_stages(index)
-           for name, values in payloads[m.name][1].items()},
     }
 
 
@@ -112,11 +118,13 @@ INDEX_WRITE = "another write of this index"
 
 @dataclasses.dataclass(frozen=True)
 class Origin:
-    """The index directory an Index was read from (or saved to) and the sha256 of its manifest then."""
+    """The index directory an Index was read from (or saved to), the sha256 of its manifest then and
+    the generation it was (None: an index written before generations)."""
 
     path: str
     manifest_sha256: str
     modified: bool = False  # derived in memory (e.g. by add_passages): no longer what the files hold
+    generation: str | None = None
 
 
 def origin(index: Index) -> Origin | None:
@@ -128,18 +136,39 @@ def _set_origin(index: Index, value: Origin) -> None:
     index.__dict__["_tigrag_origin"] = value
 
 
+def _source(index: Index) -> Source | None:
+    return index.__dict__.get("_tigrag_source")
+
+
 def derive_origin(parent: Index, child: Index) -> Index:
-    """Mark `child`, computed in memory from `parent`, as a modified copy of parent's directory."""
+    """Mark `child`, computed in memory from `parent`, as a modified copy of parent's directory (its
+    unchanged files may be linked from the generation parent was read from)."""
     found = origin(parent)
     if found is not None:
         _set_origin(child, dataclasses.replace(found, modified=True))
+    if _source(parent) is not None:
+        child.__dict__["_tigrag_source"] = _source(parent)
     return child
 
 
 def manifest_sha256(path: str | Path) -> str | None:
-    """sha256 of the manifest of index directory `path` (None when it has none)."""
-    file = Path(path) / MANIFEST
-    return sha256_file(file) if file.is_file() else None
+    """sha256 of the manifest of the current generation of index directory `path` (None when it holds
+    no index)."""
+    try:
+        snapshot = open_snapshot(Path(path))
+    except IndexFormatError:
+        return None
+    snapshot.pin.close()
+    return hashlib.sha256(snapshot.manifest_bytes).hexdigest()
+
+
+def generation_folder(path: str | Path) -> Path:
+    """The folder holding the files and manifest of the current generation of index directory `path`
+    (the directory itself for an index written before generations). For inspection: a writer may
+    supersede it at any time; `load_index` pins what it reads."""
+    snapshot = _snapshot(Path(path))
+    snapshot.pin.close()
+    return snapshot.folder
 
 
 def index_fingerprint(index: Index) -> str:
@@ -166,83 +195,166 @@ def _check_not_replaced(index: Index, target: Path) -> None:
                               "lose that write, so nothing was written: load the index again and redo the change")
 
 
+def _check_target(path: Path) -> bool:
+    """Whether index directory `path` holds an index (False: nothing there); refuses anything else."""
+    if path.is_symlink() and not path.exists():
+        raise TigragError(f"{path}: a symbolic link to nothing; refusing to write an index where it points")
+    if not path.exists():
+        return False
+    if path.is_dir() and path.parent.is_dir() and generation_number(path.name) is not None \
+            and (path.parent / MANIFEST).is_file():
+        raise TigragError(f"{path}: a generation of the index {path.parent}, which is never changed; write to "
+                          f"{path.parent} instead")
+    if not path.is_dir() or not (path / MANIFEST).is_file():
+        raise TigragError(f"{path}: exists and is not an index directory; refusing to overwrite it")
+    return True
+
+
 def save_index(index: Index, path: str | Path) -> Path:
-    """Write `index` to directory `path` atomically (replacing an existing index there).
+    """Write `index` to directory `path` as a new generation (replacing the index there atomically).
 
     Holds the directory's writer lock; refuses when `index` was read from `path` (or derived from
-    an index read from it) and another writer has replaced it since. Removes temporary folders
-    that a killed save left beside `path`.
+    an index read from it) and another writer has replaced it since. Removes what a killed save
+    left, and the superseded generations no reader holds.
     """
+    _check_target(Path(path))  # a dangling link is refused before resolve() would follow it
     target = Path(path).resolve()
     foreign = sorted(set(index.stages) - {m.name for m in stage_methods()})
     if foreign:
         raise TigragError(f"the index holds the stage of {', '.join(foreign)}, a method not installed here; writing "
                           "it would drop that stage, so nothing was written: install the package that provides it")
     with writer_lock(target, INDEX_WRITE):
-        if target.exists() and not (target / MANIFEST).is_file():
-            raise TigragError(f"{target}: exists and is not an index directory; refusing to overwrite it")
+        exists = _check_target(target)
         _check_not_replaced(index, target)
         remove_stale_temporaries(target)  # we hold the lock: no save of this target is under way
-        _write_directory(index, target)
-        _set_origin(index, Origin(str(target), manifest_sha256(target) or ""))
+        if exists:
+            name = _save_generation(index, target)
+        else:
+            name = generation_name(1)
+            with atomic_directory(target) as tmp:
+                (tmp / name).mkdir()
+                _write_generation(index, tmp / name, str(target))
+                commit(tmp, name)
+            fsync_folder(target.parent)
+        digest = sha256_file(target / name / MANIFEST)
+        _set_origin(index, Origin(str(target), digest, generation=name))
     return target
 
 
-def _write_directory(index: Index, target: Path) -> None:
-    with atomic_directory(target) as tmp:
-        files: dict[str, dict[str, Any]] = {}
-        payloads = _stage_payloads(index)
-        for name, array in _index_arrays(index, payloads).items():
-            np.save(tmp / f"{name}.npy", array, allow_pickle=False)
-            files[f"{name}.npy"] = {}
-        for name, (column, values) in _index_strings(index, payloads).items():
-            _write_strings(tmp / f"{name}.parquet", column, values)
-            files[f"{name}.parquet"] = {}
-        for name in files:
-            files[name] = {"sha256": sha256_file(tmp / name), "bytes": (tmp / name).stat().st_size}
-        manifest = {
-            "format": "gpu_tigrag-index",
-            "format_version": FORMAT_VERSION,
-            "package_version": __version__,
-            "config": config_to_dict(index.config),
-            "config_sha256": sha256_json(config_to_dict(index.config)),
-            "encoder": {"name": index.encoder_name, "fingerprint": index.encoder_fingerprint,
-                        "backend": index.encoder_backend, "dim": int(index.embeddings.shape[1])},
-            "entity_labels": list(ENTITY_LABELS),
-            "counts": {"passages": len(index.passage_titles), "chunks": index.n_chunks,
-                       "vocab": index.n_vocab, "entities": len(index.entities.texts)},
-            "graph_statistics": index.stats,
-            "build_seconds": index.timings,
-            "files": files,
-        }
-        methods = _methods_section(index)
-        if methods:
-            manifest["methods"] = methods
-        with open(tmp / MANIFEST, "w", encoding="utf-8") as handle:
-            json.dump(manifest, handle, indent=2)
-            handle.flush()
-            os.fsync(handle.fileno())
+def _save_generation(index: Index, target: Path) -> str:
+    """Write `index` as the next generation of the index in `target`, commit it, collect the old ones."""
+    try:
+        remove_leftovers(target)
+        name = next_generation(target)
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}{TMP_MARK}", dir=target))
+        os.chmod(staging, 0o777 & ~process_umask())  # mkdtemp makes it 0700: the finished folder is an ordinary one
+    except OSError as exc:
+        raise OutputError(f"{target}: cannot write ({describe_os_error(exc)})") from None
+    try:
+        _write_generation(index, staging, str(target))
+        os.rename(staging, target / name)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise OutputError(f"{target}: cannot write ({describe_os_error(exc)}); nothing was changed there") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    try:
+        commit(target, name)
+    except OutputError:
+        shutil.rmtree(target / name, ignore_errors=True)
+        raise
+    held = collect(target)
+    if held:
+        log.debug("%s: %s still read by another process; a later write removes it", target, ", ".join(held))
+    return name
 
+
+def _write_generation(index: Index, folder: Path, index_dir: str) -> None:
+    """Write every file of `index` and then its manifest into the new generation folder `folder`."""
+    source = _source(index)
+    payloads = _stage_payloads(index)
+    files: dict[str, dict[str, Any]] = {}
+    methods: dict[str, Any] = {}
+    for name, array in _base_arrays(index).items():
+        files[f"{name}.npy"] = write_npy(folder, f"{name}.npy", array, source, index_dir)
+    strings = [(f"{name}.parquet", column, values) for name, (column, values) in _base_strings(index).items()]
+    carried: list[tuple[str, Source]] = []
+    for method in _stored_stages(index):
+        if method.name in payloads:
+            arrays, texts = payloads[method.name]
+            for name, array in arrays.items():
+                files[f"{name}.npy"] = write_npy(folder, f"{name}.npy", array, source, index_dir)
+            strings += [(f"{name}.parquet", "text", values) for name, values in texts.items()]
+            methods[method.name] = {"config": config_to_dict(getattr(index.config, method.name)),
+                                    "stats": index.stage(method.name).stats, "files": method.stage.files}
+            continue
+        stored = index.stages[method.name].stored  # never read: carried over as it is
+        section = stored.section
+        methods[method.name] = section
+        names = section.get("files") if isinstance(section, dict) else None
+        for name in names if isinstance(names, list) else []:
+            if isinstance(name, str) and name.endswith(".npy"):
+                entry = carry(folder, name, stored.source)
+                if entry is not None:
+                    files[name] = entry
+            elif isinstance(name, str):
+                carried.append((name, stored.source))
+    for name, column, values in strings:
+        files[name] = write_strings(folder, name, column, values, source, index_dir)
+    for name, origin_source in carried:
+        entry = carry(folder, name, origin_source)
+        if entry is not None:
+            files[name] = entry
+    manifest = {
+        "format": "gpu_tigrag-index",
+        "format_version": FORMAT_VERSION,
+        "package_version": __version__,
+        "config": config_to_dict(index.config),
+        "config_sha256": sha256_json(config_to_dict(index.config)),
+        "encoder": {"name": index.encoder_name, "fingerprint": index.encoder_fingerprint,
+                    "backend": index.encoder_backend, "dim": int(index.embeddings.shape[1])},
+        "entity_labels": list(ENTITY_LABELS),
+        "counts": {"passages": len(index.passage_titles), "chunks": index.n_chunks,
+                   "vocab": index.n_vocab, "entities": len(index.entities.texts)},
+        "graph_statistics": index.stats,
+        "build_seconds": index.timings,
+        "files": files,
+    }
+    if methods:
+        manifest["methods"] = methods
+    with open(folder / MANIFEST, "x", encoding="utf-8") as handle:
+        json.dump(manifest, handle, indent=2)
+        handle.flush()
+        os.fsync(handle.fileno())
+    fsync_folder(folder)
+
+
+# ---- reading -------------------------------------------------------------------------------------
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
-    """The validated manifest of index directory `path`."""
-    return _read_manifest(Path(path))[0]
+    """The validated manifest of the current generation of index directory `path`."""
+    snapshot = _snapshot(Path(path))
+    snapshot.pin.close()
+    return _parse_manifest(snapshot)
 
 
-def _read_manifest(path: Path) -> tuple[dict[str, Any], str]:
-    """(validated manifest, sha256 of its bytes) of index directory `path`."""
-    manifest_path = path / MANIFEST
+def _snapshot(path: Path) -> Snapshot:
+    """The pinned current generation of index directory `path` (see `generations.open_snapshot`)."""
     if not path.is_dir():
         moved = [p for p in stale_siblings(path.resolve()) if ".old-" in p.name] if path.parent.is_dir() else []
         if moved:
             raise IndexFormatError(f"{path}: missing; a save was killed after moving the previous index to "
                                    f"{moved[-1]}: rename it back, or write the index again")
         raise NotAnIndexError(f"{path}: no such index directory (build one with `tigrag index`)")
-    if not manifest_path.is_file():
-        raise NotAnIndexError(f"{path}: not an index directory ({MANIFEST} is missing)")
+    return open_snapshot(path.resolve())
+
+
+def _parse_manifest(snapshot: Snapshot) -> dict[str, Any]:
+    """The manifest `snapshot` read, validated."""
+    manifest_path = snapshot.folder / MANIFEST
     try:
-        raw = manifest_path.read_bytes()
-        manifest = json.loads(raw.decode("utf-8"))
+        manifest = json.loads(snapshot.manifest_bytes.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise IndexFormatError(f"{manifest_path}: damaged manifest ({exc})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != "gpu_tigrag-index":
@@ -250,7 +362,7 @@ def _read_manifest(path: Path) -> tuple[dict[str, Any], str]:
     version = manifest.get("format_version")
     if version != FORMAT_VERSION:
         raise IndexFormatError(
-            f"{path}: index format version {version} is not supported by gpu_tigrag {__version__} "
+            f"{manifest_path}: index format version {version} is not supported by gpu_tigrag {__version__} "
             f"(expects {FORMAT_VERSION}); rebuild the index with `tigrag index`"
         )
     if manifest.get("config_sha256") != sha256_json(manifest.get("config")):
@@ -258,43 +370,68 @@ def _read_manifest(path: Path) -> tuple[dict[str, Any], str]:
                                "(the manifest was edited or damaged); rebuild the index")
     if manifest.get("entity_labels") != list(ENTITY_LABELS):
         raise IndexFormatError(f"{manifest_path}: entity label table differs from this version's; rebuild the index")
-    return manifest, hashlib.sha256(raw).hexdigest()
+    if not isinstance(manifest.get("files"), dict):
+        raise IndexFormatError(f"{manifest_path}: lists no files; rebuild the index")
+    return manifest
 
 
-def _checked(path: Path, manifest: dict[str, Any], name: str, verify: bool) -> Path:
-    entry = manifest.get("files", {}).get(name)
-    file = path / name
-    if entry is None:
-        raise IndexFormatError(f"{path}: manifest does not list {name}")
+def _checked(folder: Path, source: Source, name: str, verify: bool, repair: str) -> Path:
+    entry = source.files.get(name)
+    file = folder / name
+    if not isinstance(entry, dict):
+        raise IndexFormatError(f"{folder / MANIFEST}: does not list {name}; {repair}")
     if not file.is_file():
-        raise IndexFormatError(f"{file}: missing from the index directory")
-    if file.stat().st_size != entry["bytes"]:
-        raise IndexFormatError(f"{file}: size {file.stat().st_size} differs from the manifest's {entry['bytes']}")
-    if verify and sha256_file(file) != entry["sha256"]:
-        raise IndexFormatError(f"{file}: checksum mismatch, the file is damaged; rebuild the index")
+        raise IndexFormatError(f"{file}: missing from the index directory; {repair}")
+    size = file.stat().st_size
+    if size != entry.get("bytes"):
+        raise IndexFormatError(f"{file}: size {size} differs from the manifest's {entry.get('bytes')}, the file is "
+                               f"damaged; {repair}")
+    if verify:
+        if sha256_file(file) != entry.get("sha256"):
+            raise IndexFormatError(f"{file}: checksum mismatch, the file is damaged; {repair}")
+        source.verified.add(name)
     return file
 
 
-def _finite(file: Path, array: np.ndarray, required: bool = True) -> np.ndarray:
+def _finite(file: Path, array: np.ndarray, repair: str, required: bool = True) -> np.ndarray:
     """`array`, or an IndexFormatError when a float array holds NaN or infinity (a stored NaN would
     rank by position, silently); a stage's `nan_padded` arrays may hold NaN (`required` False)."""
     if required and array.dtype.kind == "f" and not np.isfinite(array).all():
         bad = int(array.size - np.isfinite(array).sum())
-        raise IndexFormatError(f"{file}: {bad} of its {array.size} values are NaN or infinite; the array is damaged "
-                               "(rebuild the index, or its method stage with `tigrag extend`)")
+        raise IndexFormatError(f"{file}: {bad} of its {array.size} values are NaN or infinite; the array is "
+                               f"damaged; {repair}")
     return array
 
 
+REBUILD_INDEX = "rebuild the index"
+
+
+def rebuild_stage(index_dir: str | Path, method: str) -> str:
+    """The advice a damaged stage of `method` gives."""
+    return f"rebuild the {method} stage with `tigrag extend {index_dir} --methods {method}`"
+
+
 def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
-    """Load and validate the index in directory `path`."""
+    """Load and validate the current generation of the index in directory `path` (pinned until the
+    returned Index is gone: stages read later come from the same generation)."""
     path = Path(path)
-    manifest, manifest_digest = _read_manifest(path)
-    load_npy: Callable[..., np.ndarray] = lambda name, finite=True: _finite(path / f"{name}.npy", np.load(
-        _checked(path, manifest, f"{name}.npy", verify_checksums), allow_pickle=False
-    ), finite)
-    strings: Callable[[str, str], list[str]] = lambda name, column: _read_strings(
-        _checked(path, manifest, f"{name}.parquet", verify_checksums), column
-    )
+    snapshot = _snapshot(path)
+    manifest = _parse_manifest(snapshot)
+    folder = snapshot.folder
+    source = Source(str(path.resolve()), folder, manifest["files"], snapshot.pin)
+
+    def load_npy(name: str, finite: bool = True, repair: str = REBUILD_INDEX) -> np.ndarray:
+        file = _checked(folder, source, f"{name}.npy", verify_checksums, repair)
+        try:
+            array = np.load(file, allow_pickle=False)
+        except ValueError as exc:
+            raise IndexFormatError(f"{file}: not a readable array ({exc}); {repair}") from None
+        return _finite(file, array, repair, finite)
+
+    def strings(name: str, column: str, repair: str = REBUILD_INDEX) -> list[str]:
+        file = _checked(folder, source, f"{name}.parquet", verify_checksums, repair)
+        return _read_strings(file, column)
+
     try:
         config = config_from_dict(IndexConfig, manifest["config"])
         vocab = Vocabulary(strings("vocab", "token"))
@@ -335,43 +472,61 @@ def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
     except IndexFormatError:
         raise
     except (KeyError, TypeError, ValueError, TigragError) as exc:
-        raise IndexFormatError(f"{path}: inconsistent index ({type(exc).__name__}: {exc}); rebuild it") from None
-    _check_shapes(path, index)
-    for name in manifest.get("methods") or {}:
+        raise IndexFormatError(f"{folder}: inconsistent index ({type(exc).__name__}: {exc}); rebuild it") from None
+    _check_shapes(folder, index)
+    sections = manifest.get("methods")
+    for name in sections if isinstance(sections, dict) else {}:
+        stored = StoredStage(source, sections[name])
         try:
             method = get_method(name)
         except TigragError:
             log.warning("%s holds a stage of method %r, which is not installed here; it is ignored", path, name)
-            index.stages[name] = StageLoader(name, functools.partial(_not_installed, path, name))
+            index.stages[name] = StageLoader(name, functools.partial(_not_installed, path, name), stored)
             continue
         if method.stage is not None:
             index.stages[name] = StageLoader(name, functools.partial(
-                _load_stage, path, manifest, index, method, load_npy, strings))
-    _set_origin(index, Origin(str(path.resolve()), manifest_digest))
+                _load_stage, path, folder, sections[name], method, load_npy, strings), stored)
+    index.__dict__["_tigrag_source"] = source
+    _set_origin(index, Origin(str(path.resolve()), hashlib.sha256(snapshot.manifest_bytes).hexdigest(),
+                              generation=snapshot.generation))
     return index
 
 
-def _not_installed(path: Path, name: str) -> Any:
+@dataclasses.dataclass(frozen=True)
+class StoredStage:
+    """Where a stage not read yet is: the generation it is in and its manifest section."""
+
+    source: Source
+    section: Any
+
+
+def _not_installed(path: Path, name: str, index: Index) -> Any:
     raise TigragError(f"{path} holds a stage of method {name!r}, which is not installed here; install the "
                       "package that provides it")
 
 
-def _load_stage(path: Path, manifest: dict[str, Any], index: Index, method: Any,
-                load_npy: Callable[[str], np.ndarray], strings: Callable[[str, str], list[str]]) -> Any:
-    """`method`'s stage as the manifest lists it: its configuration must parse and equal the index's
-    settings of that stage, and every file is checked (size, checksum) and validated by the method."""
-    section = manifest["methods"][method.name]
+def _load_stage(path: Path, folder: Path, section: Any, method: Any, load_npy: Callable[..., np.ndarray],
+                strings: Callable[..., list[str]], index: Index) -> Any:
+    """`method`'s stage as the manifest lists it, for `index`: its configuration must parse and equal
+    the index's settings of that stage, and every file is checked (size, checksum, finite values)
+    and validated by the method. Any damage names the command that rebuilds the stage."""
+    repair = rebuild_stage(path, method.name)
     try:
         config = config_from_dict(method.stage.config, section["config"])
     except (KeyError, TypeError, TigragError) as exc:
-        raise IndexFormatError(f"{path / MANIFEST}: methods.{method.name} has no valid configuration ({exc}); "
-                               "rebuild the stage with `tigrag extend`") from None
+        raise IndexFormatError(f"{folder / MANIFEST}: methods.{method.name} has no valid configuration ({exc}); "
+                               f"{repair}") from None
     if config != getattr(index.config, method.name):
-        raise IndexFormatError(f"{path / MANIFEST}: methods.{method.name}.config differs from the index's "
-                               f"{method.name} settings; rebuild the stage with `tigrag extend`")
-    arrays = {name: load_npy(name, name not in method.stage.nan_padded) for name in method.stage.arrays}
-    texts = {name: strings(name, "text") for name in method.stage.strings}
-    return method.stage.from_arrays(arrays, texts, index, config, section.get("stats", {}), path)
+        raise IndexFormatError(f"{folder / MANIFEST}: methods.{method.name}.config differs from the index's "
+                               f"{method.name} settings; {repair}")
+    try:
+        arrays = {name: load_npy(name, name not in method.stage.nan_padded, repair) for name in method.stage.arrays}
+        texts = {name: strings(name, "text", repair) for name in method.stage.strings}
+        return method.stage.from_arrays(arrays, texts, index, config, section.get("stats", {}), folder)
+    except IndexFormatError as exc:
+        if "tigrag extend" in str(exc):
+            raise
+        raise IndexFormatError(f"{exc}; {repair}") from None
 
 
 def _check_shapes(path: Path, index: Index) -> None:
