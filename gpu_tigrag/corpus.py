@@ -63,7 +63,9 @@ def _iter_json(path: Path) -> Iterator[Passage]:
             yield _passage_from_record(record, f"{path}: record {i}")
     elif isinstance(data, dict):
         for i, (title, body) in enumerate(data.items()):
-            text = string_value(body, f"{path}: record {i} (title {title!r})", "sentences")
+            where = f"{path}: record {i} (title {title!r})"
+            text = string_value(body, where, "sentences")
+            title = string_value(title, where, "title")
             yield Passage(title=title.strip(), text=text.strip(), doc_id=title)
     else:
         raise CorpusError(f"{path}: expected a JSON list of passages or an object title -> sentences")

@@ -3,6 +3,9 @@ the error's `exit_code` (EXIT_CODES)."""
 
 #: the exit codes of `tigrag`, documented in `tigrag --help`, docs/cli.md and the README
 EXIT_OK, EXIT_BUG, EXIT_USAGE, EXIT_DAMAGED_INDEX, EXIT_RESOURCES = 0, 1, 2, 3, 4
+#: standard output closed by its reader (`tigrag eval ... | head`): 128 + SIGPIPE, what a shell
+#: reports for a Unix tool that the closed pipe stopped
+EXIT_BROKEN_PIPE = 141
 EXIT_CODES = {
     EXIT_OK: "success",
     EXIT_BUG: "a bug: an unexpected error, printed with its traceback (please report it)",
@@ -11,6 +14,7 @@ EXIT_CODES = {
     EXIT_DAMAGED_INDEX: "damaged or incompatible index: checksum mismatch, missing or inconsistent files; rebuild it",
     EXIT_RESOURCES: "out of resources: out of memory (host or device) or no space left on the disk",
     130: "interrupted (Ctrl-C)",
+    EXIT_BROKEN_PIPE: "standard output closed by its reader (e.g. `| head`): the command stops quietly, as Unix tools do",
 }
 
 

@@ -20,7 +20,11 @@ query its position in the file.
 | query text | `question`, `text`, `query` | error |
 
 Values: an id is a string or a number (kept as its string, 7 -> "7"); a null id is an error,
-as is a null title (leave the field out instead). Passage text may be a list of
+as is a null title (leave the field out instead). A lone surrogate (JSON's "\ud800": half of a
+UTF-16 pair, which UTF-8 cannot store and tokenizers refuse) in a text, title or query is
+replaced by U+FFFD, as a UTF-8 decoder replaces an invalid byte, with one warning per file naming
+the first record: the rest of the record is good text, and a corpus with one emoji cut in half
+by a UTF-16 tool should still index. In an id it is an error (replacing could merge two ids). Passage text may be a list of
 sentences (joined with spaces); a null passage text is an empty passage (skipped and counted by
 `load_corpus`). Query text must be a string. Every error names the file and the record (the
 `where` the caller passes, e.g. `corpus.json: record 3` or `queries.jsonl: line 7`) and what
@@ -30,10 +34,15 @@ was expected.
 from __future__ import annotations
 
 import json
+import logging
 import math
+import re
+import sys
 from typing import Any, Mapping, Sequence
 
 from .errors import CorpusError
+
+log = logging.getLogger(__name__)
 
 #: the id keys of every record kind, in precedence order
 ID_KEYS = ("_id", "id")
@@ -50,6 +59,33 @@ PASSAGE_TEXT_KEYS = ("text", "paragraph_text", "contents")
 #: query text: the QA sets' `question`, BEIR's `text`, `query`
 QUERY_TEXT_KEYS = ("question", "text", "query")
 TITLE_KEY = "title"
+#: a lone surrogate: a code point of U+D800-U+DFFF, half of a UTF-16 pair (JSON "\ud800", or a byte
+#: that is not UTF-8 in a command-line argument), which UTF-8 cannot store
+_SURROGATE = re.compile("[\ud800-\udfff]")
+#: the files whose lone surrogates were reported (one warning per file and process)
+_REPAIRED_FILES: set[str] = set()
+
+
+def replace_surrogates(text: str) -> tuple[str, int]:
+    """`text` with each lone surrogate replaced by U+FFFD (what a UTF-8 decoder puts for an
+    invalid sequence), and how many there were."""
+    if text.isascii():
+        return text, 0
+    return _SURROGATE.subn("\ufffd", text)
+
+
+def valid_text(value: str, where: str, key: str) -> str:
+    """`value` with its lone surrogates replaced (`replace_surrogates`); the first record of a file
+    (the part of `where` before ": ") that holds one is named in a warning."""
+    fixed, count = replace_surrogates(value)
+    if count:
+        source = where.split(": ")[0]
+        if source not in _REPAIRED_FILES:
+            _REPAIRED_FILES.add(source)
+            log.warning("%s: field %r holds %d lone surrogate(s) (invalid Unicode: half of a UTF-16 pair), replaced "
+                        "by U+FFFD; later records of %s are repaired the same way without a warning",
+                        where, key, count, source)
+    return fixed
 
 
 def first_key(record: Mapping[str, Any] | Sequence[str], keys: Sequence[str]) -> str | None:
@@ -81,6 +117,9 @@ def _id(record: Mapping[str, Any], keys: Sequence[str], where: str) -> str | Non
         raise CorpusError(f"{where}: field {key!r} is a number of more than {MAX_ID_DIGITS} digits; write the id "
                           "as a string")
     text = str(value)
+    if replace_surrogates(text)[1]:
+        raise CorpusError(f"{where}: field {key!r} holds a lone surrogate (invalid Unicode: half of a UTF-16 pair), "
+                          "which cannot be stored; write the id as valid text (replacing it could merge two ids)")
     if len(text) > MAX_ID_CHARS:
         raise CorpusError(f"{where}: field {key!r} is {len(text):,} characters long; ids are at most "
                           f"{MAX_ID_CHARS:,}")
@@ -100,6 +139,9 @@ def parse_json(text: str | bytes, where: str, one_line: bool = False) -> Any:
     except RecursionError:
         raise CorpusError(f"{where}: JSON nested too deeply to read") from None
     except ValueError as exc:  # e.g. an integer literal of more than 4,300 digits
+        if "integer string conversion" in str(exc):  # Python's advice (sys.set_int_max_str_digits) is not the user's
+            raise CorpusError(f"{where}: unreadable JSON: a number of more than {sys.get_int_max_str_digits():,} "
+                              f"digits (an id is at most {MAX_ID_CHARS:,} characters)") from None
         raise CorpusError(f"{where}: unreadable JSON ({exc})") from None
 
 
@@ -108,9 +150,9 @@ def string_value(value: Any, where: str, key: str) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
-        return value
+        return valid_text(value, where, key)
     if isinstance(value, list) and all(isinstance(s, str) for s in value):
-        return " ".join(s.strip() for s in value)
+        return valid_text(" ".join(s.strip() for s in value), where, key)
     raise CorpusError(f"{where}: field {key!r} must be a string (or list of strings), got {type(value).__name__}")
 
 
@@ -172,4 +214,4 @@ def query_text(record: Mapping[str, Any], where: str) -> str:
     value = record[key]
     if not isinstance(value, str):
         raise CorpusError(f"{where}: field {key!r} must be a string, got {type(value).__name__}")
-    return value
+    return valid_text(value, where, key)

@@ -14,7 +14,7 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator, Sequence
 
-from ..errors import EXIT_BUG, EXIT_RESOURCES, TigragError
+from ..errors import EXIT_BROKEN_PIPE, EXIT_BUG, EXIT_RESOURCES, TigragError
 from .options import check_options, parse_sets
 from .parser import build_parser
 
@@ -61,21 +61,25 @@ def logging_to_stderr(verbose: bool = False, quiet: bool = False) -> Iterator[No
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns its exit code (`errors.EXIT_CODES`): 0 success, 2 usage or input error
     (argparse's own errors included), 3 damaged index, 4 out of memory or disk space, 1 a bug (printed
-    with its traceback), 130 interrupted."""
+    with its traceback), 130 interrupted, 141 standard output closed by its reader (quietly)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     _quiet_libraries()
     try:
         with logging_to_stderr(verbose=args.verbose, quiet=args.quiet):
             check_options(args)
-            return args.func(args)
+            code = args.func(args)
+            sys.stdout.flush()  # a reader that closed the pipe is found here, not at the interpreter's exit
+            return code
     except TigragError as exc:
         print(f"tigrag: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("tigrag: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # noqa: BLE001 - the last resort: resources, else a bug
+    except Exception as exc:  # noqa: BLE001 - the last resort: a closed output, resources, else a bug
+        if isinstance(exc, BrokenPipeError) and stdout_closed():
+            return EXIT_BROKEN_PIPE
         reason = out_of_resources(exc)
         if reason:
             print(f"tigrag: error: {reason} ({type(exc).__name__}: {exc})", file=sys.stderr)
@@ -86,6 +90,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tigrag: internal error ({type(exc).__name__}): this is a bug; please report it with the "
               "traceback above", file=sys.stderr)
         return EXIT_BUG
+
+
+def stdout_closed() -> bool:
+    """Whether standard output's reader has gone (`| head` read enough). If so, standard output is
+    pointed at /dev/null, so that the interpreter's last flush at exit fails no more (no "Exception
+    ignored" message): the command then stops quietly, as a Unix tool stopped by SIGPIPE."""
+    import os
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        if not any(events & select.POLLERR for _, events in poller.poll(0)):  # a pipe without reader: POLLERR
+            return False
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a replaced stdout without a file descriptor
+        return False
+    return True
 
 
 def out_of_resources(exc: BaseException) -> str | None:

@@ -16,7 +16,9 @@ from ..config import IndexConfig
 from ..errors import TigragError
 from ..corpus import drop_duplicates
 from ..evaluate.report import code_version, write_run_or_keep
-from .options import check_query_file, check_writable, encoder_options, parse_sets, retrieval_config
+from .display import one_line
+from .options import (check_method_sets, check_query_file, check_writable, encoder_options, parse_sets,
+                      retrieval_config, set_owners)
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,11 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     config = parse_sets(IndexConfig(), args.sets)
     methods = check_methods(args.methods)
+    for item, path, owner in set_owners(IndexConfig, args.sets):
+        if owner not in methods:
+            log.warning("--set %s: %s's stage is not built (--methods %s); the setting is stored in the index and "
+                        "used by a later `tigrag extend %s --methods %s`", item, owner, ",".join(methods),
+                        args.output, owner)
     check_writable(Path(args.output).resolve().parent, f"-o {args.output}")
     if args.stream or args.resume or args.scheduler:
         return _index_streaming(args, config, methods)
@@ -181,16 +188,17 @@ def cmd_query(args: argparse.Namespace) -> int:
         if r.dense_fallback and trace is None:
             print("(no query token is in the graph: answered by dense retrieval)")
         for rank, (chunk, score, title) in enumerate(zip(r.chunk_ids, r.scores, r.titles), start=1):
-            text = index.chunk_texts[chunk].replace("\n", " ")
+            text = index.chunk_texts[chunk]
             if r.context is not None and rank == r.context + 1:
                 print(f"-- the context ends here ({r.context} chunks); below: the rest of the ranking --")
-            print(f"{rank}. [{score:.3f}] {title} (chunk {chunk})\n   {text[:240]}{'…' if len(text) > 240 else ''}")
+            print(f"{rank}. [{score:.3f}] {one_line(title)} (chunk {chunk})\n"
+                  f"   {one_line(text[:240], breaks=' ')}{'…' if len(text) > 240 else ''}")
         if trace is not None:
             for line in trace(r):
-                print(line)
+                print(one_line(line))
             continue
         for hop in r.hops:
-            ents = ", ".join(hop.new_entities) or "none"
+            ents = ", ".join(one_line(e) for e in hop.new_entities) or "none"
             print(f"hop {hop.hop}: {hop.seeds} seed tokens, pool {hop.pool_size} chunks, new entities: {ents}")
     return 0
 
@@ -286,9 +294,13 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
     from ..evaluate.experiment import available_systems, parse_sweeps, resolve_system, resolve_systems, run_experiment
     from ..index.store import load_index
 
+    from ..methods.registry import systems as system_table
+
     systems, every = resolve_systems(args.systems)
     baseline = resolve_system(args.baseline, systems) if args.baseline else None
-    base = retrieval_config(args)
+    base = retrieval_config(args, one_method=False)
+    used = list(dict.fromkeys(system_table()[s].method for s in systems))
+    check_method_sets(args.sets, used, "--systems " + ", ".join(systems))
     sweeps = parse_sweeps(args.sweep, base)
     index = load_index(args.index, verify_checksums=not args.no_verify)
     systems, missing = available_systems(index, systems)

@@ -23,6 +23,30 @@ def parse_sets(config: Any, assignments: Sequence[str]) -> Any:
     return config
 
 
+def set_owners(config_cls: type, assignments: Sequence[str] | None) -> list[tuple[str, str, str]]:
+    """(assignment, setting path, method) of each `--set` that belongs to a method's section (e.g.
+    `spectrag.alpha`, or `th` = `tigrag.pool_threshold`); shared settings (beta, ...) are left out."""
+    from ..config import setting_path
+    from ..methods.registry import methods
+
+    names = {m.name for m in methods()}
+    owned = []
+    for item in assignments or []:
+        path = setting_path(config_cls, item.partition("=")[0].strip())
+        if path.split(".")[0] in names:
+            owned.append((item, path, path.split(".")[0]))
+    return owned
+
+
+def check_method_sets(assignments: Sequence[str] | None, used: Sequence[str], what: str) -> None:
+    """TigragError for a retrieval `--set` of a method that none of `used` runs: it would change
+    nothing, without a word (`what` names the methods run, e.g. "--method tigrag")."""
+    for item, path, owner in set_owners(RetrievalConfig, assignments):
+        if owner not in used:
+            raise TigragError(f"--set {item}: {path} is a setting of {owner}, which this command does not run "
+                              f"({what}); it would change nothing")
+
+
 #: smallest accepted value of each numeric option (dest -> (flag, minimum)); checked before any work
 MINIMUMS: dict[str, tuple[str, float]] = {
     "k": ("-k", 1), "limit": ("--limit", 0), "shard_size": ("--shard-size", 0), "memory_budget": ("--memory-budget", 1),
@@ -81,13 +105,17 @@ def check_query_file(path: str | Path, unique_ids: bool = False) -> int:
     return count
 
 
-def retrieval_config(args: argparse.Namespace) -> RetrievalConfig:
-    """The preset named by --preset with --method, and the --set overrides applied on top."""
+def retrieval_config(args: argparse.Namespace, one_method: bool = True) -> RetrievalConfig:
+    """The preset named by --preset with --method, and the --set overrides applied on top; with
+    `one_method` (query, run, the quick eval), a --set of another method than --method's is an error."""
     import dataclasses
 
     from ..presets import preset
 
-    return parse_sets(dataclasses.replace(preset(args.preset), method=args.method), args.sets)
+    config = parse_sets(dataclasses.replace(preset(args.preset), method=args.method), args.sets)
+    if one_method:
+        check_method_sets(args.sets, [config.method], f"--method {config.method}")
+    return config
 
 
 def encoder_options(args: argparse.Namespace) -> dict[str, Any]:

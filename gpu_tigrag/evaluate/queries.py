@@ -10,13 +10,16 @@ and precedence as `tigrag run`): `_id`, then `id`, then `qid`, else its position
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..corpus import iter_jsonl
 from ..errors import CorpusError
-from ..records import as_record, parse_json, query_id, query_text
+from ..records import as_record, parse_json, query_id, query_text, valid_text
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,7 @@ def _gold_titles(record: dict[str, Any], where: str) -> tuple[str, ...]:
         )
     if not isinstance(titles, list) or not all(isinstance(t, str) for t in titles):
         raise CorpusError(f"{where}: gold titles must be a list of strings")
-    return tuple(dict.fromkeys(t.strip() for t in titles))
+    return tuple(dict.fromkeys(valid_text(t, where, "gold title").strip() for t in titles))
 
 
 def _query(data: Any, where: str, position: int) -> Query:
@@ -83,4 +86,24 @@ def load_queries(path: str | Path) -> list[Query]:
     queries = [_query(r, where, i) for i, (r, where) in enumerate(records)]
     if not queries:
         raise CorpusError(f"{path}: no queries found")
+    check_gold_present(path, queries)
     return queries
+
+
+#: query ids named in the warning about queries without gold passages
+SHOWN_IDS = 5
+
+
+def check_gold_present(path: Path, queries: list[Query]) -> None:
+    """Queries with an empty gold list (`gold_titles: []`) score 0 on every metric: a warning naming
+    the file and their ids, or an error when no query has gold (as `datasets.check_gold` treats gold
+    passages missing from the index)."""
+    empty = [q.qid for q in queries if not q.gold]
+    if not empty:
+        return
+    if len(empty) == len(queries):
+        raise CorpusError(f"{path}: none of the {len(queries):,} queries has a gold passage (empty gold lists, e.g. "
+                          "'gold_titles': []): recall cannot be measured")
+    shown = ", ".join(repr(qid) for qid in empty[:SHOWN_IDS]) + (", …" if len(empty) > SHOWN_IDS else "")
+    log.warning("%s: %d of the %d queries have no gold passage (empty gold list; ids %s); each counts as a miss",
+                path, len(empty), len(queries), shown)

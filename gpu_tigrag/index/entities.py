@@ -127,8 +127,37 @@ def extract_entities(
     if config.model == "capitalized":
         return [[(m, "ORG") for m in _CAPITALIZED.findall(text)] for text in chunk_texts]
     nlp = load_ner(config.model)
-    out: list[list[tuple[str, str]]] = []
-    docs = nlp.pipe(chunk_texts, batch_size=config.batch_size)
-    for doc in progress(docs, "entities", show_progress, total=len(chunk_texts), unit="chunk"):
-        out.append([(ent.text, ent.label_) for ent in doc.ents])
+    pieces: list[str] = []
+    owner: list[int] = []
+    for chunk, text in enumerate(chunk_texts):
+        parts = text_pieces(text, NER_PIECE_CHARS) if len(text) > nlp.max_length else [text]
+        pieces.extend(parts)
+        owner.extend([chunk] * len(parts))
+    out: list[list[tuple[str, str]]] = [[] for _ in chunk_texts]
+    docs = nlp.pipe(pieces, batch_size=config.batch_size)
+    for chunk, doc in zip(owner, progress(docs, "entities", show_progress, total=len(pieces), unit="chunk")):
+        out[chunk].extend((ent.text, ent.label_) for ent in doc.ents)
     return out
+
+
+#: a text longer than spaCy's `max_length` (1,000,000 characters; its NER needs memory in
+#: proportion, "about 1 GB per 100,000" by spaCy's note) is recognised in pieces of at most this
+#: many characters instead of failing (E088); shorter texts are recognised whole, as before
+NER_PIECE_CHARS = 100_000
+
+
+def text_pieces(text: str, size: int) -> list[str]:
+    """`text` cut into pieces of at most `size` characters, each cut at the last line break or
+    sentence end of the second half of its window, else at the last space (an entity across a
+    cut is lost), else at `size`."""
+    pieces, start = [], 0
+    while len(text) - start > size:
+        window = text[start:start + size]
+        cut = max(window.rfind("\n"), window.rfind(". ") + 1)
+        if cut <= size // 2:
+            cut = window.rfind(" ")
+        cut = cut if cut > 0 else size
+        pieces.append(text[start:start + cut])
+        start += cut
+    pieces.append(text[start:])
+    return pieces

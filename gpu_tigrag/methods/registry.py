@@ -207,6 +207,9 @@ def make_retriever(index: "Index", config: Any = None, **options: Any) -> "BaseR
     """The retriever of `config.method` over `index` (default config: the `best` preset, TIGRAG).
     `options` go to its constructor: encoder, backend, vector_cache, allow_mixed_encoder, and
     method-specific ones (e.g. TIGRAG's entity_extractor), which other methods ignore."""
+    from ..retrieve.base import check_retriever_arguments
+
+    check_retriever_arguments(index, config)
     if config is None:
         from ..presets import preset
 

@@ -9,6 +9,7 @@ k)` (the two halves `run` overlaps), `retrieve(queries, k)`, `batch_size()` and 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -22,9 +23,12 @@ from ..encoders import QUERY, CachingEncoder, Encoder, VectorCache, check_compat
 from ..errors import ResourceError, TigragError
 from ..ops.topk import ranked_top_k
 from ..progress import counter
+from ..records import replace_surrogates
 from ..text.tokens import valid_tokens
 from .device import DeviceIndex
 from .results import HopTrace, QueryResult
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -56,8 +60,10 @@ class PreparedBatch:
         return PreparedBatch(self.queries[start:stop], self.seeds[start:stop], self.vectors[start:stop])
 
 
-def check_queries(queries: Any) -> None:
-    """TigragError unless `queries` is a sequence of non-empty strings (as the CLI requires)."""
+def check_queries(queries: Any) -> list[str]:
+    """The queries, checked: TigragError unless `queries` is a sequence of non-empty strings (as the
+    CLI requires); a lone surrogate (invalid Unicode, which tokenizers refuse) is replaced by
+    U+FFFD with a warning, as the query files' reader does (`records.py`)."""
     if isinstance(queries, (str, bytes)):
         raise TigragError("retrieve() takes a sequence of queries; wrap a single query in a list")
     if not isinstance(queries, Sequence):
@@ -67,6 +73,26 @@ def check_queries(queries: Any) -> None:
             raise TigragError(f"query {position} is a {type(query).__name__}, not a string")
         if not query.strip():
             raise TigragError(f"query {position} is empty; empty queries are errors")
+    checked = []
+    for position, query in enumerate(queries, start=1):
+        fixed, count = replace_surrogates(query)
+        if count:
+            log.warning("query %d holds %d lone surrogate(s) (invalid Unicode: half of a UTF-16 pair), replaced by "
+                        "U+FFFD", position, count)
+        checked.append(fixed)
+    return checked
+
+
+def check_retriever_arguments(index: Any, config: Any) -> None:
+    """TigragError for the common wrong arguments of a retriever: a path instead of a loaded index,
+    anything but a RetrievalConfig (or None) as the configuration."""
+    import os
+
+    if isinstance(index, (str, bytes, os.PathLike)):
+        raise TigragError(f"a retriever takes a loaded index (gpu_tigrag.load_index({str(index)!r})), not a path")
+    if config is not None and not isinstance(config, RetrievalConfig):
+        raise TigragError(f"config must be a RetrievalConfig (e.g. preset('best') or RetrievalConfig.of('spectrag')), "
+                          f"got {type(config).__name__} {config!r}"[:300])
 
 
 class BaseRetriever:
@@ -85,6 +111,7 @@ class BaseRetriever:
                  allow_mixed_encoder: bool = False):
         """`encoder` defaults to the model and runtime that embedded the index; another one is an
         error unless `allow_mixed_encoder`. `vector_cache` keeps query vectors on disk across runs."""
+        check_retriever_arguments(index, config)
         self.index = index
         self.config = config if config is not None else self.default_config()
         self.be = backend if isinstance(backend, Backend) else get_backend(backend)
@@ -136,7 +163,7 @@ class BaseRetriever:
     # -- batches -----------------------------------------------------------------------------
     def retrieve(self, queries: Sequence[str], k: int | None = None, show_progress: bool = False) -> list[QueryResult]:
         """The ranked chunks of every query, to depth k (default: the method's, `default_k`)."""
-        check_queries(queries)
+        queries = check_queries(queries)
         k = self._check_k(k)
         size = self.batch_size()
         results: list[QueryResult] = []
@@ -159,12 +186,14 @@ class BaseRetriever:
         return self.config.beta
 
     def _check_k(self, k: int | None) -> int:
-        """k, or `default_k()` when it is None; an error below 1."""
+        """k, or `default_k()` when it is None; an error below 1. A k above the index's chunk count
+        is that count: no query has more results, and a method's k-wide buffers stay bounded
+        (k = 10**12 would otherwise ask for terabytes)."""
         if k is None:
             return self.default_k()
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise TigragError(f"k (results per query) must be an integer >= 1, got {k!r}")
-        return int(k)
+        return int(min(k, max(self.index.n_chunks, 1)))
 
     def bytes_per_query(self) -> int:
         """Working memory of one query in a block (the dense blocks alive at once)."""

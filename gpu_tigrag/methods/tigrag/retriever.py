@@ -166,7 +166,7 @@ class TigragRetriever(BaseRetriever):
         cosine = self.embeddings @ query_vectors.T  # chunks × B cosines (the embeddings are L2-normalised)
         sigma = self._rank_pool(first_hop, lambda: xp.where(first_hop.pool, cosine, NEG_INF))
         t = self.timer.add("rerank", t)
-        question_links = self.titles.mentions_many(queries) if self.titles else None
+        question_links = self.titles.mentions_many(queries) if self.titles is not None else None
         linked = self._link_mask(question_links)
         pick = sigma  # the ranking whose top-ι chunks drive the next hop
         if fusion.first_hop == "hybrid":
