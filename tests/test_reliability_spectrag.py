@@ -11,7 +11,7 @@ from conftest import logged_messages
 from gpu_tigrag.cli import main
 from gpu_tigrag.errors import IndexFormatError, TigragError
 from gpu_tigrag.index.entities import ChunkEntities
-from gpu_tigrag.index.store import load_index
+from gpu_tigrag.index.store import generation_folder, load_index
 from gpu_tigrag.methods.spectrag.chunk_graph import entity_max_chunks, pair_budget
 from gpu_tigrag.methods.spectrag.chunk_signals import PAIR_BYTES, PairBudget, entity_signal
 from gpu_tigrag.methods.spectrag.config import SpectragIndexConfig
@@ -108,11 +108,13 @@ def test_dimensions_above_the_chunk_count_are_padded_said_and_checked(small_corp
 
     values = stage.eigenvalues.copy()
     values[1] = np.nan
-    target = out / "spectrag_eigenvalues.npy"
+    folder = generation_folder(out)
+    target = folder / "spectrag_eigenvalues.npy"
+    target.unlink()  # a fresh file, not through a link another generation may share
     np.save(target, values)
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = json.loads((folder / "manifest.json").read_text())
     manifest["files"]["spectrag_eigenvalues.npy"] = {"sha256": sha256_file(target), "bytes": target.stat().st_size}
-    (out / "manifest.json").write_text(json.dumps(manifest))
+    (folder / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexFormatError, match=rf"spectrag_eigenvalues.npy: expected {n} finite eigenvalue\(s\) then "
                                                "NaN padding"):
         load_index(out).stage("spectrag")
