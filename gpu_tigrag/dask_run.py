@@ -67,17 +67,18 @@ def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_pat
     single-process run computes that batch and the two outputs are identical byte for byte
     (other shard sizes change BLAS blocking, hence the last bits of some scores).
     """
-    from .index.store import manifest_sha256, read_manifest
+    from .index.store import pinned_generation
 
     shard_size = shard_size or config.batch_size
-    read_manifest(index_path)  # a clear error here, not on every worker
-    fingerprint = f"manifest:{manifest_sha256(index_path)}"
-    with open_run(queries_path, output, resume, fingerprint, config_to_dict(config), k, fmt, tag) \
+    # one generation for the whole run (a clear error here, not on every worker): every worker
+    # loads it, whatever a writer commits meanwhile
+    with pinned_generation(index_path) as (folder, digest), \
+            open_run(queries_path, output, resume, f"manifest:{digest}", config_to_dict(config), k, fmt, tag) \
             as (sink, done, records), \
             dask_client(scheduler, workers) as client:
         encoder_options = {"vector_cache": vector_cache, "vector_cache_mib": vector_cache_mib,
                            "allow_mixed_encoder": allow_mixed_encoder}
-        settings = (str(Path(index_path).resolve()), config_to_dict(config), backend, encoder_options)
+        settings = (str(folder.resolve()), config_to_dict(config), backend, encoder_options)
         return _run_on(client, sink, done, records, settings, shard_size, k, show_progress)
 
 

@@ -63,7 +63,7 @@ def _print_stages(index: Any) -> None:
     from ..methods.registry import stage_methods
 
     for method in stage_methods():
-        if index.has_stage(method.name):
+        if index.stage_loaded(method.name):  # a stage carried over unread (extend of another) is not read here
             line = method.stage.summary(index, index.stage(method.name))
             if line:
                 print(line)

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..config import SYMBOLS, IndexConfig, RetrievalConfig, config_to_dict, replace_path, setting_path
-from ..errors import TigragError
+from ..errors import IndexFormatError, TigragError
 from ..encoders import CachingEncoder, Encoder, VectorCache, index_encoder_config, load_encoder
 from ..index.index import Index
 from ..presets import preset_with
@@ -366,9 +366,20 @@ def system_config(system: System, base: RetrievalConfig) -> RetrievalConfig:
 
 
 def available_systems(index: Index, names: Sequence[str]) -> tuple[list[str], dict[str, str]]:
-    """(`names` this index can run, {system it cannot: the method whose index stage it lacks})."""
+    """(`names` this index can run, {system it cannot: the method whose index stage it lacks or
+    whose stored stage is damaged}); a damaged stage is logged with its error, which names the
+    `tigrag extend` command that rebuilds it, and fails only the systems of its method."""
     table = systems()
     missing = {s: table[s].method for s in names if s in table and not method_available(index, table[s].method)}
+    damaged = set()
+    for method in dict.fromkeys(table[s].method for s in names if s in table and s not in missing):
+        if index.has_stage(method):
+            try:
+                index.stage(method)
+            except IndexFormatError as exc:
+                log.warning("%s", exc)
+                damaged.add(method)
+    missing.update({s: table[s].method for s in names if s in table and table[s].method in damaged})
     return [s for s in names if s not in missing], missing
 
 

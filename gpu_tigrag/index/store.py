@@ -24,6 +24,7 @@ a stage that was never read over unread (`generation_files.carry`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -33,7 +34,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import scipy.sparse
@@ -160,6 +161,19 @@ def manifest_sha256(path: str | Path) -> str | None:
         return None
     snapshot.pin.close()
     return hashlib.sha256(snapshot.manifest_bytes).hexdigest()
+
+
+@contextlib.contextmanager
+def pinned_generation(path: str | Path) -> Iterator[tuple[Path, str]]:
+    """(folder, manifest sha256) of the current generation of index directory `path`, held for the
+    block: processes that load that folder (`load_index` reads a generation folder as an index) read
+    the same generation, whatever a writer commits meanwhile."""
+    snapshot = _snapshot(Path(path))
+    try:
+        _parse_manifest(snapshot)
+        yield snapshot.folder, hashlib.sha256(snapshot.manifest_bytes).hexdigest()
+    finally:
+        snapshot.pin.close()
 
 
 def generation_folder(path: str | Path) -> Path:
