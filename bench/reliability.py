@@ -1,15 +1,19 @@
-"""The reliability report (issue 11): bad values, bad files and failing disks tried through the CLI
-as a user would, plus the reliability test suite, written to bench/results/reliability.md/.json.
+"""The reliability report (issues 11 and 23): bad values, bad files, hostile inputs and failing
+disks tried through the CLI and the Python API as a user would, plus the reliability test suite,
+written to bench/results/reliability.md/.json.
 
-    python bench/reliability.py            # ~3 min on 2 cores
+    python bench/reliability.py            # ~6 min on 2 cores
 
-Each probe runs `tigrag ...` in a fresh process in a scratch folder (tiny corpus, the fast
-stand-ins `hashing:64` and `capitalized`) and records its exit code, whether stderr holds a
-traceback, its first stderr line, and whether it left an output behind. A probe passes when it
-gives what its row expects: exit 2 with one clear line and nothing written, or exit 0 with the
-warning named. Concurrent writers, kills and resumes need process choreography: the tests in
-the reliability suite (`pytest -m reliability`: tests/test_reliability_*.py and the other tests marked
-`reliability`) does those, and its counts per file are in the report too.
+Each probe runs `tigrag ...` (or a shell pipe, or Python code against the API) in a fresh process
+in a scratch folder (tiny corpora, the fast stand-ins `hashing:64` and `capitalized`; spaCy where
+the probe is about it) and is classified as the issues count: a clear error (exit 2-4, one
+`tigrag: error:` line, nothing left behind), a correct result (exit 0, with the warning named where
+there is one), a traceback or a confusing exit, a silent wrong result (the probe's check of what the
+command left fails, or a mistake goes through), or data loss. A probe passes when its class is the
+one expected. The issue-23 probes and their checks are in bench/reliability_probes.py. Concurrent
+writers and readers, kills, resumes and planted links need process choreography: the tests in the
+reliability suite (`pytest -m reliability`: tests/test_reliability_*.py and the other tests marked
+`reliability`) do those, and the report names the ones that check issue 23's cases.
 """
 
 from __future__ import annotations
@@ -23,12 +27,14 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 from bench.common import ROOT, write_results
+from bench.reliability_probes import CHECKED_BY_TESTS, CLASSES, Probe
+from bench.reliability_probes import probes as issue23_probes
+from bench.reliability_probes import scratch_files as issue23_scratch
 
 FAST = ["--set", "encoder.model=hashing:64", "--set", "entities.model=capitalized"]
 CORPUS = [{"title": "Glass Orchard", "text": "The Glass Orchard is a drama film directed by Mirela Vantz."},
@@ -37,32 +43,8 @@ CORPUS = [{"title": "Glass Orchard", "text": "The Glass Orchard is a drama film 
 #: the reliability suite: the tests marked `reliability` (pyproject.toml; tests/test_reliability_*.py and the
 #: checks of configuration types, input records and encoder identity)
 SUITE_MARKER = "reliability"
-
-
-@dataclass
-class Probe:
-    name: str
-    args: list[str]
-    expect: str  # "error": exit 2, one line, no output; "warn:TEXT": exit 0 and TEXT on stderr; "ok": exit 0
-    output: str = ""  # a path the command must not leave behind when it fails
-
-    def run(self, folder: Path) -> dict:
-        done = subprocess.run([sys.executable, "-m", "gpu_tigrag.cli", *self.args], cwd=folder, capture_output=True,
-                              text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
-        lines = [line for line in done.stderr.splitlines() if line.strip() and "%|" not in line]
-        traceback = "Traceback (most recent call last)" in done.stderr
-        left = bool(self.output) and (folder / self.output).exists()
-        if self.expect == "error":
-            passed = done.returncode == 2 and not traceback and not left and any(
-                line.startswith("tigrag: error:") for line in lines)
-        elif self.expect.startswith("warn:"):
-            passed = done.returncode == 0 and self.expect[5:] in done.stderr and not traceback
-        else:
-            passed = done.returncode == 0 and not traceback
-        error = next((line for line in lines if line.startswith("tigrag: error:")), lines[0] if lines else "")
-        return {"probe": self.name, "command": "tigrag " + " ".join(self.args), "expect": self.expect,
-                "exit": done.returncode, "traceback": traceback, "stderr": error[:240], "left_output": left,
-                "passed": passed}
+#: the filing session's counts over its own 130 probes (issue 23's text), before this round's changes
+ISSUE23_BEFORE = {"clear error": 44, "correct": 40, "traceback or confusing": 32, "silent wrong": 11, "data loss": 3}
 
 
 def scratch_files(folder: Path) -> None:
@@ -138,11 +120,38 @@ def probes(small_disk: Path | None) -> list[Probe]:
     return rows
 
 
+def _mount(prefix: str, options: str) -> Path | None:
+    """A tmpfs mounted with `options` (None where this machine does not let us mount one)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+                                           capture_output=True).returncode != 0:
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    return folder
+
+
+def read_only_cache(scratch: Path) -> Path | None:
+    """A tmpfs holding a vector cache filled by one query, remounted read-only (root writes
+    anywhere else: only a read-only mount refuses it)."""
+    folder = _mount("tigrag-ro-", "size=8m")
+    if folder is None:
+        return None
+    subprocess.run([sys.executable, "-m", "gpu_tigrag.cli", "query", "idx", "film", "-k", "1", "-q", "--vector-cache",
+                    str(folder / "vc")], cwd=scratch, capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    subprocess.run(["mount", "-o", "remount,ro", str(folder)], check=True)
+    return folder
+
+
+def unmount(folder: Path | None) -> None:
+    if folder is not None:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def full_disk() -> Path | None:
     """A filled 1 MiB tmpfs (None where this machine does not let us mount one)."""
-    folder = Path(tempfile.mkdtemp(prefix="tigrag-full-"))
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
-                                           capture_output=True).returncode != 0:
+    folder = _mount("tigrag-full-", "size=1m")
+    if folder is None:
         return None
     with open(folder / "filler", "wb", buffering=0) as handle:
         try:
@@ -153,70 +162,112 @@ def full_disk() -> Path | None:
     return folder
 
 
-def run_suite() -> dict:
+def _pytest(args: list[str]) -> tuple[dict[str, dict[str, int]], dict[str, str], float]:
+    """(counts per test file, outcome per test id, seconds) of one pytest run."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "junit.xml"
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",
-                        "-m", SUITE_MARKER, "tests"], cwd=ROOT, capture_output=True, text=True)
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
+                        f"--junitxml={report}", *args], cwd=ROOT, capture_output=True, text=True)
         seconds = time.perf_counter() - start
         files: dict[str, dict[str, int]] = {}
+        outcomes: dict[str, str] = {}
         for case in ET.parse(report).getroot().iter("testcase"):
             name = case.get("classname", "").split(".")[-1] + ".py"
             outcome = ("failed" if case.find("failure") is not None or case.find("error") is not None
                        else "skipped" if case.find("skipped") is not None else "passed")
             files.setdefault(name, {"passed": 0, "failed": 0, "skipped": 0})[outcome] += 1
-    return {"seconds": seconds, "files": files}
+            outcomes[f"tests/{name}::{case.get('name')}"] = outcome
+    return files, outcomes, seconds
 
 
-def markdown(results: list[dict], suite: dict, disk: bool) -> str:
-    passed = sum(r["passed"] for r in results)
-    errors = [r for r in results if r["expect"] == "error"]
+def run_suite() -> dict:
+    """The reliability suite (`pytest -m reliability`), then the tests named in CHECKED_BY_TESTS."""
+    files, _, seconds = _pytest(["-m", SUITE_MARKER, "tests"])
+    named = sorted({test for tests in CHECKED_BY_TESTS.values() for test in tests if (ROOT / test.split("::")[0]).exists()})
+    _, outcomes, _ = _pytest(named) if named else ({}, {}, 0.0)
+    checked = {}
+    for case, tests in CHECKED_BY_TESTS.items():
+        rows = []
+        for test in tests:
+            found = [o for nodeid, o in outcomes.items() if nodeid == test or nodeid.startswith(test.rstrip(":") + "[")
+                     or (test.endswith(".py") and nodeid.startswith(test + "::"))]
+            rows.append({"test": test, "outcome": ("passed" if found and all(o == "passed" for o in found)
+                                                   else "failed" if "failed" in found else "missing" if not found
+                                                   else "skipped")})
+        checked[case] = rows
+    return {"seconds": seconds, "files": files, "checked_by_tests": checked}
+
+
+def counts(results: list[dict]) -> dict[str, int]:
+    return {name: sum(r["class"] == name for r in results) for name in CLASSES}
+
+
+def markdown(results: list[dict], suite: dict, disk: bool, read_only: bool) -> str:
+    new = [r for r in results if r["issue"] == 23]
+    after = counts(new)
     lines = [
-        "# Reliability: what a user can get wrong, and what the engine does (issue 11)", "",
-        "Reproduce: `.venv/bin/python bench/reliability.py` (CLI probes in fresh processes on a tiny corpus, "
-        "then the reliability tests).", "",
+        "# Reliability: what a user can get wrong, and what the engine does (issues 11 and 23)", "",
+        "Reproduce: `.venv/bin/python bench/reliability.py` (probes in fresh processes on tiny corpora, then the "
+        "reliability tests).", "",
         "## Figures", "",
-        f"- **{len(results)} CLI probes, {passed} as expected.** {len(errors)} should fail: "
-        f"{sum(r['passed'] for r in errors)} gave exit 2 with one `tigrag: error:` line and left no output behind. "
-        f"{len(results) - len(errors)} should succeed, with the warning named where there is one.",
+        f"- **{len(results)} probes, {sum(r['passed'] for r in results)} as expected** ({len(results) - len(new)} of "
+        f"issue 11, {len(new)} of issue 23; CLI, shell pipes and the Python API).",
+        "- **By class, all probes:** " + ", ".join(f"{n} {c}" for n, c in counts(results).items()) + ".",
         f"- **Tracebacks: {sum(r['traceback'] for r in results)}.** "
         f"**Outputs left by a failed command: {sum(r['left_output'] for r in results)}.**",
-        f"- Full-disk probes ran on a real filled tmpfs: {'yes' if disk else 'no (mounting needs root here)'}.",
-        f"- **Reliability tests:** {sum(f['passed'] for f in suite['files'].values())} passed, "
+        f"- Full-disk probes ran on a real filled tmpfs: {'yes' if disk else 'no (mounting needs root here)'}; "
+        f"read-only vector cache probes on a read-only tmpfs: {'yes' if read_only else 'no'}.",
+        "", "### Issue 23: before and after", "",
+        "| class | before: the filing session's 130 probes | after: this run's "
+        f"{len(new)} issue-23 probes |", "|---|---|---|",
+        *[f"| {name} | {ISSUE23_BEFORE[name]} | {after[name]} |" for name in CLASSES],
+        "", "The *before* column is the filing session's count over its own 130 probes (270 calls), copied from "
+        "issue 23's text; its probes were not kept, so the *after* column counts this script's probes, one or more "
+        "per case the issue lists. What could not be scripted alone is checked by the tests below.", "",
+        "### Cases checked by tests", "", "| case | test | outcome |", "|---|---|---|",
+        *[f"| {case} | `{row['test']}` | {row['outcome']} |" for case, rows in suite["checked_by_tests"].items()
+          for row in rows],
+        "", f"### Reliability tests: {sum(f['passed'] for f in suite['files'].values())} passed, "
         f"{sum(f['failed'] for f in suite['files'].values())} failed, "
-        f"{sum(f['skipped'] for f in suite['files'].values())} skipped in {suite['seconds']:.0f} s "
-        "(concurrent writers, kills, foreign or damaged resumes, edited corpora, full disks, bad values).", "",
+        f"{sum(f['skipped'] for f in suite['files'].values())} skipped in {suite['seconds']:.0f} s", "",
         "| test file | passed | failed | skipped |", "|---|---|---|---|",
         *[f"| {name} | {c['passed']} | {c['failed']} | {c['skipped']} |" for name, c in sorted(suite["files"].items())],
-        "", "## Probes", "", "| probe | command | expected | exit | as expected | first stderr line |",
-        "|---|---|---|---|---|---|",
+        "", "## Probes", "",
+        "| issue | probe | command | expected | exit | class | as expected | first stderr line, or the check's finding |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        stderr = r["stderr"].replace("|", "\\|")
-        lines.append(f"| {r['probe']} | `{r['command']}` | {r['expect']} | {r['exit']} | "
-                     f"{'yes' if r['passed'] else '**NO**'} | {stderr} |")
+        said = (r["verdict"] or r["stderr"]).replace("|", "\\|").replace("\n", " ")
+        command = r["command"] if len(r["command"]) < 160 else r["command"][:157] + "..."
+        lines.append(f"| {r['issue']} | {r['probe']} | `{command.replace('|', chr(92) + '|')}` | {r['expect']} | "
+                     f"{r['exit']} | {r['class']} | {'yes' if r['passed'] else '**NO**'} | {said} |")
     return "\n".join(lines) + "\n"
 
 
 def main() -> int:
     argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     disk = full_disk()
+    read_only = None
     try:
         with tempfile.TemporaryDirectory() as tmp:
             folder = Path(tmp)
             scratch_files(folder)
+            issue23_scratch(folder)
+            read_only = read_only_cache(folder)
             results = []
-            for probe in probes(disk):
+            for probe in probes(disk) + issue23_probes(disk, read_only):
                 results.append(probe.run(folder))
-                print(f"{probe.name}: {'ok' if results[-1]['passed'] else 'UNEXPECTED'}", file=sys.stderr)
+                print(f"{probe.name}: {results[-1]['class']}{'' if results[-1]['passed'] else ' (UNEXPECTED)'}",
+                      file=sys.stderr)
     finally:
-        if disk is not None:
-            subprocess.run(["umount", "-l", str(disk)], check=False)
-            shutil.rmtree(disk, ignore_errors=True)
+        unmount(disk)
+        unmount(read_only)
     suite = run_suite()
-    write_results("reliability", {"probes": results, "suite": suite, "full_disk": disk is not None},
-                  markdown(results, suite, disk is not None))
+    write_results("reliability", {"probes": results, "suite": suite, "full_disk": disk is not None,
+                                  "read_only": read_only is not None, "issue23_before": ISSUE23_BEFORE,
+                                  "issue23_after": counts([r for r in results if r["issue"] == 23])},
+                  markdown(results, suite, disk is not None, read_only is not None))
     return 0 if all(r["passed"] for r in results) and not any(f["failed"] for f in suite["files"].values()) else 1
 
 

@@ -246,3 +246,26 @@ def test_an_index_setting_of_a_stage_not_built_is_said_and_kept(tmp_path, capsys
     assert "--set spectrag.dimensions=4: spectrag's stage is not built (--methods tigrag); the setting is stored" \
         in capsys.readouterr().err
     assert load_index(tmp_path / "idx").config.spectrag.dimensions == 4
+
+
+# --- the vector cache on a full disk ------------------------------------------------------------------
+
+def test_a_full_disk_when_the_cache_opens_keeps_it_and_reads_it(tmp_path, monkeypatch, caplog):
+    """SQLite's "database or disk is full" on opening is no damage: the cache was deleted and started
+    afresh ("vector cache is damaged"); now it is read without adding to it."""
+    import sqlite3
+
+    from gpu_tigrag.encoders import QUERY, CachingEncoder, HashingEncoder, VectorCache
+
+    encoder = HashingEncoder(64)
+    CachingEncoder(encoder, VectorCache(tmp_path / "vc")).encode(["Mirela Vantz"], kind=QUERY)
+
+    def full(self):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(VectorCache, "_connect", full)
+    with caplog.at_level(logging.WARNING):
+        cache = VectorCache(tmp_path / "vc")
+        CachingEncoder(encoder, cache).encode(["Mirela Vantz"], kind=QUERY)
+    assert "damaged" not in caplog.text and "cannot be written (database or disk is full)" in caplog.text
+    assert cache.hits == 1 and not cache.writable and (tmp_path / "vc" / "vectors.sqlite3").stat().st_size > 0

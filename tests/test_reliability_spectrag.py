@@ -139,9 +139,13 @@ def test_an_entity_in_most_chunks_is_skipped_and_said():
                                pair_budget(config, "the entity signal"))
     assert signal.nnz == 0 and signal.shape == (n, n)
     assert any("2 key(s) held by more than 5,000 chunks skipped" in m for m in messages)
-    # an entity in half the chunks (not more) still links them: the public code's signal
-    kept = entity_signal(shared_entities(4), 8, ("PERSON",), None, "distinct", entity_max_chunks(config, 8))
-    assert kept.nnz == 4 * 3
+    # an entity in at most half the chunks still links them, and so does one in at most 1,000 (a small
+    # corpus keeps the public code's graph)
+    assert entity_max_chunks(config, 3000) == 1500 and entity_max_chunks(config, 8) == 1000
+    kept = entity_signal(shared_entities(6), 8, ("PERSON",), None, "distinct", entity_max_chunks(config, 8))
+    assert kept.nnz == 6 * 5
+    half = entity_signal(shared_entities(1500, 1), 3000, ("PERSON",), None, "distinct", entity_max_chunks(config, 3000))
+    assert half.nnz == 1500 * 1499
 
 
 def test_entity_pairs_over_the_memory_budget_are_a_clear_error_before_the_product():

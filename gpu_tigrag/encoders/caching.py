@@ -47,6 +47,13 @@ def default_cache_dir() -> Path:
     return base / "gpu_tigrag"
 
 
+def _read_only_file_system(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 class VectorCache:
     """On-disk text -> vector cache, bounded to about `max_bytes`."""
 
@@ -69,17 +76,21 @@ class VectorCache:
                 self.folder.mkdir(parents=True, exist_ok=True)
                 return self._connect()
             except sqlite3.DatabaseError as exc:
-                if "locked" in str(exc) or "readonly" in str(exc) or "unable to open" in str(exc):
-                    raise
+                if any(word in str(exc) for word in ("locked", "readonly", "unable to open", "full", "I/O")):
+                    raise  # not a damaged file: a busy, read-only or full disk (read it, or go on without it)
                 log.warning("%s: vector cache is damaged (%s); starting a new one", self.path, exc)
                 for suffix in ("", "-wal", "-shm"):
                     Path(f"{self.path}{suffix}").unlink(missing_ok=True)
                 return self._connect()
         except (sqlite3.DatabaseError, OSError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)
-        if self.path.is_file():
+        # read-only: a WAL database needs its -shm file, which a read-only file system cannot hold; there
+        # nobody can change the file either, so it is opened as immutable
+        for mode in ("mode=ro", "mode=ro&immutable=1"):
+            if not self.path.is_file() or (mode.endswith("immutable=1") and not _read_only_file_system(self.folder)):
+                break
             try:
-                db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=60, check_same_thread=False,
+                db = sqlite3.connect(f"file:{self.path}?{mode}", uri=True, timeout=60, check_same_thread=False,
                                      isolation_level=None)
                 db.execute("SELECT count(*) FROM vectors").fetchone()
                 self.writable = False
@@ -87,7 +98,7 @@ class VectorCache:
                             self.path, reason)
                 return db
             except sqlite3.DatabaseError:
-                pass
+                continue
         log.warning("%s: cannot open the vector cache (%s); going on without it (choose another folder with "
                     "--vector-cache DIR)", self.path, reason)
         return None

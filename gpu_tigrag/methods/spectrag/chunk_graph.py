@@ -102,9 +102,15 @@ def compute_signals(index: Index, config: SpectragIndexConfig, backend: Backend 
     return signals
 
 
+#: an entity held by at most this many chunks is never skipped: its pairs are cheap, and a small
+#: corpus (the examples, the tests) keeps the public code's graph
+ENTITY_CAP_FLOOR = 1000
+
+
 def entity_max_chunks(config: SpectragIndexConfig, n: int) -> int:
-    """The most chunks an entity may be in and still link them (`spectrag.entity_max_share` of n)."""
-    return int(config.entity_max_share * n)
+    """The most chunks an entity may be in and still link them: `spectrag.entity_max_share` of n,
+    at least ENTITY_CAP_FLOOR."""
+    return max(int(config.entity_max_share * n), ENTITY_CAP_FLOOR)
 
 
 def pair_budget(config: SpectragIndexConfig, what: str) -> PairBudget:

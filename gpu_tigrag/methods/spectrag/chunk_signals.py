@@ -14,7 +14,7 @@ signals and the X·Xᵀ SpGEMM of the shared-key signals (entities, citations).
   a chunk's distinct (text, label) pairs are its terms, so a text tagged with two labels counts
   twice and pairs with itself (a self loop on the diagonal), and a text counts from two
   occurrences; "distinct": each shared text once, from two chunks, no self pairs. An entity in
-  more than `entity_max_share` of the chunks is skipped: it links c² pairs (10,000 copies of one
+  more than `entity_max_share` of the chunks (and over 1,000 of them) is skipped: it links c² pairs (10,000 copies of one
   passage: 50 M) and, as its idf says, tells no chunk apart.
 - citation: shared `[n]` markers, "doi:" DOIs and URLs (the public code's patterns); count / max count.
 - question: no LLM writes questions here; the `sentences` ablation embeds each chunk's

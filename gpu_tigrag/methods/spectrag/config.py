@@ -29,7 +29,7 @@ class SpectragIndexConfig(CheckedConfig):
     question_threshold: float = setting(0.80, '... kept from this cosine')
     entity_labels: tuple[str, ...] = setting(ENTITY_LABELS, "the public code's NER mode keeps every label")
     entity_pairs: str = setting("labels", '"labels": the public code\'s count of shared entities, one term per distinct (text, label) of a chunk: a text tagged with two labels counts twice and links the chunk to itself (a self loop, read by PPR only); "distinct": each shared text once, no self pairs')
-    entity_max_share: float = setting(0.5, 'an entity in more than this share of the chunks is skipped by the entity signal: it links c² chunk pairs (10,000 copies of one passage: 50 M) and, as its idf says, tells no chunk apart (not in the paper; no entity of 2Wiki, MuSiQue-100 or SciFact is in more than 16% of the chunks, so their graphs are the public code\'s; 1 keeps every entity)')
+    entity_max_share: float = setting(0.5, 'an entity in more than this share of the chunks (and more than 1,000 of them) is skipped by the entity signal: it links c² chunk pairs (10,000 copies of one passage: 50 M) and, as its idf says, tells no chunk apart (not in the paper; no entity of 2Wiki, MuSiQue-100 or SciFact is in more than 16% of the chunks, so their graphs are the public code\'s; 1 keeps every entity)')
     memory_budget_mb: int = setting(2048, 'working memory of the entity and citation signals\' chunk pairs (about 110 bytes each); a build that needs more stops before it allocates them, naming the settings to change')
     edge_threshold: float = setting(0.1, 'combined weights below this are dropped')
     dimensions: int = setting(32, 'spectral coordinates: eigenvectors after the lowest')
