@@ -390,12 +390,14 @@ def probes(small_disk: Path | None = None, read_only: Path | None = None) -> lis
     ]
     if small_disk is not None:
         rows.append(Probe("a vector cache on a full disk", ["query", "idx", "film", "-k", "1", "--vector-cache",
-                                                           str(small_disk / "vc")], check=no_bad_advice))
+                                                           str(small_disk / "vc")], "warn:going on without it",
+                          check=no_bad_advice))
         rows.append(Probe("index onto a full disk: the message", ["index", "c.json", "-o", str(small_disk / "idx2"),
                                                                   *FAST], "error", check=full_disk_said))
     if read_only is not None:
         rows.append(Probe("a read-only vector cache", ["query", "idx", "film", "-k", "1", "--vector-cache",
-                                                      str(read_only / "vc")], check=no_bad_advice))
+                                                      str(read_only / "vc")], "warn:reading it without adding to it",
+                          check=no_bad_advice))
         rows.append(Probe("a vector cache in a read-only folder", ["query", "idx", "film", "-k", "1", "--vector-cache",
                                                                   str(read_only / "new")], check=no_bad_advice))
     for row in rows:
