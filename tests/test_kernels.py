@@ -57,6 +57,47 @@ def test_cuda_kernel_matches_njit_twin_under_simulator():
     assert proc.returncode == 0 and "SIM-OK" in proc.stdout, proc.stderr[-3000:]
 
 
+PUSH_SIM_SCRIPT = textwrap.dedent("""
+    import warnings
+    import numpy as np
+    import scipy.sparse
+    from numba import cuda
+    from gpu_tigrag.kernels.push_ppr import N_STATS, push_ppr_cpu, push_ppr_cuda
+    warnings.simplefilter("ignore", RuntimeWarning)  # the hash mixing overflows uint64 on purpose
+    rng = np.random.default_rng(3)
+    n = 30
+    w = rng.random((n, n)) * (rng.random((n, n)) < 0.2)
+    w = np.triu(w, 1)
+    w = w + w.T
+    w[4, :] = w[:, 4] = 0  # a dangling node, seeded below
+    w = scipy.sparse.csr_matrix(w.astype(np.float32))
+    prob = (w.data / np.repeat(np.asarray(w.sum(axis=1)).ravel(), np.diff(w.indptr))).astype(np.float32)
+    indptr, indices = w.indptr.astype(np.int64), w.indices.astype(np.int32)
+    seed_ptr = np.array([0, 2, 3, 3, 5, 6], dtype=np.int64)
+    seed_ids = np.array([0, 9, 4, 1, 4, 17], dtype=np.int32)
+    for by_edges in (False, True):
+        args = (np.int64(2 ** 48 // 10000), by_edges, np.float64(0.5), np.int64(50))
+        ids, units, stats = np.empty((5, 8), np.int32), np.empty((5, 8), np.int64), np.zeros((5, N_STATS), np.int64)
+        push_ppr_cpu(seed_ptr, seed_ids, indptr, indices, prob, *args, ids, units, stats)
+        assert stats[:, 0].tolist()[1:3] == [1, 0] and stats[0, 0] > 10 and (stats[:, 3] == 0).all()
+        for capacity in (4, 1024):  # 4: every query but the one-seed ones overflows and runs again, larger
+            out = [cuda.to_device(a) for a in (np.empty_like(ids), np.empty_like(units), np.full_like(stats, 7))]
+            push_ppr_cuda(*(cuda.to_device(a) for a in (seed_ptr, seed_ids, indptr, indices, prob)), *args, *out,
+                          capacity=capacity, threads=2)
+            for got, want in zip(out, (ids, units, stats)):
+                assert np.array_equal(got.copy_to_host(), want), (by_edges, capacity, got.copy_to_host(), want)
+    print("SIM-OK")
+""")
+
+
+def test_push_cuda_kernel_equals_njit_twin_under_simulator():
+    """The forward-push kernel (one thread per query, hashed tables, overflow retries) gives the CPU
+    twin's bits: ids, fixed-point scores and per-query statistics."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    proc = subprocess.run([sys.executable, "-c", PUSH_SIM_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "SIM-OK" in proc.stdout, proc.stderr[-3000:]
+
+
 def test_njit_twin_emits_distinct_pairs_per_window():
     indptr = np.array([0, 4], dtype=np.int64)
     ids = np.array([3, 3, 1, 3], dtype=np.int32)  # one window of 4: pairs (1,3) only, once
@@ -66,7 +107,8 @@ def test_njit_twin_emits_distinct_pairs_per_window():
     assert sorted(out[out >= 0].tolist()) == [1 * 5 + 3]
 
 
-KERNEL_MODULES = ("gpu_tigrag.kernels.cooccurrence", "gpu_tigrag.kernels.ppr", "gpu_tigrag.kernels.pair_count", "gpu_tigrag.kernels.subgraph_ppr")
+KERNEL_MODULES = ("gpu_tigrag.kernels.cooccurrence", "gpu_tigrag.kernels.ppr", "gpu_tigrag.kernels.pair_count",
+                  "gpu_tigrag.kernels.subgraph_ppr", "gpu_tigrag.kernels.push_ppr")
 PTX_SCRIPT = textwrap.dedent(f"""
     import importlib
     KERNEL_MODULES = {KERNEL_MODULES!r}

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...backend import Backend
 from ...index.index import Index
+from ...ops.push_ppr import scores_at
 from ...text.tokens import valid_tokens
 from .entity_source import IndexEntities
 from .titles import TitleIndex, entity_key
@@ -94,7 +95,7 @@ def rank_bridges(be: Backend, ppr_scores: Any, columns: Sequence[int], lists: Se
     if sizes.sum():
         rows = np.concatenate([bridge.tokens for _, bridge in flat])
         cols = np.repeat(np.array([col for col, _ in flat], dtype=np.int64), sizes)
-        gathered = be.to_host(ppr_scores[be.asarray(rows), be.asarray(cols)]).astype(np.float64)
+        gathered = be.to_host(scores_at(be, ppr_scores, rows, cols)).astype(np.float64)
         owner = np.repeat(np.arange(len(flat)), sizes)
         mass = np.bincount(owner, weights=gathered, minlength=len(flat)) / np.maximum(sizes, 1)
     out: list[list[Bridge]] = []

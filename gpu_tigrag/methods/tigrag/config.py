@@ -17,13 +17,21 @@ class PPRConfig(CheckedConfig):
     damping: float = setting(0.5, 'continue probability; restart = 1 - damping')
     top_gamma: int = setting(100, 'γ, expanded tokens kept per query')
     tol: float = setting(1e-4, 'L1 change per column below which a column has converged (bench/results/ppr_tolerance.md)')
-    max_iter: int = setting(50, 'PPR sweeps at most per block')
+    max_iter: int = setting(50, 'PPR sweeps at most per block (push: rounds at most per query)')
+    method: str = setting("exact", '"exact": power iteration over the whole graph (vocab × B per block); "push": forward push per query, work bounded by the mass pushed, not the vocabulary (bench/results/ppr_sparse.md)')
+    push_epsilon: float = setting(1e-5, 'push: a node\'s residual is pushed while it is at least ε; scores then fall short of PPR by the residual left (L1 error 1 − Σp, under ε per touched node) and a query pushes at most 1/((1 − damping)·ε) times')
+    push_threshold: str = setting("mass", 'push: "mass" (push while r(u) ≥ ε) or "edges" (r(u) ≥ ε·edges of u, Andersen-Chung-Lang\'s rule; it leaves frequent seed tokens unpushed)')
 
     def _check(self) -> None:
         require(0.0 < self.damping < 1.0, f"PPR damping must be in (0, 1), got {self.damping}")
         require(self.top_gamma >= 1, f"top_gamma must be >= 1, got {self.top_gamma}")
         require(is_finite(self.tol) and self.tol > 0, f"tigrag.ppr.tol must be a finite number > 0, got {self.tol}")
         require(self.max_iter >= 1, f"tigrag.ppr.max_iter must be >= 1, got {self.max_iter}")
+        require(self.method in ("exact", "push"), f"tigrag.ppr.method must be 'exact' or 'push', got {self.method!r}")
+        require(is_finite(self.push_epsilon) and 0 < self.push_epsilon < 1,
+                f"tigrag.ppr.push_epsilon must be in (0, 1), got {self.push_epsilon}")
+        require(self.push_threshold in ("mass", "edges"),
+                f"tigrag.ppr.push_threshold must be 'mass' or 'edges', got {self.push_threshold!r}")
 
 
 @dataclass(frozen=True)

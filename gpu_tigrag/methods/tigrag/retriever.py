@@ -18,6 +18,7 @@ from ...backend import Backend
 from ...config import RetrievalConfig
 from .config import TigragQueryConfig
 from ...ops.ppr import personalized_pagerank, seed_matrix, top_gamma
+from ...ops.push_ppr import PushGraph, push_bytes_per_query, push_pagerank
 from ...encoders import Encoder, VectorCache
 from ...index.index import Index
 from .bridging import Bridge, BridgeFinder, rank_bridges
@@ -41,7 +42,7 @@ class GraphHop:
     rho: Any  # float32 chunks × B, the PPR-weighted BM25 score ρ
     n_seeds: np.ndarray  # int, per query: distinct seed tokens
     dense_fallback: np.ndarray  # bool, per query: no seed or an empty pool, so every chunk is pooled
-    ppr: Any = None  # float32 vocab × B PPR scores (ranks bridging entities)
+    ppr: Any = None  # PPR scores, float32 vocab × B or a SparsePPR (push): they rank bridging entities
 
 
 @dataclass
@@ -79,7 +80,10 @@ class TigragRetriever(BaseRetriever):
         super().__init__(index, config, encoder, backend, vector_cache, allow_mixed_encoder)
         self.settings: TigragQueryConfig = self.config.tigrag
         config, device = self.settings, self.device
-        self.transition = device.transition
+        self.transition = device.transition if config.ppr.method == "exact" else None
+        self.push_graph = None
+        if config.ppr.method == "push":  # sparse PPR: no transition matrix, no vocab × B block
+            self.push_graph = device.get("ppr.push_graph", lambda: PushGraph.from_adjacency(self.be, index.graph))
         self.bm25 = device.bm25
         if config.scoring == "graph":  # ablation: token presence, no BM25 weighting
             self.bm25 = device.get("tigrag.bm25_presence", self._presence)
@@ -127,12 +131,16 @@ class TigragRetriever(BaseRetriever):
         be, xp, cfg = self.be, self.be.xp, self.settings
         t = time.perf_counter()
         n_seeds = np.array([np.unique(s).size for s in seeds], dtype=np.int64)
-        if self.degree is None:
+        if self.degree is not None:
+            scores = xp.broadcast_to(self.degree[:, None], (self.index.n_vocab, len(seeds)))
+            ids, weights = top_gamma(be, scores, cfg.ppr.top_gamma)
+        elif self.push_graph is not None:
+            scores = push_pagerank(be, self.push_graph, seeds, cfg.ppr)
+            ids, weights = scores.top_gamma(be, cfg.ppr.top_gamma)
+        else:
             v = seed_matrix(be, seeds, self.index.n_vocab)
             scores, _ = personalized_pagerank(be, self.transition, v, cfg.ppr)
-        else:
-            scores = xp.broadcast_to(self.degree[:, None], (self.index.n_vocab, len(seeds)))
-        ids, weights = top_gamma(be, scores, cfg.ppr.top_gamma)
+            ids, weights = top_gamma(be, scores, cfg.ppr.top_gamma)
         t = self.timer.add("ppr", t)
         rho = ppr_weighted_bm25(be, self.bm25, ids, weights)
         t = self.timer.add("score", t)
@@ -147,6 +155,7 @@ class TigragRetriever(BaseRetriever):
     #: cumulative sums, cosines, merged scores, masks) and vocab × B (PPR iterate, next, seeds).
     CHUNK_BYTES_PER_QUERY = 6 * 4 + 2
     VOCAB_BYTES_PER_QUERY = 5 * 4  # PPR iterate, next, seeds, and hop 1's scores kept for bridging choice
+    #: (the push mode has no vocab × B block: ops.push_ppr.push_bytes_per_query counts its own)
     #: more chunks × B blocks with fusion on: full cosine, BM25, RRF lists and sums, link masks, bonus
     FUSION_CHUNK_BYTES_PER_QUERY = 8 * 4 + 2
 
@@ -154,7 +163,10 @@ class TigragRetriever(BaseRetriever):
         fusion = self.settings.fusion
         chunk_bytes = self.CHUNK_BYTES_PER_QUERY + (
             self.FUSION_CHUNK_BYTES_PER_QUERY if fusion.first_hop == "hybrid" or fusion.title_links else 0)
-        return self.index.n_chunks * chunk_bytes + self.index.n_vocab * self.VOCAB_BYTES_PER_QUERY
+        ppr = self.settings.ppr
+        vocab_bytes = (push_bytes_per_query(self.be, self.index.n_vocab, ppr.top_gamma) if ppr.method == "push"
+                       else self.index.n_vocab * self.VOCAB_BYTES_PER_QUERY)
+        return self.index.n_chunks * chunk_bytes + vocab_bytes
 
     def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
         be, xp, cfg, fusion = self.be, self.be.xp, self.settings, self.settings.fusion
