@@ -255,6 +255,8 @@ class ParquetSink:
         pq = _pyarrow_parquet("Parquet outputs")
         self.kept_rows = 0
         for part in self.parts():
+            if part.is_symlink():
+                raise ResumeMismatchError(f"{part}: a symbolic link, not a result part; {HINT}")
             try:
                 table = pq.read_table(part, columns=["index", "id", "query", "chunk_ids"])
             except (OSError, ValueError, KeyError) as exc:
@@ -360,6 +362,9 @@ def open_run(queries_path: str | Path, output: str | Path, resume: bool, index: 
     output = Path(output)
     fmt = output_format(output, fmt)
     check_resumable(fmt, resume)
+    if output.is_symlink():  # appending (or creating parts) through it would write where it points
+        raise TigragError(f"{output}: a symbolic link (to {os.readlink(output)}); refusing to write through it: "
+                          "remove it or choose another output")
     with writer_lock(output, RUN_WRITE):
         if output.exists() and not resume:
             raise TigragError(f"{output}: exists; pass --resume to continue it or choose another output")

@@ -108,6 +108,9 @@ def writer_lock(target: str | Path, what: str = "another write") -> Iterator[Pat
 
     `what` names the competing operation in the message (e.g. "an index build").
     """
+    if os.path.islink(target) and not os.path.exists(target):  # resolve() would lock (and write) where it points
+        raise TigragError(f"{target}: a symbolic link to nothing ({os.readlink(target)}); refusing to write "
+                          "where it points: remove it or choose another path")
     target = Path(target).resolve()
     path = lock_path(target)
     key, me = str(path), threading.get_ident()

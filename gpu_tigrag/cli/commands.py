@@ -38,7 +38,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             log.warning("--set %s: %s's stage is not built (--methods %s); the setting is stored in the index and "
                         "used by a later `tigrag extend %s --methods %s`", item, owner, ",".join(methods),
                         args.output, owner)
-    check_writable(Path(args.output).resolve().parent, f"-o {args.output}")
+    check_writable(Path(os.path.abspath(args.output)).parent, f"-o {args.output}")  # not through a link
     if args.stream or args.resume or args.scheduler:
         return _index_streaming(args, config, methods)
     passages = load_corpus(args.corpus)
@@ -229,7 +229,7 @@ def _eval_outputs(args: argparse.Namespace):
     if args.save_runs:
         check_writable(args.save_runs, f"--save-runs {args.save_runs}")
     if args.save_qrels:
-        check_writable(Path(args.save_qrels).resolve().parent, f"--save-qrels {args.save_qrels}")
+        check_writable(Path(os.path.abspath(args.save_qrels)).parent, f"--save-qrels {args.save_qrels}")
     return cutoffs
 
 
@@ -403,7 +403,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     fmt = output_format(args.output, args.format)
     check_resumable(fmt, args.resume)
     check_query_file(args.queries, unique_ids=fmt == "trec")
-    check_writable(Path(args.output).resolve().parent, f"-o {args.output}")
+    check_writable(Path(os.path.abspath(args.output)).parent, f"-o {args.output}")  # not through a link
     if args.workers or args.scheduler:
         from ..dask_run import run_distributed
         from ..encoders import default_cache_dir

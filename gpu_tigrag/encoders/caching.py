@@ -70,7 +70,14 @@ class VectorCache:
 
     def _open(self) -> sqlite3.Connection | None:
         """A read-write connection; else a read-only one (a read-only cache still serves); else None
-        (warned: the run goes on without a cache)."""
+        (warned: the run goes on without a cache). A cache file that is a symbolic link is never opened:
+        SQLite would write where it points."""
+        links = [p for p in (Path(f"{self.path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal"))
+                 if p.is_symlink()]
+        if links:
+            log.warning("%s: a symbolic link, not a file of the vector cache; going on without the cache (remove the "
+                        "link, or choose another folder with --vector-cache DIR)", links[0])
+            return None
         try:
             try:
                 self.folder.mkdir(parents=True, exist_ok=True)

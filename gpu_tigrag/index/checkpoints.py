@@ -9,6 +9,7 @@ damaged data never reaches the index.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from ..atomic import describe_os_error
 from ..checksums import sha256_file
-from ..errors import OutputError
+from ..errors import OutputError, TigragError
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +50,16 @@ class Ledger:
         """Note that checkpoint `file` is complete, with its sha256 (computed when not given)."""
         digest = sha256 or sha256_file(file)
         self.sums[file.name] = digest
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            with open(self.work / LEDGER, "a", encoding="utf-8") as handle:
+            with open(os.open(self.work / LEDGER, flags, 0o666), "a", encoding="utf-8") as handle:
                 handle.write(json.dumps({"file": file.name, "sha256": digest}) + "\n")
                 handle.flush()
                 os.fsync(handle.fileno())
         except OSError as exc:  # the checkpoint stays unlisted, so a resume recomputes it
+            if exc.errno == errno.ELOOP:  # a planted link: never followed
+                raise TigragError(f"{self.work / LEDGER}: a symbolic link, not the build's ledger; delete "
+                                  f"{self.work} to start over") from None
             raise OutputError(f"{self.work / LEDGER}: cannot write ({describe_os_error(exc)}); the build can "
                               "continue with --resume once there is room") from None
 
@@ -70,7 +75,7 @@ class Ledger:
             if want is not None and file.is_file() and sha256_file(file) == want:
                 continue
             dropped.append(f"{file.name} ({'checksum mismatch' if want else 'unfinished'})")
-            shutil.rmtree(file) if file.is_dir() else file.unlink()
+            shutil.rmtree(file) if file.is_dir() and not file.is_symlink() else file.unlink()
             self.sums.pop(file.name, None)
         if dropped:
             log.info("%d checkpoint(s) of %s will be recomputed: %s", len(dropped), self.work, ", ".join(dropped))

@@ -155,13 +155,19 @@ class Snapshot:
 
 
 def _read_bytes(file: Path) -> bytes | None:
+    """The bytes of manifest `file`, None when there is none; a symbolic link is not followed."""
     try:
-        with open(file, "rb") as handle:
+        with open(os.open(file, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as handle:
             return handle.read()
     except FileNotFoundError:
         return None
     except IsADirectoryError:
         raise NotAnIndexError(f"{file.parent}: not an index directory ({MANIFEST} is a folder)") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise IndexFormatError(f"{file}: a symbolic link, not an index's manifest; remove it and write the "
+                                   "index again") from None
+        raise IndexFormatError(f"{file}: cannot be read ({exc.strerror or exc})") from None
 
 
 def pointed_generation(path: Path, raw: bytes) -> str | None:

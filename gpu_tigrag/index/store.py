@@ -221,6 +221,9 @@ def _check_target(path: Path) -> bool:
                           f"{path.parent} instead")
     if not path.is_dir() or not (path / MANIFEST).is_file():
         raise TigragError(f"{path}: exists and is not an index directory; refusing to overwrite it")
+    if (path / MANIFEST).is_symlink():
+        raise TigragError(f"{path / MANIFEST}: a symbolic link, not an index's manifest; refusing to overwrite "
+                          f"{path} (remove the link, or write the index elsewhere)")
     return True
 
 

@@ -348,6 +348,9 @@ def _open_work(build: StreamBuild, resume: bool, explicit_size: bool) -> None:
     partition size (a resumed build may run with another worker count or budget) and delete the
     checkpoints that fail their checksum (they are recomputed)."""
     work, fingerprint = build.work, build.fingerprint()
+    if work.is_symlink():  # checkpoints would be written (and removed) where it points
+        raise TigragError(f"{work}: a symbolic link (to {os.readlink(work)}); the work folder of a streaming build "
+                          "must be a folder of its own: remove the link")
     if not work.exists() or not any(f.name not in (BUILD, LEDGER) for f in work.iterdir()):  # nothing done yet
         work.mkdir(parents=True, exist_ok=True)
         (work / LEDGER).unlink(missing_ok=True)
