@@ -94,7 +94,9 @@ def method_fingerprints(name: str) -> dict[str, dict[str, object]]:
 
 
 def _array_checksums(folder: Path) -> dict[str, str]:
-    manifest = json.loads((folder / "manifest.json").read_text())
+    from gpu_tigrag.index.store import read_manifest
+
+    manifest = read_manifest(folder)  # the current generation's (an index before generations: its own)
     return {name: entry["sha256"] for name, entry in sorted(manifest["files"].items())}
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..atomic import OLD_MARK, TMP_MARK, atomic_write_json, fsync_folder
-from ..errors import IndexFormatError, NotAnIndexError
+from ..errors import IndexFormatError, NotAnIndexError, TigragError
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class Pin:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR):
                 raise IndexFormatError(f"{folder}: not a folder (a symbolic link or a file where the index "
                                        "expects a folder of its own); rebuild the index") from None
-            raise IndexFormatError(f"{folder}: cannot be opened ({exc.strerror or exc})") from None
+            raise TigragError(f"{folder}: cannot be opened ({exc.strerror or exc})") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:  # a writer is removing it
@@ -167,7 +167,7 @@ def _read_bytes(file: Path) -> bytes | None:
         if exc.errno == errno.ELOOP:
             raise IndexFormatError(f"{file}: a symbolic link, not an index's manifest; remove it and write the "
                                    "index again") from None
-        raise IndexFormatError(f"{file}: cannot be read ({exc.strerror or exc})") from None
+        raise TigragError(f"{file}: cannot be read ({exc.strerror or exc})") from None
 
 
 def pointed_generation(path: Path, raw: bytes) -> str | None:
@@ -195,7 +195,10 @@ def open_snapshot(path: Path) -> Snapshot:
             raise NotAnIndexError(f"{path}: not an index directory ({MANIFEST} is missing)")
         name = pointed_generation(path, raw)
         if name is None:  # a flat index: pin its folder, then check it is still flat
-            pin = Pin(path)
+            try:
+                pin = Pin(path)
+            except PinLost:  # a writer converted it and is removing the flat files: read the pointer
+                continue
             if _read_bytes(path / MANIFEST) == raw:
                 return Snapshot(path, pin, None, raw)
             pin.close()
@@ -326,7 +329,6 @@ def _collect_at_exit(path: Path) -> None:
 def _exit_collect() -> None:
     import gc
 
-    from ..errors import TigragError
     from ..locking import writer_lock
 
     gc.collect()  # indexes no longer used release their pins
