@@ -96,11 +96,12 @@ def test_an_index_written_before_generations_loads_and_its_next_save_converts_it
 def test_unchanged_files_are_hard_linked_from_the_generation_read(staged, tmp_path):
     path = save_index(staged.with_stage("spectrag", None), tmp_path / "idx")
     first = generation_folder(path)
-    inode = (first / "embeddings.npy").stat().st_ino
+    inode, chunks = ((first / name).stat().st_ino for name in ("embeddings.npy", "chunks.parquet"))
     extended = add_method(load_index(path), "spectrag")
     save_index(extended, path)
     second = generation_folder(path)
     assert second != first and (second / "embeddings.npy").stat().st_ino == inode  # linked, not written
+    assert (second / "chunks.parquet").stat().st_ino == chunks
     assert (second / "spectrag_coords.npy").stat().st_nlink == 1
     unverified = add_method(load_index(path, verify_checksums=False), "spectrag")
     save_index(unverified, path)  # a file not verified when read is never linked: written afresh

@@ -2,8 +2,9 @@
 read back), fsync'ed before the generation is committed.
 
 A file identical to one of the generation the index was read from (same name, sha256 and size, and
-verified when it was read) is hard-linked from there instead of written again, where the
-filesystem allows: `extend` rewrites no base array. A method stage that was never read is carried
+verified when it was read) is hard-linked from there, where the filesystem allows: an array is then
+never written again (`extend` rewrites no base array), a Parquet file (streamed to disk, never held
+whole in memory) is replaced by the link, so the generations share its blocks. A method stage that was never read is carried
 over file by file, unread, with its manifest entries: a damaged stage stays damaged (and says so
 when its method uses it) but never blocks a write of the rest.
 """
@@ -59,6 +60,18 @@ class _Tee:
         self.size += view.nbytes
         return self.handle.write(view) if self.handle is not None else view.nbytes
 
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        if self.handle is not None:
+            self.handle.flush()
+
+    closed = False
+
+    def close(self) -> None:  # pyarrow closes what it wrote to; the file is `_durable`'s to close
+        pass
+
     def __str__(self) -> str:
         return self.label
 
@@ -104,19 +117,19 @@ def write_npy(folder: Path, name: str, array: np.ndarray, source: Source | None,
 
 def write_strings(folder: Path, name: str, column: str, values: list[str], source: Source | None,
                   index_dir: str) -> dict[str, Any]:
-    """`folder`/`name`, a Parquet file of one string column; its manifest entry."""
+    """`folder`/`name`, a Parquet file of one string column; its manifest entry. It is streamed to
+    disk (never whole in memory), and replaced by a link when it turns out identical to the old one."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    buffer = pa.BufferOutputStream()
-    pq.write_table(pa.table({column: pa.array(values, type=pa.string())}), buffer)
-    data = memoryview(buffer.getvalue())
     target = folder / name
+    entry = _durable(target, lambda tee: pq.write_table(pa.table({column: pa.array(values, type=pa.string())}), tee))
     old = source.reusable(name, index_dir) if source is not None else None
-    if old is not None and old.get("bytes") == data.nbytes:
-        if hashlib.sha256(data).hexdigest() == old.get("sha256") and _link(source.folder / name, target):
-            return {"sha256": old["sha256"], "bytes": old["bytes"]}
-    return _durable(target, lambda tee: tee.write(data))
+    if old is not None and (old.get("sha256"), old.get("bytes")) == (entry["sha256"], entry["bytes"]):
+        shared = folder / f".{name}.link"
+        if _link(source.folder / name, shared):
+            os.replace(shared, target)
+    return entry
 
 
 def carry(folder: Path, name: str, source: Source) -> dict[str, Any] | None:
