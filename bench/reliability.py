@@ -240,7 +240,8 @@ def markdown(results: list[dict], suite: dict, disk: bool, read_only: bool) -> s
     for r in results:
         said = (r["verdict"] or r["stderr"]).replace("|", "\\|").replace("\n", " ")
         command = r["command"] if len(r["command"]) < 160 else r["command"][:157] + "..."
-        lines.append(f"| {r['issue']} | {r['probe']} | `{command.replace('|', chr(92) + '|')}` | {r['expect']} | "
+        lines.append(f"| {r['issue']} | {r['probe'].replace('|', chr(92) + '|')} | "
+                     f"`{command.replace('|', chr(92) + '|')}` | {r['expect']} | "
                      f"{r['exit']} | {r['class']} | {'yes' if r['passed'] else '**NO**'} | {said} |")
     return "\n".join(lines) + "\n"
 
