@@ -88,6 +88,10 @@ REGISTRY: tuple[Benchmark, ...] = (
     Benchmark("dask_index", "dask_index.py", "benchmark",
               "the 100k-passage streaming build on 2 local processes vs 2 Dask workers",
               ("scale_dask.json", "scale_dask.md"), data=False),
+    Benchmark("generations", "generations.py", "benchmark",
+              "the cost of an index save as a new generation: unchanged files hard-linked or written, `tigrag add` "
+              "(with --old CHECKOUT: the code before generations)", ("generations.md",),
+              smoke=("--passages", "200", "--repeat", "1"), data=False),
     Benchmark("gpu_workers", "gpu_workers.py", "benchmark",
               "query throughput of one GPU Dask worker against CPU Dask workers (a section of gpu_check)",
               (), smoke=("--smoke", "--out", "{tmp}/out", "--passages", "300", "--queries", "60",
