@@ -8,7 +8,10 @@ every touched node u whose residual is at least its threshold (ε, or ε per edg
 
 with the mass of a degree-0 node sent back to the query's seeds instead (the exact iterate's
 dangling rule, ops/ppr.py). It stops when a round finds no node to push, or after `max_rounds`.
-Then p ≤ PPR node by node, and PPR − p is the PPR of the residual left, whose mass is 1 − Σp.
+Then PPR = p + PPR(r), the PPR of the residual left; a node's score is reported as p(u) + (1 − d)·r(u),
+the first term of PPR(r) at u (what a push of u would keep), so scores stay at most PPR node by node
+and their L1 error is d·Σr = 1 − Σ scores. This matters for frequent tokens under the "edges"
+threshold, which may hold large residuals unpushed.
 
 Mass is counted in fixed point (int64 units of 2^-48): every share is an exact integer, so the
 sums do not depend on the order of the additions, nor on how a compiler fuses them. The CPU twin
@@ -168,14 +171,16 @@ def _make(jit):
 
     jit_up, jit_down = jit(sift_up), jit(sift_down)
 
-    def select(q, count, keys, score, touched, lbase, n_nodes, out_ids, out_units):
+    def select(q, count, keys, resid, score, touched, lbase, damping, n_nodes, out_ids, out_units):
         """The K best touched nodes of query q into row q of the outputs (a min-heap on the rank: its
-        root is the worst kept); rows are padded with node id `n_nodes` and score 0."""
+        root is the worst kept), each scored p(u) + (1 − d)·r(u): the share of its residual a push
+        would keep (still at most its PPR). Rows are padded with node id `n_nodes` and score 0."""
         size = 0
         width = out_ids.shape[1]
         for t in range(count):
             slot = touched[lbase + t]
-            units = score[slot]
+            left = resid[slot]
+            units = score[slot] + left - np.int64(np.float64(left) * damping)
             if units <= 0:
                 continue
             node = keys[slot]
@@ -218,7 +223,7 @@ def _push_ppr_cpu(seed_ptr, seed_ids, indptr, indices, prob, eps_units, by_edges
             count = _push_query_cpu(q, seed_ptr, seed_ids, indptr, indices, prob, eps_units, by_edges, damping,
                                     max_rounds, keys, resid, score, 0, 0, True, touched, front_slot, front_amount, 0,
                                     n, stats)
-            _select_cpu(q, count, keys, score, touched, 0, n, out_ids, out_units)
+            _select_cpu(q, count, keys, resid, score, touched, 0, damping, n, out_ids, out_units)
             for t in range(count):
                 slot = touched[t]
                 keys[slot] = EMPTY
@@ -247,7 +252,7 @@ def _push_kernel(queries, seed_ptr, seed_ids, indptr, indices, prob, eps_units, 
                             keys, resid, score, i * capacity, capacity - 1, False, touched, front_slot, front_amount,
                             i * half, half, stats)
     if count >= 0:
-        _select_gpu(q, count, keys, score, touched, i * half, indptr.shape[0] - 1, out_ids, out_units)
+        _select_gpu(q, count, keys, resid, score, touched, i * half, damping, indptr.shape[0] - 1, out_ids, out_units)
 
 
 def ptx_signatures():

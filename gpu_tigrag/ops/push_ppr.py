@@ -2,14 +2,15 @@
 
 The exact iterate (ops/ppr.py) sweeps a vocab × B block over the whole graph, so its cost grows
 with the vocabulary. Forward push (Andersen, Chung & Lang 2006) moves a query's mass only where
-it is: a node's residual is pushed to its neighbours while it is at least a threshold, so a query
-touches the nodes its mass reaches and does at most 1 / ((1 − d)·ε) pushes whatever the graph's
-size (kernels/push_ppr.py). The threshold is ε of mass (`push_threshold = "mass"`) or ε per edge of
-the node (`"edges"`, the classic rule); bench/results/ppr_sparse.md measures both against the exact
-iterate and says why "mass" is the one to use for TIGRAG's top-γ.
+it is: a node's residual is pushed to its neighbours while it is at least ε per edge of the node
+(`push_threshold = "edges"`), so each push moves at least (1 − d)·ε of mass per edge it visits and a
+query visits at most 1 / ((1 − d)·ε) edges, whatever the graph's size (kernels/push_ppr.py). The
+alternative rule `"mass"` (at least ε of mass) also pushes the frequent tokens, whose edges grow
+with the corpus; bench/results/ppr_sparse.md measures both against the exact iterate.
 
 Guarantees (tested against a direct solve): every score is at most the exact PPR value, and the
-L1 error of the scores is the mass left in the residuals, 1 − Σp, below ε per touched node.
+L1 error of the scores is 1 − Σ scores (the mass left in the residuals, times d), which is below
+ε per touched node ("mass") or per edge of the touched nodes ("edges").
 
 Each query keeps only its `support` best nodes (B × K, K = max(γ, SUPPORT)): the top-γ the scoring
 needs and the scores the bridge ranking reads; no vocab × B block is made.

@@ -19,8 +19,8 @@ class PPRConfig(CheckedConfig):
     tol: float = setting(1e-4, 'L1 change per column below which a column has converged (bench/results/ppr_tolerance.md)')
     max_iter: int = setting(50, 'PPR sweeps at most per block (push: rounds at most per query)')
     method: str = setting("exact", '"exact": power iteration over the whole graph (vocab × B per block); "push": forward push per query, work bounded by the mass pushed, not the vocabulary (bench/results/ppr_sparse.md)')
-    push_epsilon: float = setting(1e-5, 'push: a node\'s residual is pushed while it is at least ε; scores then fall short of PPR by the residual left (L1 error 1 − Σp, under ε per touched node) and a query pushes at most 1/((1 − damping)·ε) times')
-    push_threshold: str = setting("mass", 'push: "mass" (push while r(u) ≥ ε) or "edges" (r(u) ≥ ε·edges of u, Andersen-Chung-Lang\'s rule; it leaves frequent seed tokens unpushed)')
+    push_epsilon: float = setting(1e-6, 'push: the threshold ε: a node u is pushed while its residual r(u) ≥ ε·(edges of u) ("edges") or ≥ ε ("mass"); under "edges" a query visits at most 1/((1 − damping)·ε) edges whatever the graph\'s size; scores p(u) + (1 − damping)·r(u) never exceed PPR and their L1 error is the residual left, damping·Σr')
+    push_threshold: str = setting("edges", 'push: "edges" (r(u) ≥ ε·edges of u, Andersen-Chung-Lang) or "mass" (r(u) ≥ ε: the hubs are pushed too, so its work grows with their degree)')
 
     def _check(self) -> None:
         require(0.0 < self.damping < 1.0, f"PPR damping must be in (0, 1), got {self.damping}")
