@@ -136,6 +136,27 @@ def test_index_and_query_spans_follow_the_public_rules(span_nlp):
     assert extract_spans([], nlp=span_nlp) == []
 
 
+def test_a_text_longer_than_spacys_limit_is_parsed_in_pieces(span_nlp):
+    """A text over spaCy's max_length (E088 otherwise) is parsed in pieces cut at sentence ends, its
+    spans' offsets moved back into the whole cleaned text: here the same spans as parsed whole."""
+    from gpu_tigrag.methods.litesemrag.spans import clean_text, parse_spans
+
+    text = "\n".join(["The Glass Orchard is a drama film directed by Mirela Vantz in Korvath."] * 150)
+    whole, whole_lengths = parse_spans([text], span_nlp)
+    limit = span_nlp.max_length
+    span_nlp.max_length = 5000  # the text has ~10,600 characters: three pieces
+    try:
+        pieces, lengths = parse_spans([text], span_nlp)
+    finally:
+        span_nlp.max_length = limit
+    assert len(whole[0]) == len(pieces[0]) == 600 and lengths.tolist() == whole_lengths.tolist()
+    same = set(pieces[0]) & set(whole[0])
+    assert len(same) >= 596  # the two cuts: the span right after each may be parsed otherwise (phrase, entity)
+    cleaned = clean_text(text)
+    assert all(cleaned[x.start_char:x.end_char].lower().endswith(x.text.split()[-1]) for x in pieces[0])
+    assert cleaned[pieces[0][-1].start_char:pieces[0][-1].end_char] == "korvath"
+
+
 def test_span_tokenizer_is_the_public_codes(span_nlp):
     """Prefix and suffix rules, infixes without "-" only, no special cases, no URL matcher."""
     words = [t.text for t in span_nlp.tokenizer("state-of-the-art 1990-2000 word,word don't U.S. end...")]

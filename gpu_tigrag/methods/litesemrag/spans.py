@@ -55,6 +55,7 @@ The public code uses `en_core_web_lg`; here the project's `en_core_web_sm_vbspac
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -64,7 +65,7 @@ import numpy as np
 
 from ...config import EntityConfig
 from ...errors import ModelError
-from ...index.entities import load_spacy
+from ...index.entities import NER_PIECE_CHARS, load_spacy, text_pieces
 from ...progress import progress
 
 _BROKEN_WORD = "-\n"
@@ -243,10 +244,22 @@ def parse_spans(
     nlp = nlp if nlp is not None else load_span_pipeline(EntityConfig().model)
     of_doc = query_spans_of_doc if query else spans_of_doc
     cleaned = [clean_text(t, protect_single_capitals) for t in texts]
-    spans: list[list[Span]] = []
-    docs = nlp.pipe(cleaned, batch_size=batch_size)
-    for doc in progress(docs, "spans", show_progress, total=len(cleaned), unit="text"):
-        spans.append(of_doc(doc))
+    # a text longer than spaCy's max_length (E088) is parsed in pieces, its spans' offsets moved back
+    # into the whole text (a span across a cut is lost); shorter texts are parsed whole, as before
+    pieces: list[str] = []
+    owner: list[tuple[int, int]] = []  # (text, offset of the piece in it)
+    for i, text in enumerate(cleaned):
+        start = 0
+        for part in text_pieces(text, min(NER_PIECE_CHARS, nlp.max_length)) if len(text) > nlp.max_length else [text]:
+            pieces.append(part)
+            owner.append((i, start))
+            start += len(part)
+    spans: list[list[Span]] = [[] for _ in cleaned]
+    docs = nlp.pipe(pieces, batch_size=batch_size)
+    for (i, offset), doc in zip(owner, progress(docs, "spans", show_progress, total=len(pieces), unit="text")):
+        found = of_doc(doc)
+        spans[i].extend(found if offset == 0 else [dataclasses.replace(x, start_char=x.start_char + offset,
+                                                                           end_char=x.end_char + offset) for x in found])
     lengths = np.zeros(len(cleaned), dtype=np.int32)
     if not query:
         for i, doc in enumerate(nlp.tokenizer.pipe(list(texts), batch_size=batch_size)):
