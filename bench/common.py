@@ -102,6 +102,19 @@ def dataset_runs(names: list[str]):
         yield name, index, dataset_queries(name), CachingEncoder(load_encoder(index_encoder_config(index)))
 
 
+def igraph_graph(adjacency: Any):
+    """The undirected python-igraph graph (weights in "weight") of a symmetric scipy CSR adjacency, for
+    the comparisons with igraph's personalized_pagerank (throughput.py, ppr_sparse.py)."""
+    import igraph
+    import numpy as np
+    import scipy.sparse
+
+    upper = scipy.sparse.triu(adjacency, k=1).tocoo()
+    graph = igraph.Graph(n=adjacency.shape[0], edges=np.column_stack([upper.row, upper.col]).tolist(), directed=False)
+    graph.es["weight"] = upper.data.astype(float).tolist()
+    return graph
+
+
 def write_results(stem: str, payload: dict[str, Any], markdown: str) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     payload = {"generated": time.strftime("%Y-%m-%d %H:%M:%S"), "code_version": code_version(),

@@ -15,11 +15,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
-from bench.common import DATA, DATASETS, dataset_index, dataset_queries, write_results
+from bench.common import DATA, DATASETS, dataset_index, dataset_queries, igraph_graph, write_results
 
 from gpu_tigrag.backend import get_backend
 import dataclasses
@@ -31,15 +30,6 @@ from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.ops.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.methods.tigrag.retriever import Retriever
-
-
-def igraph_graph(adjacency: scipy.sparse.csr_matrix):
-    import igraph
-
-    upper = scipy.sparse.triu(adjacency, k=1).tocoo()
-    graph = igraph.Graph(n=adjacency.shape[0], edges=np.column_stack([upper.row, upper.col]).tolist(), directed=False)
-    graph.es["weight"] = upper.data.astype(float).tolist()
-    return graph
 
 
 def valid_top_gamma(ours: np.ndarray, reference: np.ndarray, gamma: int, rtol: float = 1e-4) -> bool:
