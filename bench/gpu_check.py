@@ -8,7 +8,8 @@ Sections (each recorded, an error in one does not hide the others; exit status 1
               the arrays' digests per backend, identical where both ran
   pair_count  counting those corpora's window pair keys: sort (xp.unique) vs hash (atomics kernel)
   load_index  the cached 2Wiki index, its query texts and recorded query vectors
-  ppr         batched PPR queries/s on the 2Wiki graph at B = 256, 1024, 4096, and bytes/s
+  ppr         batched PPR queries/s on the 2Wiki graph at B = 256, 1024, 4096, and bytes/s; the sparse
+              push PPR's queries/s, its ratio to the exact iterate and their top-γ overlap
   engine      end-to-end 2-hop retrieval queries/s on the 2Wiki index, encoder excluded; top-5 against the CPU
   encoder     the torch encoder runtime: passages/s of the 2Wiki chunks and queries/s of its questions on CUDA
               (fp16, batch from free memory) against the CPU, fp16-vs-fp32 cosine, and end-to-end queries/s of
@@ -205,7 +206,37 @@ def bench_ppr(index: Any, seeds: list[np.ndarray], batches: list[int], cpu_max: 
                          "bytes_per_second": sweep_bytes * sweeps / seconds,
                          "fraction_of_copy_bandwidth": sweep_bytes * sweeps / seconds / COPY_BANDWIDTH_H200})
             print(f"ppr {name} B={b}: {b / seconds:,.0f} q/s", file=sys.stderr, flush=True)
-    return {"rows": rows}
+    return {"rows": rows, "push": bench_push_ppr(index, seeds, batches, cpu_max)}
+
+
+def bench_push_ppr(index: Any, seeds: list[np.ndarray], batches: list[int], cpu_max: int) -> list[dict[str, Any]]:
+    """The sparse PPR (`tigrag.ppr.method=push`, issue 24) per backend and batch: queries/s, its
+    speed over the exact iterate's in the same run, and the overlap of its top-γ sets with the exact
+    iterate's on the same block (the recall-relevant agreement)."""
+    from gpu_tigrag.ops.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
+    from gpu_tigrag.ops.push_ppr import PushGraph, push_pagerank
+
+    exact_config, push_config = PPRConfig(), PPRConfig(method="push")
+    rows = []
+    for position, name in enumerate(BACKENDS):
+        be = get_backend(name)
+        graph, transition = PushGraph.from_adjacency(be, index.graph), TransitionMatrix.from_adjacency(be, index.graph)
+        for b in batches:
+            if position == 1 and b > cpu_max:
+                continue
+            block = [seeds[i % len(seeds)] for i in range(b)]
+            seconds, sparse = timed(be, lambda: push_pagerank(be, graph, block, push_config), repeat=3)
+            exact_seconds, exact = timed(be, lambda: personalized_pagerank(
+                be, transition, seed_matrix(be, block, index.n_vocab), exact_config)[0], repeat=3)
+            push_ids, push_w = (be.to_host(a) for a in sparse.top_gamma(be, push_config.top_gamma))
+            exact_ids, exact_w = (be.to_host(a) for a in top_gamma(be, exact, exact_config.top_gamma))
+            overlap = [len(set(push_ids[push_w[:, q] > 0, q]) & set(exact_ids[exact_w[:, q] > 0, q]))
+                       / max(int((exact_w[:, q] > 0).sum()), 1) for q in range(b)]
+            rows.append({"backend": name, "batch": b, "seconds": seconds, "queries_per_second": b / seconds,
+                         "push_over_exact": exact_seconds / seconds, "top_gamma_overlap": float(np.mean(overlap))})
+            print(f"ppr push {name} B={b}: {b / seconds:,.0f} q/s ({exact_seconds / seconds:.2f}x exact), "
+                  f"top-γ overlap {np.mean(overlap):.3f}", file=sys.stderr, flush=True)
+    return rows
 
 
 def bench_engine(index: Any, queries: list[str], encoder: Any, batches: list[int], cpu_max: int,

@@ -80,6 +80,11 @@ def test_ppr_figures_per_backend_and_batch(smoke):
     for row in rows:
         assert row["sweeps"] >= 1
         assert positive(row["queries_per_second"]) and positive(row["bytes_per_second"])
+    push = report["ppr"]["push"]
+    assert [(r["backend"], r["batch"]) for r in push] == [("numpy", 4), ("numpy", 16)] * 2
+    for row in push:
+        assert positive(row["queries_per_second"]) and positive(row["push_over_exact"])
+        assert 0.5 < row["top_gamma_overlap"] <= 1.0
 
 
 def test_engine_figures_and_same_rankings(smoke):
