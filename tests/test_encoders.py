@@ -12,7 +12,7 @@ import pytest
 
 from conftest import EXAMPLES, ROOT, string_entities
 from gpu_tigrag.cli import main
-from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig
+from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig, RetrievalConfig
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.encoders import QUERY, CachingEncoder, HashingEncoder, VectorCache, load_encoder, resolve_model
 from gpu_tigrag.encoders.models import folder_prompts
@@ -249,3 +249,43 @@ def test_a_cache_that_cannot_be_written_or_opened_never_stops_the_work(tmp_path,
         np.testing.assert_array_equal(CachingEncoder(encoder, full).encode(texts, kind=QUERY), expected)
         np.testing.assert_array_equal(CachingEncoder(encoder, full).encode(texts, kind=QUERY), expected)
     assert caplog.text.count("the disk is full") == 1 and not full.writable
+
+
+# ---- the query encoder is loaded on the first text it embeds (issue 24, item 5) -----------------------
+
+def test_a_warm_vector_cache_never_loads_the_query_encoder(index, tmp_path, monkeypatch):
+    """A retriever's default query encoder is lazy: with every vector in the cache (a second run) the
+    model is never loaded, and the rankings are the eager encoder's."""
+    import gpu_tigrag.encoders as encoders
+    from gpu_tigrag.encoders.lazy import LazyEncoder
+    from gpu_tigrag.methods.registry import make_retriever
+
+    loads = []
+    real = encoders.load_encoder
+    monkeypatch.setattr(encoders, "load_encoder", lambda config=CONFIG.encoder: loads.append(config) or real(config))
+    questions = [q["question"] for q in json.loads((EXAMPLES / "questions.json").read_text())]
+    eager = make_retriever(index, RetrievalConfig(), encoder=real(CONFIG.encoder), backend="numpy").retrieve(questions)
+    first = make_retriever(index, RetrievalConfig(), backend="numpy", vector_cache=VectorCache(tmp_path / "c"))
+    assert isinstance(first.encoder.inner, LazyEncoder) and not first.encoder.inner.is_loaded and not loads
+    assert [r.chunk_ids for r in first.retrieve(questions)] == [r.chunk_ids for r in eager]
+    assert len(loads) == 1 and first.encoder.inner.is_loaded  # a cold cache: loaded on the first text
+    second = make_retriever(index, RetrievalConfig(), backend="numpy", vector_cache=VectorCache(tmp_path / "c"))
+    assert [r.chunk_ids for r in second.retrieve(questions)] == [r.chunk_ids for r in eager]
+    assert len(loads) == 1 and not second.encoder.inner.is_loaded  # every vector cached: never loaded
+
+
+def test_the_lazy_encoder_checks_the_model_it_loads(index):
+    """The lazy encoder answers the index's recorded identity; the model it loads must have it, so a
+    cache under that identity never holds another encoder's vectors. Mixing runtimes loads at once."""
+    import dataclasses
+
+    from gpu_tigrag.encoders.lazy import LazyEncoder, query_encoder
+
+    lazy = query_encoder(index)
+    assert isinstance(lazy, LazyEncoder) and lazy.identity == index.encoder_identity and lazy.dim == 64
+    assert lazy.encode([]).shape == (0, 64) and not lazy.is_loaded and not hasattr(lazy, "span_vectors")
+    assert not lazy.is_loaded  # a hasattr check loads nothing
+    other = dataclasses.replace(index, encoder_fingerprint="sha256:" + "0" * 64)
+    with pytest.raises(ModelError, match="vectors of different models cannot be compared"):
+        query_encoder(other).encode(["Mirela Vantz"], kind=QUERY)
+    assert not isinstance(query_encoder(index, allow_mixed=True), LazyEncoder)

@@ -22,7 +22,8 @@ import numpy as np
 
 from ..config import SYMBOLS, IndexConfig, RetrievalConfig, config_to_dict, replace_path, setting_path
 from ..errors import IndexFormatError, TigragError
-from ..encoders import CachingEncoder, Encoder, VectorCache, index_encoder_config, load_encoder
+from ..encoders import CachingEncoder, Encoder, VectorCache
+from ..encoders.lazy import query_encoder
 from ..index.index import Index
 from ..presets import preset_with
 from ..methods.registry import System, make_retriever, method_available, systems
@@ -255,7 +256,7 @@ class Experiment:
                    dataset.match)
         self.index, self.dataset, self.backend, self.base = index, dataset, backend, base
         self.encoder = encoder if isinstance(encoder, CachingEncoder) else CachingEncoder(
-            encoder or load_encoder(index_encoder_config(index)), vector_cache)
+            encoder or query_encoder(index, allow_mixed_encoder), vector_cache)
         self.allow_mixed_encoder = allow_mixed_encoder
         self.show_progress = show_progress
         self.cutoffs, self.depth = cutoffs, depth_for(cutoffs)

@@ -19,7 +19,8 @@ import numpy as np
 
 from ..backend import Backend, get_backend
 from ..config import RetrievalConfig
-from ..encoders import QUERY, CachingEncoder, Encoder, VectorCache, check_compatible, index_encoder_config, load_encoder
+from ..encoders import QUERY, CachingEncoder, Encoder, VectorCache, check_compatible
+from ..encoders.lazy import query_encoder
 from ..errors import ResourceError, TigragError
 from ..ops.topk import ranked_top_k
 from ..progress import counter
@@ -118,7 +119,7 @@ class BaseRetriever:
         self.device = DeviceIndex.of(index, self.be)
         self.timer = StageTimer()
         if self.uses_passage_encoder:
-            self.encoder = encoder or load_encoder(index_encoder_config(index))
+            self.encoder = encoder or query_encoder(index, allow_mixed_encoder)  # loaded on the first text
             check_compatible(index.encoder_identity, self.encoder, allow_mixed_encoder)
             dim = getattr(self.encoder, "dim", None)
             if dim is not None and index.embeddings.ndim == 2 and dim != index.embeddings.shape[1]:
