@@ -289,3 +289,27 @@ def test_the_lazy_encoder_checks_the_model_it_loads(index):
     with pytest.raises(ModelError, match="vectors of different models cannot be compared"):
         query_encoder(other).encode(["Mirela Vantz"], kind=QUERY)
     assert not isinstance(query_encoder(index, allow_mixed=True), LazyEncoder)
+
+
+def test_loading_the_lazy_model_is_not_counted_as_encoder_time(index, monkeypatch):
+    """The model's load on first use happens before the encoder's clock starts (the cache's seconds,
+    the retriever's `encode` stage), as it did at start-up when it was loaded eagerly."""
+    import time
+
+    from gpu_tigrag.encoders.lazy import LazyEncoder, query_encoder
+
+    lazy = query_encoder(index)
+    slow_load = LazyEncoder.load
+
+    def load(self):
+        if not self.is_loaded:
+            time.sleep(0.5)
+        return slow_load(self)
+
+    monkeypatch.setattr(LazyEncoder, "load", load)
+    cached = CachingEncoder(lazy)
+    cached.encode(["Mirela Vantz"], kind=QUERY)
+    assert lazy.is_loaded and cached.seconds < 0.4
+    retriever = Retriever(index, backend="numpy")
+    retriever.retrieve(["Who directed The Glass Orchard?"])
+    assert retriever.encoder.is_loaded and retriever.timer.seconds["encode"] < 0.4

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import ModelError
 from .base import PASSAGE, Encoder, check_kind, empty
+from .lazy import LazyEncoder
 
 log = logging.getLogger(__name__)
 
@@ -251,6 +252,8 @@ class CachingEncoder:
                     self.cache[(kind, text)] = found[key]
             missing = [t for t in missing if keys[t] not in found]
         if missing:
+            if isinstance(self.inner, LazyEncoder):
+                self.inner.load()  # outside the encoder's seconds, as a model loaded at start-up was
             start = time.perf_counter()
             vectors = self.inner.encode(missing, show_progress, kind=kind)
             self.seconds += time.perf_counter() - start

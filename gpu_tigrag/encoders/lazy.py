@@ -34,7 +34,7 @@ class LazyEncoder:
     def is_loaded(self) -> bool:
         return self._encoder is not None
 
-    def loaded(self) -> Encoder:
+    def load(self) -> Encoder:
         """The model, loaded now if it is not yet; ModelError where it is not the index's encoder."""
         if self._encoder is None:
             from . import load_encoder
@@ -50,13 +50,13 @@ class LazyEncoder:
     def encode(self, texts: Sequence[str], show_progress: bool = False, kind: str = PASSAGE, **options: Any) -> np.ndarray:
         if len(texts) == 0:
             return empty(self.dim)
-        return self.loaded().encode(texts, show_progress=show_progress, kind=kind, **options)
+        return self.load().encode(texts, show_progress=show_progress, kind=kind, **options)
 
     @property
     def supports_device_output(self) -> bool:
         """Whether the model hands vectors to CuPy directly (asked right before encoding, so it loads
         the model); no other attribute loads it (a `hasattr` check never does)."""
-        return bool(getattr(self.loaded(), "supports_device_output", False))
+        return bool(getattr(self.load(), "supports_device_output", False))
 
 
 def query_encoder(index: Any, allow_mixed: bool = False) -> Encoder:

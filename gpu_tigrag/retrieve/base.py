@@ -20,7 +20,7 @@ import numpy as np
 from ..backend import Backend, get_backend
 from ..config import RetrievalConfig
 from ..encoders import QUERY, CachingEncoder, Encoder, VectorCache, check_compatible
-from ..encoders.lazy import query_encoder
+from ..encoders.lazy import LazyEncoder, query_encoder
 from ..errors import ResourceError, TigragError
 from ..ops.topk import ranked_top_k
 from ..progress import counter
@@ -141,7 +141,10 @@ class BaseRetriever:
 
     def encode_queries(self, texts: Sequence[str]) -> Any:
         """Query vectors, timed as `encode`: on the host, or already on the backend where the encoder
-        can hand them over directly (a CUDA model to CuPy: no host round trip)."""
+        can hand them over directly (a CUDA model to CuPy: no host round trip). A model loaded on
+        this first use is loaded before the clock starts, as it was at start-up before it was lazy."""
+        if isinstance(self.encoder, LazyEncoder) and len(texts):
+            self.encoder.load()
         t = time.perf_counter()
         if self.be.is_gpu and getattr(self.encoder, "supports_device_output", False):
             vectors = self.encoder.encode(texts, kind=QUERY, device_output=True)
