@@ -38,6 +38,14 @@ def reciprocal_rank(be: Backend, scores: Any, depth: int, k: int) -> Any:
     return out
 
 
+def fused_then_cosine(be: Backend, fused: Any, dense: Any | None) -> Any:
+    """A fused reciprocal-rank block (chunks × B, > 0 where a list ranked the chunk) with the chunks
+    no list ranked after every ranked one: by cosine (`dense`) when given, else not ranked (-inf)."""
+    xp = be.xp
+    tail = (dense - 3.0) * 1e-6 if dense is not None else NEG_INF  # below every fused score (each > 0)
+    return xp.where(fused > 0, fused, tail).astype(xp.float32)
+
+
 def query_term_matrix(be: Backend, seeds: Sequence[np.ndarray], n_vocab: int) -> Any:
     """Sparse vocab × B counts of each query's valid tokens (with multiplicity): BM25 of a whole
     block of queries is then one sparse product, and no dense vocab × B block is allocated."""

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ...ops.fusion import bm25_scores, reciprocal_rank
+from ...ops.fusion import bm25_scores, fused_then_cosine, reciprocal_rank
 from ...retrieve.base import BaseRetriever, PreparedBatch
 from ...retrieve.results import QueryResult
 
@@ -72,5 +72,4 @@ class HybridRetriever(_FlatRetriever):
         bm25 = xp.where(bm25 > 0, bm25, -np.inf).astype(xp.float32)
         fused = (reciprocal_rank(be, dense, HYBRID_DEPTH, HYBRID_RRF_K)
                  + reciprocal_rank(be, bm25, HYBRID_DEPTH, HYBRID_RRF_K))
-        tail = (dense - 3.0) * 1e-6  # below every fused score (each > 0): the unlisted chunks keep their cosine order
-        return xp.where(fused > 0, fused, tail).astype(xp.float32)
+        return fused_then_cosine(be, fused, dense)  # the unlisted chunks keep their cosine order

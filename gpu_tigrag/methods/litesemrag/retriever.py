@@ -70,7 +70,7 @@ from .config import LitesemragQueryConfig
 from ...errors import TigragError
 from ...encoders import Encoder, VectorCache
 from ...index.index import Index
-from ...ops.fusion import bm25_scores, reciprocal_rank
+from ...ops.fusion import bm25_scores, fused_then_cosine, reciprocal_rank
 from .semantic_graph import SemanticGraph, check_stage
 from .spans import ENTITY, PHRASE, TOKEN, Span
 from ...retrieve.results import HopTrace, QueryResult
@@ -468,18 +468,16 @@ class LitesemragRetriever(BaseRetriever):
         ranks = np.concatenate([np.arange(1, min(len(row), cfg.fusion_depth) + 1) for row in merged] or [np.zeros(0)])
         fused = xp.zeros((n, width), dtype=xp.float32)
         fused[xp.asarray(rows), xp.asarray(cols)] = xp.asarray((1.0 / (cfg.fusion_rrf_k + ranks)).astype(np.float32))
-        tail = None
+        dense = None
         if cfg.dense_fusion > 0:
             dense = self.device.embeddings @ be.asarray(batch.dense).T
             fused += np.float32(cfg.dense_fusion) * reciprocal_rank(be, dense, cfg.fusion_depth, cfg.fusion_rrf_k)
-            tail = (dense - 3.0) * 1e-6  # below every fused score (each > 0): unlisted chunks keep their cosine order
-            del dense
         if cfg.lexical_fusion > 0:
             lexical = bm25_scores(be, self.device.bm25, batch.seeds, self.index.n_vocab)
             lexical = xp.where(lexical > 0, lexical, -np.inf).astype(xp.float32)
             fused += np.float32(cfg.lexical_fusion) * reciprocal_rank(be, lexical, cfg.fusion_depth, cfg.fusion_rrf_k)
             del lexical
-        scores = xp.where(fused > 0, fused, tail if tail is not None else -np.inf).astype(xp.float32)
+        scores = fused_then_cosine(be, fused, dense)  # unlisted chunks by cosine where the dense list is fused
         ids, vals = ranked_top_k(be, scores, k)
         ids, vals = be.to_host(ids).T.astype(np.int64), be.to_host(vals).T
         out = []
