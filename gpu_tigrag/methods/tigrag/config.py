@@ -75,9 +75,11 @@ class TigragQueryConfig(CheckedConfig):
     scoring: str = setting("bm25", 'ablation (Table 10): "bm25" (eq. 3.7) or "graph": token presence instead of BM25')
     expansion: str = setting("ppr", 'ablation (Table 10): "ppr" or "degree": top-γ tokens by weighted degree centrality instead of PPR')
     rerank: bool = setting(True, 'ablation (Table 10): False ranks the pool by the graph score ρ instead of the embedding cosine')
+    blocks: str = setting("dense", '"dense": scores as chunks × B blocks over the whole corpus (the reference); "sparse": each query scores only its candidates (the postings of its top-γ tokens, the dense first stage\'s top chunks), so no chunks × B block is made and a query\'s cost follows its candidates, not the corpus (bench/results/scale.md)')
     fusion: FusionConfig = setting(help='beyond the paper: off by default', factory=FusionConfig)
 
     def _check(self) -> None:
+        require(self.blocks in ("dense", "sparse"), f"tigrag.blocks must be 'dense' or 'sparse', got {self.blocks!r}")
         require(self.scoring in ("bm25", "graph"), f"tigrag.scoring must be 'bm25' or 'graph', got {self.scoring!r}")
         require(self.expansion in ("ppr", "degree"), f"tigrag.expansion must be 'ppr' or 'degree', got {self.expansion!r}")
         require(self.entities_at in ("index", "query"),

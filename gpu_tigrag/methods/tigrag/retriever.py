@@ -23,6 +23,7 @@ from ...encoders import Encoder, VectorCache
 from ...index.index import Index
 from .bridging import Bridge, BridgeFinder, rank_bridges
 from .entity_source import EntityExtractor, IndexEntities, QueryTimeEntities
+from .expansion import expanded_query_vectors
 from ...ops.fusion import NEG_INF, bm25_scores, reciprocal_rank
 from ...ops.topk import best_of_each_group
 from .fusion import hybrid_first_hop, link_mask
@@ -289,18 +290,18 @@ class TigragRetriever(BaseRetriever):
         rerank by the max cosine over the embeddings of μ ⊕ e_x (eqs. 3.14-3.15)."""
         be = self.be
         t = time.perf_counter()
-        expanded_seeds, texts, owner = [], [], []
-        for col, q in enumerate(active):
+        expanded_seeds, entity_texts = [], []
+        for q in active:
             ents = [seen[q][key] for key in sorted(seen[q])]
             expanded_seeds.append(np.concatenate([seeds[q]] + [b.tokens for b in ents]))
-            texts.extend(f"{queries[q]} {b.text}" for b in ents)
-            owner.extend([col] * len(ents))
+            entity_texts.append([b.text for b in ents])
         self.timer.add("entities", t)
         graph_hop = self.graph_stage(expanded_seeds)
-        vectors = self.encode(texts) if self.settings.rerank else None
+        vectors, owner = (expanded_query_vectors(self, [queries[q] for q in active], entity_texts)
+                          if self.settings.rerank else (None, None))
         t = time.perf_counter()
         sigma = self._rank_pool(graph_hop, lambda: masked_max_cosine(
-            be, self.embeddings, vectors, np.asarray(owner, dtype=np.int64), len(active), graph_hop.pool))
+            be, self.embeddings, vectors, owner, len(active), graph_hop.pool))
         self.timer.add("rerank", t)
         return HopState(sigma, active, be.to_host(graph_hop.pool.sum(axis=0)), graph_hop)
 
