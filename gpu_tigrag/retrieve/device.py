@@ -46,6 +46,12 @@ class DeviceIndex:
         return self.get("bm25", lambda: self.be.csr(self.index.bm25))
 
     @property
+    def postings(self) -> Any:
+        """vocab × chunks BM25 (CSR on the backend): row v is token v's postings with their BM25 weights,
+        so a query's scores cost the postings of its tokens, not a pass over every chunk."""
+        return self.get("postings", lambda: self.be.csr(self.index.bm25.T.tocsr()))
+
+    @property
     def embeddings(self) -> Any:
         """chunks × dim passage vectors (unit rows) on the backend."""
         return self.get("embeddings", lambda: self.be.asarray(self.index.embeddings))
