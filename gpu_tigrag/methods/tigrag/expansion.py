@@ -1,7 +1,14 @@
 """The vectors of the expanded queries μ ⊕ e (eq. 3.15) that rerank an expanded hop's pool.
 
-The paper embeds each text "question entity" in its own encoder pass; a hop's max-cosine rerank
-(`rerank.masked_max_cosine`) then takes, per question, the best of its vectors.
+A hop's max-cosine rerank (`rerank.masked_max_cosine`) takes, per question, the best of its vectors.
+`tigrag.fusion.expansion_vectors` says how they are made:
+
+* ``"text"`` (the paper): each text "question entity" is embedded in its own encoder pass, so a
+  question with n bridging entities costs n passes over the whole question (8-11 per 2Wiki question).
+* ``"sum"``: normalize(vec(question) + w·vec(entity)) with w = `fusion.expansion_weight`. The question's
+  vector is the hop-1 query vector (passed in, or embedded again: the same text, so a caching encoder
+  answers it), and each distinct entity of the batch is embedded alone, once: short texts, and an entity
+  that several questions expand is paid once (bench/results/expansion.md measures recall and speed).
 """
 
 from __future__ import annotations
@@ -10,11 +17,51 @@ from typing import Any, Sequence
 
 import numpy as np
 
+#: the values of `tigrag.fusion.expansion_vectors`
+EXPANSION_VECTORS = ("text", "sum")
 
-def expanded_query_vectors(retriever: Any, questions: Sequence[str],
-                           entity_texts: Sequence[Sequence[str]]) -> tuple[Any, np.ndarray]:
-    """(vectors on the backend, owner): one vector per (question, entity), `owner[i]` the position in
-    `questions` of vector i's question; each vector embeds "question entity" (eq. 3.15)."""
-    texts = [f"{question} {entity}" for question, entities in zip(questions, entity_texts) for entity in entities]
-    owner = np.repeat(np.arange(len(questions), dtype=np.int64), [len(entities) for entities in entity_texts])
-    return retriever.encode(texts), owner
+
+def expansion_texts(questions: Sequence[str], entity_texts: Sequence[Sequence[str]]) -> list[str]:
+    """The paper's expanded-query texts "question entity", question by question (eq. 3.15)."""
+    return [f"{question} {entity}" for question, entities in zip(questions, entity_texts) for entity in entities]
+
+
+def expansion_owner(entity_texts: Sequence[Sequence[str]]) -> np.ndarray:
+    """int64, one entry per (question, entity) pair in order: the position of the pair's question."""
+    return np.repeat(np.arange(len(entity_texts), dtype=np.int64), [len(entities) for entities in entity_texts])
+
+
+def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_texts: Sequence[Sequence[str]],
+                           question_vectors: Any = None) -> tuple[Any, np.ndarray]:
+    """(vectors on the backend, owner): one unit vector per (question, entity), `owner[i]` the position in
+    `questions` of vector i's question, by `retriever.settings.fusion.expansion_vectors` (module doc).
+    `question_vectors` (len(questions) × dim, host or backend) are the questions' hop-1 vectors, used by
+    "sum" only; without them "sum" embeds the questions again."""
+    fusion = retriever.settings.fusion
+    owner = expansion_owner(entity_texts)
+    if fusion.expansion_vectors == "text":
+        return retriever.encode(expansion_texts(questions, entity_texts)), owner
+    if fusion.expansion_vectors != "sum":
+        raise ValueError(f"unknown tigrag.fusion.expansion_vectors {fusion.expansion_vectors!r}")
+    distinct: dict[str, int] = {}
+    rows = np.array([distinct.setdefault(e, len(distinct)) for entities in entity_texts for e in entities],
+                    dtype=np.int64)
+    entity_vectors = retriever.encode(list(distinct))
+    if question_vectors is None:
+        question_vectors = retriever.encode(list(questions)) if owner.size else None
+    else:
+        question_vectors = retriever.be.asarray(question_vectors)
+    return combine(retriever.be, question_vectors, entity_vectors, owner, rows, fusion.expansion_weight), owner
+
+
+def combine(be: Any, question_vectors: Any, entity_vectors: Any, owner: np.ndarray, rows: np.ndarray,
+            weight: float) -> Any:
+    """float32 unit rows normalize(question_vectors[owner] + weight · entity_vectors[rows]), on the
+    backend of `be` (host index arrays `owner`, `rows`); a zero sum stays zero."""
+    xp = be.xp
+    if owner.size == 0:
+        return xp.zeros((0, entity_vectors.shape[1]), dtype=xp.float32)
+    summed = (question_vectors[xp.asarray(owner)].astype(xp.float32)
+              + xp.float32(weight) * entity_vectors[xp.asarray(rows)].astype(xp.float32))
+    norms = xp.linalg.norm(summed, axis=1, keepdims=True)
+    return (summed / xp.maximum(norms, xp.float32(1e-12))).astype(xp.float32)
