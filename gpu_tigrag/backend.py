@@ -128,9 +128,13 @@ def cuda_available() -> bool:
 
 
 def get_backend(name: str = "auto") -> Backend:
-    """`numpy`, `cupy`, or `auto` (CuPy when a CUDA device is present, else NumPy)."""
+    """`numpy`, `cupy`, or `auto` (CuPy when a CUDA device is present, else NumPy). The first call
+    applies the process's thread policy (gpu_tigrag.threads), so API retrievers get it as the CLI does."""
     if name not in BACKEND_NAMES:
         raise BackendUnavailableError(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_NAMES)}")
+    from .threads import apply_thread_policy
+
+    apply_thread_policy()  # the host pools' sizes, once per process (a no-op once the CLI or a worker set them)
     if name == "numpy":
         return _numpy_backend()
     if name == "cupy":

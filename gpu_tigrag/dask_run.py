@@ -28,12 +28,46 @@ from .progress import counter
 log = logging.getLogger(__name__)
 
 _WORKER_CACHE: dict[tuple[str, str], Any] = {}
+_WORKER_THREADS: Any = None  # the thread policy this worker process applied (gpu_tigrag.threads)
 
 
-def _worker_retriever(index_path: str, config: dict[str, Any], backend: str, encoder_options: dict[str, Any]):
+def _worker_threads(threads: dict[str, Any]) -> None:
+    """This worker's share of its host's cores (gpu_tigrag.threads), applied once per process before
+    its index loads: the run's `--threads` (else the host's cores) divided among the workers on the
+    same host. `threads`: {"threads": N or None, "per_host": {host: workers}}."""
+    global _WORKER_THREADS
+    if _WORKER_THREADS is not None:
+        return
+    from distributed import get_worker
+
+    from .threads import apply_thread_policy
+
+    host = _host(get_worker().address)
+    _WORKER_THREADS = apply_thread_policy(threads["threads"], workers=int(threads["per_host"].get(host, 1)), force=True)
+    log.debug("worker %s: %s", host, _WORKER_THREADS.describe())
+
+
+def _host(address: str) -> str:
+    """The host part of a Dask address ("tcp://10.0.0.5:40123" -> "10.0.0.5")."""
+    return address.split("://", 1)[-1].rsplit(":", 1)[0]
+
+
+def workers_per_host(client: Any) -> dict[str, int]:
+    """How many of the client's workers run on each host (they share its cores)."""
+    counts: dict[str, int] = {}
+    for address in client.scheduler_info()["workers"]:
+        counts[_host(address)] = counts.get(_host(address), 0) + 1
+    return counts
+
+
+def _worker_retriever(index_path: str, config: dict[str, Any], backend: str, encoder_options: dict[str, Any],
+                      threads: dict[str, Any] | None = None):
     """The retriever of this worker process, built on first use. `encoder_options`: the vector cache
-    folder (or None) and its bound in MiB, and whether mixed encoder runtimes are allowed."""
+    folder (or None) and its bound in MiB, and whether mixed encoder runtimes are allowed; `threads`:
+    see `_worker_threads`."""
     key = (index_path, json.dumps([config, backend, encoder_options], sort_keys=True))
+    if threads is not None:
+        _worker_threads(threads)
     if key not in _WORKER_CACHE:
         from .encoders import VectorCache
         from .index.store import load_index
@@ -48,9 +82,9 @@ def _worker_retriever(index_path: str, config: dict[str, Any], backend: str, enc
 
 
 def retrieve_shard(index_path: str, config: dict[str, Any], backend: str, encoder_options: dict[str, Any],
-                   shard: list[tuple[int, str, str]], k: int) -> list[dict]:
-    """Task run on a worker: output rows of one shard, in shard order."""
-    retriever = _worker_retriever(index_path, config, backend, encoder_options)
+                   shard: list[tuple[int, str, str]], k: int, threads: dict[str, Any] | None = None) -> list[dict]:
+    """Task run on a worker: output rows of one shard, in shard order (`threads`: `_worker_threads`)."""
+    retriever = _worker_retriever(index_path, config, backend, encoder_options, threads)
     results = retriever.retrieve([text for _, _, text in shard], k=k)
     return [result_record(QueryRecord(*item), result) for item, result in zip(shard, results)]
 
@@ -59,9 +93,11 @@ def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_pat
                     k: int = 5, workers: int = 2, scheduler: str | None = None, backend: str = "auto",
                     shard_size: int | None = None, resume: bool = False, show_progress: bool = False,
                     vector_cache: str | None = None, vector_cache_mib: int = 2048,
-                    allow_mixed_encoder: bool = False, fmt: str | None = None, tag: str = "tigrag") -> dict[str, Any]:
+                    allow_mixed_encoder: bool = False, fmt: str | None = None, tag: str = "tigrag",
+                    threads: int | None = None) -> dict[str, Any]:
     """Spread the queries over Dask workers; results stream into `output` in input order.
     `vector_cache` is a folder the workers share for their query vectors (see encoders.VectorCache).
+    Each worker's pools get `threads` (None: its host's cores) divided among the workers on its host.
 
     Shards default to the configured batch size, so every shard is computed exactly as the
     single-process run computes that batch and the two outputs are identical byte for byte
@@ -79,11 +115,12 @@ def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_pat
         encoder_options = {"vector_cache": vector_cache, "vector_cache_mib": vector_cache_mib,
                            "allow_mixed_encoder": allow_mixed_encoder}
         settings = (str(folder.resolve()), config_to_dict(config), backend, encoder_options)
-        return _run_on(client, sink, done, records, settings, shard_size, k, show_progress)
+        thread_options = {"threads": threads, "per_host": workers_per_host(client)}
+        return _run_on(client, sink, done, records, settings, shard_size, k, show_progress, thread_options)
 
 
 def _run_on(client: Any, sink: Any, done: int, records: Iterator[QueryRecord], settings: tuple, shard_size: int,
-            k: int, show_progress: bool) -> dict[str, Any]:
+            k: int, show_progress: bool, thread_options: dict[str, Any] | None = None) -> dict[str, Any]:
     from distributed import as_completed
 
     n_workers = len(client.scheduler_info()["workers"])
@@ -101,7 +138,7 @@ def _run_on(client: Any, sink: Any, done: int, records: Iterator[QueryRecord], s
             shard = [(r.position, r.qid, r.text) for r in islice(records, shard_size)]
             if not shard:
                 return False
-            future = client.submit(retrieve_shard, *settings, shard, k, pure=False)
+            future = client.submit(retrieve_shard, *settings, shard, k, threads=thread_options, pure=False)
             futures[future] = submitted
             in_flight.add(future)
             submitted += 1

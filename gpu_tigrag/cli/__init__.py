@@ -68,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with logging_to_stderr(verbose=args.verbose, quiet=args.quiet):
             check_options(args)
+            from ..threads import apply_thread_policy
+
+            apply_thread_policy(args.threads)  # before any pool starts (numba, torch, ONNX Runtime, Dask)
             code = args.func(args)
             sys.stdout.flush()  # a reader that closed the pipe is found here, not at the interpreter's exit
             return code

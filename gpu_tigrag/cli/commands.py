@@ -422,7 +422,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                 vector_cache=(args.vector_cache or str(default_cache_dir()))
                                 if args.vector_cache is not None else None,
                                 vector_cache_mib=args.vector_cache_mib, allow_mixed_encoder=args.allow_mixed_encoder,
-                                fmt=fmt, tag=_run_tag(args))
+                                fmt=fmt, tag=_run_tag(args), threads=args.threads)
     else:
         from ..batch_run import run_queries
 

@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpu_tigrag {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
+    parser.add_argument("--threads", type=threads_option, default=None, metavar="N", help=THREADS_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("index", help="build an index from corpus files", description=(
@@ -247,6 +248,22 @@ def add_method_options(parser: argparse.ArgumentParser, default: str | None = "t
 
 
 VERBOSE_HELP = "also show debug messages (e.g. the seconds of every stage and partition); before or after the command"
+THREADS_HELP = ("threads of this process's compute pools (numba kernels, the encoder; BLAS keeps 1), or 'auto' "
+                "(default: $TIGRAG_THREADS, else the cores this process may use); a --workers run shares them among "
+                "its workers; before or after the command")
+
+
+def threads_option(value: str) -> int | None:
+    """--threads N (>= 1) or 'auto' (None); argparse's usage error otherwise."""
+    from ..errors import TigragError
+    from ..threads import parse_threads
+
+    try:
+        return parse_threads(value)
+    except TigragError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--threads ")) from None
+
+
 QUIET_HELP = "no progress bars and no progress messages, only warnings and errors; before or after the command"
 
 
@@ -272,9 +289,10 @@ class HelpFormatter(argparse.HelpFormatter):
 
 
 def add_verbosity(parser: argparse.ArgumentParser) -> None:
-    """-q/--quiet and -v/--verbose on a command; both also work before the command (the command's
-    flag, when given, leaves the value set before it: SUPPRESS as default)."""
+    """-q/--quiet, -v/--verbose and --threads on a command; all also work before the command (the
+    command's flag, when given, leaves the value set before it: SUPPRESS as default)."""
     parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP)
     parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
+    parser.add_argument("--threads", type=threads_option, default=argparse.SUPPRESS, metavar="N", help=THREADS_HELP)
     parser.epilog = EXIT_CODES_HELP
     parser.formatter_class = HelpFormatter

