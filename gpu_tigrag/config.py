@@ -157,6 +157,65 @@ class EntityConfig(_Checked):
 
 
 
+#: what `ann.kind` accepts; "auto" resolves to AUTO_ANN_KIND at or above `ann.min_chunks` chunks
+ANN_KINDS: tuple[str, ...] = ("auto", "none", "hnsw", "ivf")
+#: the ANN "auto" builds (bench/results/ann.md: recall and q/s against build time and bytes)
+AUTO_ANN_KIND = "ivf"
+
+
+@dataclass(frozen=True)
+class AnnConfig(_Checked):
+    """The approximate-nearest-neighbour index of the chunk vectors (FAISS), built with the index and
+    stored in it; the dense first stage searches it instead of every vector (`dense.search`).
+    Defaults measured in bench/results/ann.md."""
+
+    kind: str = setting("auto", '"auto": an ANN (ivf) when the index holds at least ann.min_chunks chunks, none '
+                                'below (exact search is as fast there); "hnsw", "ivf": always; "none": never')
+    min_chunks: int = setting(200_000, 'where "auto" starts building an ANN: the measured crossover of exact '
+                                       'and ANN search (bench/results/ann.md)')
+    hnsw_m: int = setting(32, 'HNSW: graph neighbours per vector (memory: about 2·M·4 bytes per chunk)')
+    ef_construction: int = setting(64, 'HNSW: candidate list while the graph is built (build time against recall)')
+    nlist: int = setting(0, 'IVF: inverted lists (0: 4·√chunks)')
+    seed: int = setting(0, 'IVF: seed of the k-means training sample and centroids')
+
+    def _check(self) -> None:
+        _require(self.kind in ANN_KINDS, f"ann.kind must be one of {', '.join(ANN_KINDS)}, got {self.kind!r}")
+        _require(self.min_chunks >= 1, f"ann.min_chunks must be >= 1, got {self.min_chunks}")
+        _require(self.hnsw_m >= 2, f"ann.hnsw_m must be >= 2, got {self.hnsw_m}")
+        _require(self.ef_construction >= 1, f"ann.ef_construction must be >= 1, got {self.ef_construction}")
+        _require(self.nlist >= 0, f"ann.nlist must be >= 0 (0: 4·√chunks), got {self.nlist}")
+        _require(self.seed >= 0, f"ann.seed must be >= 0, got {self.seed}")
+
+    def kind_for(self, n_chunks: int) -> str:
+        """The ANN an index of `n_chunks` chunks gets: "none", "hnsw" or "ivf"."""
+        if self.kind == "auto":
+            return AUTO_ANN_KIND if n_chunks >= self.min_chunks else "none"
+        return self.kind
+
+
+#: what `dense.search` accepts
+DENSE_SEARCHES: tuple[str, ...] = ("auto", "exact")
+
+
+@dataclass(frozen=True)
+class DenseSearchConfig(_Checked):
+    """How the dense first stage (NaiveRAG, TIGRAG's dense fallback and fused first hop) finds each
+    query's best chunks by cosine: exact flat search, or the index's ANN. Defaults measured in
+    bench/results/ann.md."""
+
+    search: str = setting("auto", '"auto": the index\'s ANN when it holds one (ann.kind), else exact; "exact": '
+                                  'exact flat search always (also where faiss is not installed). On a GPU backend '
+                                  'the search is exact')
+    ef_search: int = setting(128, 'HNSW: candidate list per query (recall against speed); at least k is used')
+    nprobe: int = setting(64, 'IVF: inverted lists scanned per query (recall against speed)')
+
+    def _check(self) -> None:
+        _require(self.search in DENSE_SEARCHES,
+                 f"dense.search must be one of {', '.join(DENSE_SEARCHES)}, got {self.search!r}")
+        _require(self.ef_search >= 1, f"dense.ef_search must be >= 1, got {self.ef_search}")
+        _require(self.nprobe >= 1, f"dense.nprobe must be >= 1, got {self.nprobe}")
+
+
 class MethodSections(Mapping[str, Any]):
     """The settings of the plug-in methods (gpu_tigrag.methods): one frozen config per method name,
     on the index side (its stage's settings) or the query side. A method not given holds its config
@@ -253,6 +312,7 @@ class IndexConfig(_WithSections):
     bm25: BM25Config = setting(help='BM25 of chunks over graph tokens', factory=BM25Config)
     encoder: EncoderConfig = setting(help='the dense encoder of chunks and queries', factory=EncoderConfig)
     entities: EntityConfig = setting(help='named entities of every chunk', factory=EntityConfig)
+    ann: AnnConfig = setting(help='the ANN index of the chunk vectors (FAISS) for the dense first stage', factory=AnnConfig)
     sections: MethodSections = field(default_factory=lambda: MethodSections("index"))
 
 
@@ -274,6 +334,7 @@ class RetrievalConfig(_WithSections):
     batch_size: int = setting(256, 'queries per block (lowered to fit memory_budget_mb)')
     memory_budget_mb: int = setting(2048, "working memory of one batch's dense chunks × B and vocab × B blocks")
     method: str = setting("tigrag", 'a registered method (`tigrag methods` lists them); its settings: `<method>.KEY`')
+    dense: DenseSearchConfig = setting(help='the dense first stage: exact or ANN search', factory=DenseSearchConfig)
     sections: MethodSections = field(default_factory=lambda: MethodSections("query"))
 
     @classmethod

@@ -134,21 +134,27 @@ def cmd_extend(args: argparse.Namespace) -> int:
 
 def _extend(args: argparse.Namespace) -> int:
     from ..backend import get_backend
+    from ..index.ann import with_ann
     from ..index.build import add_method
     from ..index.store import load_index, save_index
     from ..methods.registry import check_methods, stage_methods
 
     staged = [m.name for m in stage_methods()]
-    methods = [m for m in check_methods(args.methods) if m in staged]
-    if not methods:
+    if args.methods is None and not args.ann:
+        raise TigragError("extend needs --methods (a method's index stage), --ann (the ANN of the chunk vectors) "
+                          "or both")
+    methods = [m for m in check_methods(args.methods) if m in staged] if args.methods is not None else []
+    if args.methods is not None and not methods:
         raise TigragError(f"--methods names no method with an index stage (those with one: {', '.join(staged)}); "
                           "the others need only the base index")
+    owners = staged + (["ann"] if args.ann else [])
     for item in args.sets or []:
         owner = item.partition("=")[0].strip().partition(".")[0]
-        if owner not in staged:
+        if owner not in owners:
             raise TigragError(f"--set {item}: extend takes only the settings of a method stage "
-                              f"({', '.join(m + '.*' for m in staged)}); the base index's settings need `tigrag index`")
-        if owner not in methods:
+                              f"({', '.join(m + '.*' for m in staged)}) or, with --ann, ann.*; the base index's "
+                              "settings need `tigrag index`")
+        if owner != "ann" and owner not in methods:
             raise TigragError(f"--set {item}: sets a setting of {owner}, which --methods does not build")
     parse_sets(IndexConfig(), args.sets)  # a mistyped setting fails before the index is read
     index = load_index(args.index)
@@ -157,9 +163,13 @@ def _extend(args: argparse.Namespace) -> int:
     for method in methods:
         index = add_method(index, method, config=getattr(config, method), backend=get_backend(args.backend),
                            show_progress=not args.quiet, eigensolver=args.eigensolver)
+    if args.ann:
+        index = with_ann(index, config.ann)
     save_index(index, args.index)
     _print_stages(index)
-    print(f"added {', '.join(methods)} to {args.index} in {time.perf_counter() - start:.2f} s")
+    built = methods + ([f"the {index.ann.kind} ANN" if index.ann is not None else "no ANN (ann.kind=none)"]
+                       if args.ann else [])
+    print(f"added {', '.join(built)} to {args.index} in {time.perf_counter() - start:.2f} s")
     return 0
 
 

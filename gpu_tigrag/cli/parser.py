@@ -96,16 +96,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("extend", help="add a method's index stage (SpectRAG's chunk graph, LiteSemRAG's semantic "
-                                      "graph) to an index",
+                                      "graph) or the ANN of the chunk vectors to an index",
                        description="Build the index stage of each of --methods over INDEX_DIR (rebuilding one that is "
-                                   "there) and write the index back atomically, holding its writer lock.")
+                                   "there), and with --ann the ANN index of its chunk vectors, and write the index "
+                                   "back atomically, holding its writer lock.")
     p.add_argument("index", type=Path, help="index directory to extend")
     p.add_argument("--backend", default="numpy", choices=list(BACKEND_NAMES),
                    help="array backend for the similarity products and SpGEMM (default: numpy)")
     p.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
                    help="override a setting of the stage, e.g. --set spectrag.weights=config1 --set "
-                        "spectrag.question_signal=sentences --set litesemrag.layer=-1")
-    add_method_options(p, default=None)
+                        "spectrag.question_signal=sentences --set litesemrag.layer=-1 --set ann.kind=hnsw")
+    add_method_options(p, default=None, required=False)
+    p.add_argument("--ann", action="store_true",
+                   help="build (or rebuild) the ANN index of the chunk vectors that the dense first stage searches "
+                        "(FAISS; settings ann.*, default kind ivf whatever the size; --set ann.kind=none drops it)")
     p.add_argument("--eigensolver", default="host", choices=["host", "device"],
                    help="SpectRAG's spectral coordinates: host (SciPy, the public code's solver; default) or "
                         "device (Lanczos on the --backend)")
@@ -237,11 +241,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_method_options(parser: argparse.ArgumentParser, default: str | None = "tigrag") -> None:
-    """--methods of `index` and `extend`."""
+def add_method_options(parser: argparse.ArgumentParser, default: str | None = "tigrag",
+                       required: bool | None = None) -> None:
+    """--methods of `index` and `extend` (required when it has no default, unless `required` says)."""
     from ..methods.registry import method_names, stage_methods
 
-    parser.add_argument("--methods", default=default, required=default is None, metavar="M1,M2",
+    required = default is None if required is None else required
+    parser.add_argument("--methods", default=default, required=required, metavar="M1,M2",
                         help=f"retrieval methods whose index stages to build, comma-separated, of {', '.join(method_names())}"
                              + f" (methods with a stage: {', '.join(m.name for m in stage_methods())}"
                              + (f"; default {default})" if default else ")"))

@@ -28,6 +28,7 @@ from ..corpus import Passage
 from ..locking import writer_lock
 from ..text.pipeline import chunk_and_tokenise, split_passages
 from ..text.tokens import Vocabulary, token_csr
+from .ann import ann_for
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .bm25 import bm25_matrix
 from ..encoders import Encoder, check_compatible, index_encoder_config, load_encoder
@@ -95,6 +96,9 @@ def add_passages(
         encoder=index.encoder_identity,
         timings={**index.timings, **timings},
     )
+    grown.ann = ann_for(grown)  # rebuilt over every chunk (not patched), as a full build would hold it
+    if index.ann is not None and grown.ann is not None:
+        log.info("rebuilt the %s ANN over the grown index (%s chunks)", grown.ann.kind, f"{grown.n_chunks:,}")
     for method in stage_methods():
         if index.has_stage(method.name):
             grown.stages[method.name] = build_method_stage(grown, method.name, be, encoder, show_progress)

@@ -12,6 +12,7 @@ from ..config import IndexConfig
 from ..errors import TigragError
 from ..corpus import Passage, duplicate_passages
 from ..text.pipeline import assemble_chunks, chunk_and_tokenise, split_passages
+from .ann import ann_for
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .bm25 import bm25_matrix
 from ..methods.registry import check_methods, get_method, stage_methods
@@ -85,6 +86,7 @@ def build_index(
         token_indptr=chunks.token_indptr, token_ids=chunks.token_ids, graph=token_graph, bm25=bm25,
         embeddings=embeddings, entity_lists=names, encoder=encoder, timings=timings,
     )
+    index.ann = ann_for(index)  # the ANN of the chunk vectors, when `config.ann` asks for one at this size
     return build_stages(index, methods, be, encoder, show_progress)
 
 

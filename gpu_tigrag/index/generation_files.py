@@ -115,6 +115,12 @@ def write_npy(folder: Path, name: str, array: np.ndarray, source: Source | None,
     return _durable(target, lambda tee: np.save(tee, array, allow_pickle=False))
 
 
+def write_stream(folder: Path, name: str, fill: Callable[[Any], None]) -> dict[str, Any]:
+    """`folder`/`name` holding what `fill(file)` writes to a write-only file object (e.g. FAISS's own
+    format, written through a callback); its manifest entry, the sha256 computed as it is written."""
+    return _durable(folder / name, fill)
+
+
 def write_strings(folder: Path, name: str, column: str, values: list[str], source: Source | None,
                   index_dir: str) -> dict[str, Any]:
     """`folder`/`name`, a Parquet file of one string column; its manifest entry. It is streamed to

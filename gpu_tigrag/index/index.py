@@ -35,6 +35,7 @@ class Index:
     stats: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     stages: dict[str, Any] = field(default_factory=dict)  # method name -> its index stage (or a StageLoader)
+    ann: Any = None  # the ANN index of `embeddings` (index/ann.py: AnnIndex), None when it holds none
 
     @property
     def n_chunks(self) -> int:

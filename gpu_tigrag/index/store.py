@@ -49,7 +49,8 @@ from ..locking import writer_lock
 from ..text.tokens import Vocabulary
 from .entities import ChunkEntities
 from ..methods.registry import get_method, stage_methods
-from .generation_files import Source, carry, write_npy, write_strings
+from .ann import ANN_FILE, SECTION as ANN_SECTION, AnnIndex, read_ann, rebuild_advice, stored_ann, write_ann
+from .generation_files import Source, carry, write_npy, write_stream, write_strings
 from .generations import (MANIFEST, Snapshot, collect, commit, generation_name, generation_number, next_generation,
                           open_snapshot, remove_leftovers)
 from .index import Index, StageLoader
@@ -340,11 +341,35 @@ def _write_generation(index: Index, folder: Path, index_dir: str) -> None:
     }
     if methods:
         manifest["methods"] = methods
+    if index.ann is not None:
+        manifest[ANN_SECTION] = _write_ann(index, folder, files)
     with open(folder / MANIFEST, "x", encoding="utf-8") as handle:
         json.dump(manifest, handle, indent=2)
         handle.flush()
         os.fsync(handle.fileno())
     fsync_folder(folder)
+
+
+def _write_ann(index: Index, folder: Path, files: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Put the index's ANN in the new generation `folder` (a stored one is carried over unread, a new one
+    written); its manifest section. An ANN of other vectors than the index's is refused."""
+    ann: AnnIndex = index.ann
+    embeddings = files.get("embeddings.npy")
+    if (ann.n_chunks, ann.dim) != tuple(index.embeddings.shape):
+        raise TigragError(f"the index's ANN covers {ann.n_chunks} × {ann.dim} vectors, its embeddings are "
+                          f"{index.embeddings.shape[0]} × {index.embeddings.shape[1]}; rebuild the ANN "
+                          "(gpu_tigrag.index.ann.ann_for) or set index.ann = None; nothing was written")
+    if ann.stored is not None:
+        source, section = ann.stored
+        if section.get("embeddings_sha256") != (embeddings or {}).get("sha256"):
+            raise TigragError("the index's ANN was built over other passage vectors than the ones saved; rebuild it "
+                              "(gpu_tigrag.index.ann.ann_for) or set index.ann = None; nothing was written")
+        entry = carry(folder, ANN_FILE, source)
+        if entry is not None:
+            files[ANN_FILE] = entry
+        return dict(section)
+    files[ANN_FILE] = write_ann(ann, lambda fill: write_stream(folder, ANN_FILE, fill))
+    return ann.section(embeddings)
 
 
 # ---- reading -------------------------------------------------------------------------------------
@@ -503,10 +528,40 @@ def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
         if method.stage is not None:
             index.stages[name] = StageLoader(name, functools.partial(
                 _load_stage, path, folder, sections[name], method, load_npy, strings), stored)
+    if ANN_SECTION in manifest:
+        index.ann = _stored_ann(path, folder, source, manifest, index, verify_checksums)
     index.__dict__["_tigrag_source"] = source
     _set_origin(index, Origin(str(path.resolve()), hashlib.sha256(snapshot.manifest_bytes).hexdigest(),
                               generation=snapshot.generation))
     return index
+
+
+def _stored_ann(path: Path, folder: Path, source: Source, manifest: dict[str, Any], index: Index,
+                verify: bool) -> AnnIndex:
+    """The index's stored ANN, its file read and checked (size, sha256, FAISS parse, shape) when the
+    dense first stage first uses it, so a damaged ANN fails only the searches that use it, naming the
+    file and the command that rebuilds it (a damaged manifest section too)."""
+    repair = rebuild_advice(path)
+    n, dim = index.embeddings.shape
+    section = manifest[ANN_SECTION]
+    embeddings = manifest["files"].get("embeddings.npy")
+    embeddings_sha256 = embeddings.get("sha256") if isinstance(embeddings, dict) else None
+
+    def read() -> Any:
+        file = _checked(folder, source, ANN_FILE, verify, repair)
+        return read_ann(file, section, n, dim, repair)
+
+    try:
+        return stored_ann(section, n, dim, embeddings_sha256, read, source, str(folder / MANIFEST), repair)
+    except IndexFormatError as exc:
+        error = exc
+
+        def fail() -> Any:
+            raise error
+
+        kind = section.get("kind") if isinstance(section, dict) else None
+        return AnnIndex(str(kind), index.config.ann, n, dim, _read=fail,
+                        stored=(source, section) if isinstance(section, dict) else None)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -58,6 +58,7 @@ from ..progress import counter
 from ..text.pipeline import chunk_and_tokenise, split_passages
 from ..text.tokens import Vocabulary, token_csr
 from .bm25 import CorpusStatistics, bm25_matrix, corpus_statistics
+from .ann import ann_for
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .checkpoints import BUILD, LEDGER, Ledger
 from ..encoders import Encoder, load_encoder
@@ -335,6 +336,7 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
     with timed(timings, "assemble_bm25"):
         index = _assemble(build, n_parts, vocab, token_graph, stats, encoder)
     index.timings = timings
+    index.ann = ann_for(index)  # the ANN of the chunk vectors, when `config.ann` asks for one at this size
     from .build import build_stages
 
     build_stages(index, methods, get_backend(build.backend), encoder, show_progress)

@@ -5,14 +5,27 @@ no seed, the dense list of a fused first hop, NaiveRAG) ask `first_stage(device)
 `FlatSearch` is exact: it scans the passage vectors in row blocks and keeps a running top-k, so its
 memory is one block × B whatever the corpus size, and its ranking is the full cosine ranking's
 (equal scores in chunk-id order, as `ops.topk.ranked_top_k`).
+
+`AnnSearch` asks the index's stored FAISS ANN (`index/ann.py`: IVF or HNSW) for each query's k
+candidates, then scores them exactly against the passage vectors and ranks them as FlatSearch does,
+so the cosines it returns are the true ones and only the candidate set is approximate. It is the
+first stage when the index holds an ANN and the query settings leave `dense.search` at "auto"
+(`first_stage(device, settings)`); "exact" always scans. On a GPU backend the search is FlatSearch
+(a GEMM there; the GPU machines have neither faiss-gpu nor cuVS).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Protocol
 
+import numpy as np
+
 from ..backend import Backend
+from ..config import DenseSearchConfig
 from ..ops.topk import ranked_top_k
+
+log = logging.getLogger(__name__)
 
 #: bytes of one block of scores and its top-k temporaries, per (row, query): sized to stay in cache-sized slices
 BLOCK_BYTES = 64 << 20
@@ -51,6 +64,60 @@ class FlatSearch:
         return best_ids, best_vals
 
 
-def first_stage(device: Any) -> DenseSearch:
-    """The dense first stage of a device index (one per process and backend)."""
-    return device.get("first_stage.flat", lambda: FlatSearch(device.be, device.embeddings))
+class AnnSearch:
+    """Top-k by cosine among the candidates of a FAISS ANN, re-scored exactly (module doc)."""
+
+    def __init__(self, be: Backend, embeddings: Any, ann: Any, settings: DenseSearchConfig):
+        """`embeddings`: the host passage vectors; `ann`: the index's AnnIndex (its FAISS index read here)."""
+        from ..index.ann import import_faiss
+
+        self.be, self.embeddings, self.ann, self.settings = be, embeddings, ann, settings
+        self.index = ann.faiss_index()  # read and checked here the first time (a missing faiss: TigragError)
+        faiss = import_faiss(f"searching the index's {ann.kind} ANN")
+        if ann.kind == "hnsw":
+            self._params = lambda k: faiss.SearchParametersHNSW(efSearch=max(settings.ef_search, k))
+        else:
+            nprobe = min(settings.nprobe, int(self.index.nlist))
+            self._params = lambda k: faiss.SearchParametersIVF(nprobe=nprobe)
+        self.exact_fills = 0  # queries the ANN found fewer than k candidates for, answered by FlatSearch
+
+    def search(self, vectors: Any, k: int) -> tuple[Any, Any]:
+        be = self.be
+        queries = np.ascontiguousarray(be.to_host(vectors), dtype=np.float32)
+        n = self.embeddings.shape[0]
+        k = min(k, n)
+        if queries.shape[0] == 0:
+            return be.asarray(np.zeros((k, 0), dtype=np.int64)), be.asarray(np.zeros((k, 0), dtype=np.float32))
+        _, found = self.index.search(queries, k, params=self._params(k))  # B × k, -1 where none
+        found = found.astype(np.int64)
+        short = (found < 0).any(axis=1)
+        safe = np.where(found < 0, 0, found)
+        # exact cosines of the candidates, ranked best first, equal cosines in chunk-id order
+        scores = np.einsum("bkd,bd->bk", self.embeddings[safe], queries, dtype=np.float32)
+        order = np.lexsort((safe, -scores), axis=-1)
+        ids = np.take_along_axis(safe, order, axis=1)
+        vals = np.take_along_axis(scores, order, axis=1).astype(np.float32)
+        if short.any():  # the probed lists held fewer than k vectors: those queries are answered exactly
+            self.exact_fills += int(short.sum())
+            exact_ids, exact_vals = FlatSearch(be, self.embeddings).search(queries[short], k)
+            ids[short], vals[short] = be.to_host(exact_ids).T, be.to_host(exact_vals).T
+        return be.asarray(np.ascontiguousarray(ids.T)), be.asarray(np.ascontiguousarray(vals.T))
+
+
+def first_stage(device: Any, settings: DenseSearchConfig | None = None) -> DenseSearch:
+    """The dense first stage of a device index (one per process, backend and search settings): the
+    index's ANN when it holds one and `settings.search` is "auto" (the default), else FlatSearch.
+    An index holding an ANN where faiss cannot be imported is a TigragError naming
+    `--set dense.search=exact`; a damaged ANN file an IndexFormatError naming the file."""
+    settings = settings or DenseSearchConfig()
+    ann = getattr(device.index, "ann", None)
+    if ann is None or settings.search == "exact":
+        return device.get("first_stage.flat", lambda: FlatSearch(device.be, device.embeddings))
+    if device.be.is_gpu:
+        if not device.__dict__.get("_ann_gpu_noted"):
+            log.info("the index's %s ANN is not used on the %s backend: the dense first stage is exact (FlatSearch)",
+                     ann.kind, device.be.name)
+            device.__dict__["_ann_gpu_noted"] = True
+        return device.get("first_stage.flat", lambda: FlatSearch(device.be, device.embeddings))
+    key = f"first_stage.ann.{ann.kind}.{settings.ef_search if ann.kind == 'hnsw' else settings.nprobe}"
+    return device.get(key, lambda: AnnSearch(device.be, device.index.embeddings, ann, settings), source=ann)

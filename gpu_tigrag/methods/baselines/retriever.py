@@ -1,4 +1,5 @@
-"""Baselines over the same chunks and encoder, batched: NaiveRAG (dense cosine), BM25, and Hybrid
+"""Baselines over the same chunks and encoder, batched: NaiveRAG (dense cosine, through the dense first
+stage), BM25, and Hybrid
 (reciprocal-rank fusion of the two, SpectRAG's paper's strongest baseline). Each is a retriever of
 its own, so the evaluation, `query` and `run` treat them as they treat every method."""
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from ...ops.fusion import bm25_scores, fused_then_cosine, reciprocal_rank
 from ...retrieve.base import BaseRetriever, PreparedBatch
+from ...retrieve.first_stage import first_stage
 from ...retrieve.results import QueryResult
 
 #: RRF of the Hybrid baseline: the constant k of 1 / (k + rank), and the ranks counted per list
@@ -36,13 +38,24 @@ class _FlatRetriever(BaseRetriever):
         return [self.result(query, ids[q], vals[q]) for q, query in enumerate(batch.queries)]
 
 
-class NaiveragRetriever(_FlatRetriever):
-    """NaiveRAG: every chunk by its cosine to the query."""
+class NaiveragRetriever(BaseRetriever):
+    """NaiveRAG: every chunk by its cosine to the query, ranked by the dense first stage
+    (`retrieve.first_stage`: exact block-wise search, or the index's ANN under `dense.search`=auto),
+    so no chunks × B block is allocated."""
 
     method = "naiverag"
 
-    def scores(self, batch: PreparedBatch) -> Any:
-        return self.device.embeddings @ self.be.asarray(batch.vectors).T
+    def bytes_per_query(self) -> int:
+        # the first stage's blocks are bounded whatever the batch (first_stage.BLOCK_BYTES); per query: its
+        # vector and the running top-k (ids and cosines, twice while merging) at the default depth
+        return 4 * self.index.embeddings.shape[1] + 2 * 12 * self.default_k()
+
+    def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
+        if len(batch) == 0:
+            return []
+        ids, vals = first_stage(self.device, self.config.dense).search(batch.vectors, k)
+        ids, vals = self.be.to_host(ids).T, self.be.to_host(vals).T
+        return [self.result(query, ids[q], vals[q]) for q, query in enumerate(batch.queries)]
 
 
 class Bm25Retriever(_FlatRetriever):
