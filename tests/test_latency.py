@@ -94,3 +94,23 @@ def test_the_bm25_baseline_ranks_as_before(example_index):
         for q, result in enumerate(got):
             assert result.chunk_ids == [int(c) for c in ids[:, q]]
             assert result.scores == [float(v) for v in vals[:, q]]
+
+
+def test_ppr_leaves_the_seed_block_unchanged(backend):
+    """personalized_pagerank reads its seed block and never writes it: the same block given twice gives
+    the same scores and sweeps (it used to be the iterate's spare buffer, so a second call started from
+    a half-converged block)."""
+    from gpu_tigrag.methods.tigrag.config import PPRConfig
+    from gpu_tigrag.ops.ppr import TransitionMatrix, personalized_pagerank, seed_matrix
+
+    rng = np.random.default_rng(4)
+    w = scipy.sparse.random(80, 80, density=0.08, random_state=5, dtype=np.float32)
+    w = (w + w.T).tocsr()
+    transition = TransitionMatrix.from_adjacency(backend, w)
+    v = seed_matrix(backend, [rng.integers(0, 80, 3) for _ in range(6)], 80)
+    before = backend.to_host(v).copy()
+    first, sweeps = personalized_pagerank(backend, transition, v, PPRConfig(tol=1e-6))
+    first = backend.to_host(first).copy()
+    assert sweeps > 2 and np.array_equal(backend.to_host(v), before)
+    again, sweeps_again = personalized_pagerank(backend, transition, v, PPRConfig(tol=1e-6))
+    assert sweeps_again == sweeps and np.array_equal(backend.to_host(again), first)

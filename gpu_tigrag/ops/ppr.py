@@ -81,10 +81,10 @@ def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, con
     xp = be.xp
     p = transition.matrix
     d = np.float32(config.damping)
-    x = xp.ascontiguousarray(v, dtype=xp.float32)
-    if x.shape[1] == 0:
-        return x, 1
-    v = x.copy()
+    v = xp.ascontiguousarray(v, dtype=xp.float32)  # read only: the caller's seed block is never written
+    if v.shape[1] == 0:
+        return v.copy(), 1
+    x = v.copy()
     out = xp.empty_like(x)
     delta = xp.zeros(x.shape[1], dtype=xp.float32)
     dangling = xp.nonzero(transition.dangling)[0]
