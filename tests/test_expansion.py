@@ -116,6 +116,18 @@ def test_sum_weight_changes_the_vectors_and_the_paper_text_vectors_differ_from_s
     assert (light * q_vec[[0, 0, 1, 1]]).sum(axis=1).min() > (heavy * q_vec[[0, 0, 1, 1]]).sum(axis=1).max()
 
 
+def test_joint_embeds_one_text_per_question_with_all_its_entities(example_index):
+    encoder = Recording(load_encoder(example_index.index.config.encoder))
+    be = get_backend("numpy")
+    questions, entities = QUESTION_ENTITIES
+    vectors, owner = expanded_query_vectors(stub_retriever(be, encoder, FusionConfig(expansion_vectors="joint")),
+                                            questions, entities)
+    assert encoder.calls == [["Where was the director born? Mirela Vantz Korvath",
+                              "Who wrote the opera? Ansel Brightwater Mirela Vantz"]]
+    assert owner.tolist() == [0, 1]
+    np.testing.assert_allclose(vectors, encoder.inner.encode(encoder.calls[0], kind=QUERY), atol=1e-6)
+
+
 def test_combine_handles_no_pairs_and_a_zero_sum():
     be = get_backend("numpy")
     empty = combine(be, None, np.zeros((0, 4), np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64), 1.0)
@@ -144,7 +156,7 @@ def test_sum_retrieval_embeds_fewer_texts_and_agrees_across_backends(example_ind
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"tigrag.fusion.expansion_vectors": "mean"}, "expansion_vectors must be 'text' or 'sum'"),
+    ({"tigrag.fusion.expansion_vectors": "mean"}, "expansion_vectors must be 'text', 'sum' or 'joint'"),
     ({"tigrag.fusion.expansion_weight": 0.0}, "expansion_weight must be a finite number > 0"),
     ({"tigrag.fusion.expansion_weight": -1.0}, "expansion_weight must be a finite number > 0"),
     ({"tigrag.fusion.expansion_weight": float("nan")}, "expansion_weight must be a finite number > 0"),

@@ -49,12 +49,12 @@ class FusionConfig(CheckedConfig):
     dedup_passages: bool = setting(False, 'the final top-k holds one chunk (the best) per passage')
     rrf_k: int = setting(60, 'RRF constant k in 1 / (k + rank)')
     rrf_depth: int = setting(100, 'ranks per list that RRF counts')
-    expansion_vectors: str = setting("text", 'vectors of the expanded queries μ ⊕ e that rerank hop 2+: "text" embeds each "question entity" in its own encoder pass (paper, eq. 3.15); "sum" is normalize(vec(question) + w·vec(entity)), each distinct entity of a batch embedded alone once (bench/results/expansion.md)')
+    expansion_vectors: str = setting("text", 'vectors of the expanded queries μ ⊕ e that rerank hop 2+: "text" embeds each "question entity" in its own encoder pass (paper, eq. 3.15); "sum" is normalize(vec(question) + w·vec(entity)), each distinct entity of a batch embedded alone once; "joint" embeds one text "question entity1 entity2 …" per question (bench/results/expansion.md)')
     expansion_weight: float = setting(1.0, 'w of expansion_vectors="sum": the weight of the entity\'s vector beside the question\'s')
 
     def _check(self) -> None:
-        require(self.expansion_vectors in ("text", "sum"),
-                f"tigrag.fusion.expansion_vectors must be 'text' or 'sum', got {self.expansion_vectors!r}")
+        require(self.expansion_vectors in ("text", "sum", "joint"),
+                f"tigrag.fusion.expansion_vectors must be 'text', 'sum' or 'joint', got {self.expansion_vectors!r}")
         require(is_finite(self.expansion_weight) and self.expansion_weight > 0,
                 f"tigrag.fusion.expansion_weight must be a finite number > 0, got {self.expansion_weight}")
         require(self.first_hop in ("pool", "hybrid"),

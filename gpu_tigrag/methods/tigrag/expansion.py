@@ -8,7 +8,12 @@ A hop's max-cosine rerank (`rerank.masked_max_cosine`) takes, per question, the 
 * ``"sum"``: normalize(vec(question) + w·vec(entity)) with w = `fusion.expansion_weight`. The question's
   vector is the hop-1 query vector (passed in, or embedded again: the same text, so a caching encoder
   answers it), and each distinct entity of the batch is embedded alone, once: short texts, and an entity
-  that several questions expand is paid once (bench/results/expansion.md measures recall and speed).
+  that several questions expand is paid once.
+* ``"joint"``: one vector per question, of the text "question entity1 entity2 …" (its entities in the
+  order given): one encoder pass per question instead of one per entity, and the max over one vector.
+
+bench/results/expansion.md measures the recall and speed of each; `best` keeps "text" unless one stays
+within 0.5 point of its recall on 2Wiki and MuSiQue-100.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 
 #: the values of `tigrag.fusion.expansion_vectors`
-EXPANSION_VECTORS = ("text", "sum")
+EXPANSION_VECTORS = ("text", "sum", "joint")
 
 
 def expansion_texts(questions: Sequence[str], entity_texts: Sequence[Sequence[str]]) -> list[str]:
@@ -33,14 +38,17 @@ def expansion_owner(entity_texts: Sequence[Sequence[str]]) -> np.ndarray:
 
 def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_texts: Sequence[Sequence[str]],
                            question_vectors: Any = None) -> tuple[Any, np.ndarray]:
-    """(vectors on the backend, owner): one unit vector per (question, entity), `owner[i]` the position in
-    `questions` of vector i's question, by `retriever.settings.fusion.expansion_vectors` (module doc).
+    """(vectors on the backend, owner): one unit vector per (question, entity) ("joint": per question),
+    `owner[i]` the position in `questions` of vector i's question, by `retriever.settings.fusion.expansion_vectors` (module doc).
     `question_vectors` (len(questions) × dim, host or backend) are the questions' hop-1 vectors, used by
     "sum" only; without them "sum" embeds the questions again."""
     fusion = retriever.settings.fusion
     owner = expansion_owner(entity_texts)
     if fusion.expansion_vectors == "text":
         return retriever.encode(expansion_texts(questions, entity_texts)), owner
+    if fusion.expansion_vectors == "joint":
+        texts = [" ".join([question, *entities]) for question, entities in zip(questions, entity_texts)]
+        return retriever.encode(texts), np.arange(len(questions), dtype=np.int64)
     if fusion.expansion_vectors != "sum":
         raise ValueError(f"unknown tigrag.fusion.expansion_vectors {fusion.expansion_vectors!r}")
     distinct: dict[str, int] = {}
