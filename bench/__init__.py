@@ -123,6 +123,12 @@ REGISTRY: tuple[Benchmark, ...] = (
               smoke=("--smoke",),
               decision="ppr.method stays exact; the push mode's defaults are push_threshold = edges and "
                        "push_epsilon = 1e-6 (recall within 0.10 point of exact)"),
+    Benchmark("ann", "ann.py", "study",
+              "the dense first stage, exact against FAISS IVF and HNSW: NaiveRAG recall on 2Wiki and MuSiQue-100, "
+              "and on synthetic corpora up to 1M passages recall@10 against exact, q/s of batches of 1 and 256, build "
+              "seconds and bytes", ("ann.json", "ann.md"), smoke=("--smoke",),
+              decision="ann.kind auto = ivf from ann.min_chunks = 200,000 chunks, dense.nprobe = 128 (NaiveRAG "
+                       "within 0.5 point of exact on 2Wiki and MuSiQue-100), HNSW's dense.ef_search = 256"),
     Benchmark("ner_equivalence", "ner_equivalence.py", "study",
               "NER looked up in the index vs run on the hop's chunks at query time (eq. 3.10 as written)",
               ("ner_equivalence.json", "ner_equivalence.md"),

@@ -206,8 +206,8 @@ class DenseSearchConfig(_Checked):
     search: str = setting("auto", '"auto": the index\'s ANN when it holds one (ann.kind), else exact; "exact": '
                                   'exact flat search always (also where faiss is not installed). On a GPU backend '
                                   'the search is exact')
-    ef_search: int = setting(128, 'HNSW: candidate list per query (recall against speed); at least k is used')
-    nprobe: int = setting(64, 'IVF: inverted lists scanned per query (recall against speed)')
+    ef_search: int = setting(256, 'HNSW: candidate list per query (recall against speed); at least k is used')
+    nprobe: int = setting(128, 'IVF: inverted lists scanned per query (recall against speed)')
 
     def _check(self) -> None:
         _require(self.search in DENSE_SEARCHES,

@@ -232,3 +232,14 @@ def test_settings_are_validated():
     assert replace_path(RetrievalConfig(), "dense.search", "exact").dense.search == "exact"
     with pytest.raises(TigragError, match="dense.nprobe"):
         replace_path(RetrievalConfig(), "dense.nprobe", "many")
+
+
+def test_gpu_backend_searches_exactly_and_leaves_the_ann_unread(ann_index):
+    import scipy.sparse
+
+    from gpu_tigrag.backend import Backend
+
+    loaded = load_index(ann_index[1])
+    gpu_like = Backend("cupy", np, scipy.sparse)  # is_gpu, with NumPy's arrays (no device needed)
+    assert isinstance(fs.first_stage(DeviceIndex(loaded, gpu_like)), fs.FlatSearch)
+    assert loaded.ann._faiss is None

@@ -59,8 +59,13 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def _print_stages(index: Any) -> None:
-    """One line per method stage the index holds (e.g. SpectRAG's chunk graph)."""
+    """One line per method stage the index holds (e.g. SpectRAG's chunk graph), and one for its ANN."""
     from ..methods.registry import stage_methods
+
+    ann = index.ann
+    if ann is not None and ann.stored is None:  # built by this command (a stored one is carried over unread)
+        params = ", ".join(f"{k} {v}" for k, v in ann.params.items())
+        print(f"ANN of the chunk vectors: {ann.kind} ({params}) over {ann.n_chunks:,} chunks, built in {ann.seconds:.2f} s")
 
     for method in stage_methods():
         if index.stage_loaded(method.name):  # a stage carried over unread (extend of another) is not read here

@@ -8,6 +8,8 @@ through NER, and the entity table is rebuilt in chunk order, as a rebuild would.
 
 A method stage the index holds (e.g. SpectRAG's chunk graph) is rebuilt over the grown index,
 not patched: each method's stage says why (`IndexStage.rebuilt_because`).
+The ANN of the chunk vectors (`ann.py`) is rebuilt over every chunk too, where `ann.kind` asks for
+one at the grown size, so the grown index holds what a full build of the union would.
 
 The grown index remembers the directory its base was read from, so `save_index` refuses to
 write it back over a directory that another writer replaced meanwhile; `add_to_index_dir`

@@ -17,7 +17,8 @@ digests and reported in a warning, or dropped with `drop_duplicates=True`.
   4. merge: pair counts summed bucket by bucket of the key range (bounded memory); statistics added
   5. embed, 6. entities: per partition
   7. assemble: `assemble.assemble_index`, as `build_index` on the whole corpus, saved atomically
-     (with the stages of the other `methods`, e.g. SpectRAG's chunk graph, built over the whole index)
+     (with the ANN of the chunk vectors where `ann.kind` asks for one, and the stages of the other
+     `methods`, e.g. SpectRAG's chunk graph, built over the whole index)
 
 Counts and statistics are additive, every stage is deterministic, and the result equals the
 in-memory build array for array (tested), so a resumed build is byte-identical to a clean one.
