@@ -44,6 +44,8 @@ BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 BLAS_THREADS = 1
 
 _APPLIED: "ThreadPolicy | None" = None
+#: the pool variables this module set itself (not the user's: a later `decide` does not defer to them)
+_OURS: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ def decide(threads: int | None = None, workers: int = 1, cores: int | None = Non
     A pool whose own standard variable the user set (NUMBA_NUM_THREADS, OPENBLAS_NUM_THREADS, ...)
     gets at most that."""
     env = os.environ if environ is None else environ
+    env = {k: v for k, v in env.items() if _OURS.get(k) != v}  # the user's settings only
     cores = available_cores() if cores is None else cores
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise TigragError(f"workers must be an integer >= 1, got {workers!r}")
@@ -167,13 +170,20 @@ def _apply(policy: ThreadPolicy) -> None:
 
         numba.set_num_threads(min(policy.numba, numba.config.NUMBA_NUM_THREADS))  # this thread's launches
     else:
-        os.environ["NUMBA_NUM_THREADS"] = str(policy.numba)  # every thread's pool, read when numba is imported
+        _set("NUMBA_NUM_THREADS", policy.numba)  # every thread's pool, read when numba is imported
     if policy.blas is not None:
         from threadpoolctl import threadpool_limits
 
-        threadpool_limits(limits=policy.blas, user_api="blas")  # process-wide (OpenBLAS, MKL)
+        threadpool_limits(limits=policy.blas, user_api="blas")  # the BLAS libraries loaded now (numpy's)
+        for name in BLAS_VARIABLES:  # and those loaded later (SciPy's own OpenBLAS, faiss's), read at their load
+            _set(name, policy.blas)
     if "torch" in sys.modules:
         set_torch_threads(policy)
+
+
+def _set(name: str, value: int) -> None:
+    """Set a pool variable as the policy's own (a user's value of it was already read by `decide`)."""
+    os.environ[name] = _OURS[name] = str(value)
 
 
 def set_torch_threads(policy: ThreadPolicy) -> None:
