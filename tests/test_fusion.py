@@ -73,7 +73,7 @@ def test_link_bonus_counts_in_the_queries_cosine_spread_or_in_cosine(backend, un
 
     from gpu_tigrag.config import RetrievalConfig
     from gpu_tigrag.methods.tigrag.config import FusionConfig
-    from gpu_tigrag.methods.tigrag.retriever import Retriever
+    from gpu_tigrag.methods.tigrag.dense_blocks import DenseBlocks
 
     rng = np.random.default_rng(3)
     dense = rng.normal(0.5, [0.1, 0.02], size=(30, 2)).astype(np.float32)  # two encoders' spreads
@@ -86,7 +86,7 @@ def test_link_bonus_counts_in_the_queries_cosine_spread_or_in_cosine(backend, un
     config = RetrievalConfig.of("tigrag", fusion=FusionConfig(title_links=True, question_link_bonus=5.0, bridge_link_bonus=2.0,
                                                  link_bonus_unit=unit))
     stub = SimpleNamespace(be=backend, config=config, settings=config.tigrag)
-    got = backend.to_host(Retriever._add_link_bonus(stub, *(backend.asarray(a) for a in (final, dense, question, bridged))))
+    got = backend.to_host(DenseBlocks.add_link_bonus(stub, *(backend.asarray(a) for a in (final, dense, question, bridged))))
     scale = dense.std(axis=0) if unit == "cosine_std" else np.ones(2)
     expected = final.copy()
     base = np.where(np.isfinite(final), final, dense)

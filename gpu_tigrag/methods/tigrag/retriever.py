@@ -1,9 +1,11 @@
 """The TIGRAG retriever: batched retrieval over the token graph, rerank and entity-driven multi-hop.
 
 Per batch of B queries, every numeric stage is one array operation over the batch:
-seed matrix -> PPR (vocab × B) -> top-γ -> PPR-weighted BM25 (chunks × B) -> pooling ->
-masked cosine. Between hops only the entity bookkeeping (sets of entity ids per query)
-runs in Python; expansion tokens and texts are lookups in tables built at index time.
+seed matrix -> PPR (vocab × B, or a sparse push) -> top-γ -> PPR-weighted BM25 -> pooling ->
+masked cosine. The score stages are held by `self.blocks`: dense chunks × B blocks (the
+reference, `tigrag.blocks="dense"`) or per-query candidate lists (`"sparse"`), behind the same
+methods. Between hops only the entity bookkeeping (sets of entity ids per query) runs in Python;
+expansion tokens and texts are lookups in tables built at index time.
 """
 
 from __future__ import annotations
@@ -24,13 +26,10 @@ from ...index.index import Index
 from .bridging import Bridge, BridgeFinder, rank_bridges
 from .entity_source import EntityExtractor, IndexEntities, QueryTimeEntities
 from .expansion import expanded_query_vectors
-from ...ops.fusion import NEG_INF, bm25_scores, reciprocal_rank
-from ...ops.topk import best_of_each_group
-from .fusion import hybrid_first_hop, link_mask
-from .rerank import masked_max_cosine
 from ...retrieve.base import BaseRetriever, PreparedBatch
 from ...retrieve.results import HopTrace, QueryResult
-from .scoring import cumulative_mass_pool, ppr_weighted_bm25
+from .dense_blocks import DenseBlocks
+from .sparse_blocks import SparseBlocks
 from .titles import TitleIndex
 
 
@@ -101,6 +100,7 @@ class TigragRetriever(BaseRetriever):
         self.passage_chunks = device.get("tigrag.passage_chunks", self._passage_chunks)
         self.device_passage_chunks = device.get("tigrag.passage_chunks_device", lambda: tuple(
             self.be.asarray(a) for a in self.passage_chunks))
+        self.blocks = DenseBlocks(self) if config.blocks == "dense" else SparseBlocks(self)
 
     @classmethod
     def default_config(cls) -> RetrievalConfig:
@@ -142,57 +142,46 @@ class TigragRetriever(BaseRetriever):
             v = seed_matrix(be, seeds, self.index.n_vocab)
             scores, _ = personalized_pagerank(be, self.transition, v, cfg.ppr)
             ids, weights = top_gamma(be, scores, cfg.ppr.top_gamma)
-        t = self.timer.add("ppr", t)
-        rho = ppr_weighted_bm25(be, self.bm25, ids, weights)
-        t = self.timer.add("score", t)
-        pool = cumulative_mass_pool(be, rho, cfg.pool_threshold)
-        fallback = be.to_host(~pool.any(axis=0)) | (n_seeds == 0)
-        if fallback.any():
-            pool[:, xp.asarray(np.nonzero(fallback)[0])] = True
-        self.timer.add("pool", t)
+        self.timer.add("ppr", t)
+        rho, pool, fallback = self.blocks.score_and_pool(ids, weights, n_seeds)
         return GraphHop(pool, rho, n_seeds, fallback, scores)
 
-    #: bytes per (row, query) of the full (not sparse) blocks alive at once: chunks × B (scores, sorted copy,
-    #: cumulative sums, cosines, merged scores, masks) and vocab × B (PPR iterate, next, seeds).
-    CHUNK_BYTES_PER_QUERY = 6 * 4 + 2
-    VOCAB_BYTES_PER_QUERY = 5 * 4  # PPR iterate, next, seeds, and hop 1's scores kept for bridging choice
-    #: (the push mode has no vocab × B block: ops.push_ppr.push_bytes_per_query counts its own)
-    #: more chunks × B blocks with fusion on: full cosine, BM25, RRF lists and sums, link masks, bonus
-    FUSION_CHUNK_BYTES_PER_QUERY = 8 * 4 + 2
+    #: bytes per (node, query) of the exact PPR's vocab × B blocks: iterate, next, seeds, and hop 1's
+    #: scores kept for the bridging choice (the push mode has none: ops.push_ppr.push_bytes_per_query)
+    VOCAB_BYTES_PER_QUERY = 5 * 4
 
     def bytes_per_query(self) -> int:
-        fusion = self.settings.fusion
-        chunk_bytes = self.CHUNK_BYTES_PER_QUERY + (
-            self.FUSION_CHUNK_BYTES_PER_QUERY if fusion.first_hop == "hybrid" or fusion.title_links else 0)
+        """The PPR's working memory plus the score blocks' (`blocks.bytes_per_query`: dense blocks over
+        every chunk, or the candidates the sparse blocks have met)."""
         ppr = self.settings.ppr
         vocab_bytes = (push_bytes_per_query(self.be, self.index.n_vocab, ppr.top_gamma) if ppr.method == "push"
                        else self.index.n_vocab * self.VOCAB_BYTES_PER_QUERY)
-        return self.index.n_chunks * chunk_bytes + vocab_bytes
+        return self.blocks.bytes_per_query() + vocab_bytes
 
     def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
-        be, xp, cfg, fusion = self.be, self.be.xp, self.settings, self.settings.fusion
+        be, cfg, fusion = self.be, self.settings, self.settings.fusion
         queries, seeds = batch.queries, batch.seeds
         n = len(queries)
         query_vectors = be.asarray(batch.vectors)
+        blocks = self.blocks
         first_hop = self.graph_stage(seeds)
         t = time.perf_counter()
-        cosine = self.embeddings @ query_vectors.T  # chunks × B cosines (the embeddings are L2-normalised)
-        sigma = self._rank_pool(first_hop, lambda: xp.where(first_hop.pool, cosine, NEG_INF))
+        cosine = blocks.question_cosine(query_vectors, first_hop, k)
+        sigma = self._rank_pool(first_hop, lambda: blocks.pool_cosine(first_hop, cosine))
         t = self.timer.add("rerank", t)
         question_links = self.titles.mentions_many(queries) if self.titles is not None else None
-        linked = self._link_mask(question_links)
+        linked = blocks.link_mask(question_links)
         pick = sigma  # the ranking whose top-ι chunks drive the next hop
         if fusion.first_hop == "hybrid":
-            pick = hybrid_first_hop(be, cosine, bm25_scores(be, self.bm25, seeds, self.index.n_vocab), first_hop.rho,
-                                    linked, fusion.rrf_depth, fusion.rrf_k)
+            pick = blocks.hybrid_pick(cosine, seeds, first_hop, linked)
         self.timer.add("fusion", t)
         traces: list[list[HopTrace]] = [[] for _ in range(n)]
         seen: list[dict[Any, Bridge]] = [{} for _ in range(n)]
         hop_scores: list[tuple[np.ndarray, Any]] = []
-        current = HopState(pick, np.arange(n), be.to_host(first_hop.pool.sum(axis=0)), first_hop)
+        current = HopState(pick, np.arange(n), blocks.pool_sizes(first_hop), first_hop)
         for hop_number in range(1, cfg.hops + 1):
             t = time.perf_counter()
-            top = self._top_chunks(current.pick, cfg.iota)
+            top = blocks.top_chunks(current.pick, cfg.iota)
             chunk_lists = [[int(c) for c in row if c >= 0] for row in top]
             if hop_number == 1 and question_links is not None:
                 chunk_lists = self._with_named_passages(chunk_lists, pick, question_links)
@@ -220,10 +209,10 @@ class TigragRetriever(BaseRetriever):
             current = self._expanded_hop(queries, seeds, seen, np.asarray(next_active))
             hop_scores.append((current.cols, current.pick))
         t = time.perf_counter()
-        final = self._merge_hops(sigma, hop_scores)
+        final = blocks.merge_hops(sigma, hop_scores)
         if self.titles is not None:
-            bridged = self._link_mask([[p for b in seen[q].values() for p in b.passages] for q in range(n)])
-            final = self._add_link_bonus(final, cosine, linked, bridged)
+            bridged = blocks.link_mask([[p for b in seen[q].values() for p in b.passages] for q in range(n)])
+            final = blocks.add_link_bonus(final, cosine, linked, bridged)
         self.timer.add("fusion", t)
         return self._collect(queries, final, k, first_hop.dense_fallback, traces)
 
@@ -237,7 +226,7 @@ class TigragRetriever(BaseRetriever):
             return chunk_lists
         rows = np.concatenate([chunks for _, chunks in named])
         cols = np.concatenate([np.full(chunks.size, q, dtype=np.int64) for q, chunks in named])
-        scores = self.be.to_host(pick[self.be.asarray(rows), self.be.asarray(cols)])  # one gather per batch
+        scores = self.blocks.values_at(pick, cols, rows)  # one gather per batch
         out = [list(chunks) for chunks in chunk_lists]
         start = 0
         for q, chunks in named:
@@ -247,48 +236,10 @@ class TigragRetriever(BaseRetriever):
                 out[q].append(best)
         return out
 
-    def _merge_hops(self, sigma: Any, hop_scores: list[tuple[np.ndarray, Any]]) -> Any:
-        """Final chunk scores from hop 1 and the expanded hops: max over hops (eq. 3.16) or RRF."""
-        be, xp, fusion = self.be, self.be.xp, self.settings.fusion
-        if fusion.hop_fusion == "max":
-            final = sigma.copy()
-            for cols, scores in hop_scores:
-                cols = xp.asarray(cols)
-                final[:, cols] = xp.maximum(final[:, cols], scores)
-            return final
-        final = reciprocal_rank(be, sigma, fusion.rrf_depth, fusion.rrf_k)
-        for cols, scores in hop_scores:
-            cols = xp.asarray(cols)
-            final[:, cols] += reciprocal_rank(be, scores, fusion.rrf_depth, fusion.rrf_k)
-        return xp.where(final > 0, final, NEG_INF).astype(xp.float32)
-
-    def _link_mask(self, passages: list[list[int]] | None) -> Any:
-        if passages is None:
-            return None
-        return link_mask(self.be, self.passage_chunks, passages, self.index.n_chunks)
-
-    def _add_link_bonus(self, final: Any, cosine: Any, question: Any, bridged: Any) -> Any:
-        """Calibrated scores: linked chunks get a fixed bonus on top of their score (their question
-        cosine where no hop pooled them), so a passage the question names, or the passage of a
-        bridging entity, cannot be evicted by an unlinked chunk of slightly higher cosine.
-
-        With `link_bonus_unit="cosine_std"` the bonus is counted in standard deviations of the
-        query's cosine over all chunks: encoders spread their cosines very differently (about 0.10
-        for all-MiniLM-L6-v2, 0.025 for multilingual-e5-small on 2Wiki), and a bonus in cosine units
-        tuned on one overrides the ranking of the other (bench/results/link_bonus.md)."""
-        xp, fusion = self.be.xp, self.settings.fusion
-        base = xp.where(xp.isfinite(final), final, cosine)
-        bonus = fusion.question_link_bonus * question + fusion.bridge_link_bonus * bridged
-        if fusion.link_bonus_unit == "cosine_std":
-            bonus = bonus * cosine.std(axis=0, dtype=xp.float32)[None, :]
-        bonus = bonus.astype(xp.float32)
-        return xp.where(question | bridged, base + bonus, final)
-
     def _expanded_hop(self, queries: list[str], seeds: list[np.ndarray], seen: list[dict[Any, Bridge]],
                       active: np.ndarray) -> HopState:
         """Hop j+1 for the active queries: expanded query μ ⊕ entities through the token-graph stage,
         rerank by the max cosine over the embeddings of μ ⊕ e_x (eqs. 3.14-3.15)."""
-        be = self.be
         t = time.perf_counter()
         expanded_seeds, entity_texts = [], []
         for q in active:
@@ -300,38 +251,23 @@ class TigragRetriever(BaseRetriever):
         vectors, owner = (expanded_query_vectors(self, [queries[q] for q in active], entity_texts)
                           if self.settings.rerank else (None, None))
         t = time.perf_counter()
-        sigma = self._rank_pool(graph_hop, lambda: masked_max_cosine(
-            be, self.embeddings, vectors, owner, len(active), graph_hop.pool))
+        sigma = self._rank_pool(graph_hop, lambda: self.blocks.expanded_cosine(graph_hop, vectors, owner, len(active)))
         self.timer.add("rerank", t)
-        return HopState(sigma, active, be.to_host(graph_hop.pool.sum(axis=0)), graph_hop)
+        return HopState(sigma, active, self.blocks.pool_sizes(graph_hop), graph_hop)
 
     def _rank_pool(self, hop: GraphHop, pool_cosine: Callable[[], Any]) -> Any:
         """Scores that order the pool: the embedding cosine (`pool_cosine()`, -inf outside the pool),
         or ρ itself when rerank is ablated."""
         if self.settings.rerank:
             return pool_cosine()
-        xp = self.be.xp
-        return xp.where(hop.pool, hop.rho, xp.float32(-np.inf)).astype(xp.float32)
-
-    def _top_chunks(self, sigma: Any, count: int) -> np.ndarray:
-        """Ids (B × count) of the best-scoring chunks per column; -1 where fewer are pooled."""
-        ids, vals = self.top_k(sigma, count)
-        return np.where(np.isfinite(vals), ids, -1)
+        return self.blocks.rho_ranking(hop)
 
     def _collect(self, queries: list[str], final: Any, k: int, dense_fallback: np.ndarray,
                  traces: list[list[HopTrace]]) -> list[QueryResult]:
-        ids, vals = self._final_ranking(final, k)
+        ids, vals = self.blocks.final_ranking(final, k)
         keep = np.isfinite(vals)
         return [self.result(query, ids[q][keep[q]], vals[q][keep[q]], dense_fallback[q], traces[q])
                 for q, query in enumerate(queries)]
-
-    def _final_ranking(self, final: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, scores), B × k, of the final top-k; with `dedup_passages`, each passage appears once,
-        at its best chunk (highest score, then lowest id): one top-k over the block with every other
-        chunk of a passage masked out."""
-        if self.settings.fusion.dedup_passages:
-            final = best_of_each_group(self.be, final, *self.device_passage_chunks)
-        return self.top_k(final, k)
 
 
 #: the generic name `Retriever`, an alias kept for callers that import it from this module

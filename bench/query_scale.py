@@ -1,0 +1,195 @@
+"""Query cost against corpus size (issue 24): TIGRAG's q/s and peak memory at 10k-1M synthetic passages,
+exact mode (dense chunks × B blocks, exact PPR: the reference) vs sparse mode (`tigrag.blocks=sparse`,
+`tigrag.ppr.method=push`), both presets; and recall of both modes on 2Wiki and MuSiQue-100.
+
+Each measurement runs in a fresh process (`--worker`), which loads the index, warms up on 8 queries and
+times `Retriever.retrieve` over the queries; the parent samples the RSS of that process tree (peak
+RSS, index load included). The synthetic indexes are `bench/scale.py`'s (stand-ins `hashing:256` and
+`capitalized`, built once under .cache/bench/scale_N); queries are 6 words from a passage's text,
+as there. The exact mode at 300k+ passages runs fewer queries (it answers ~1 q/s); q/s is per query.
+
+Usage: python bench/query_scale.py [--sizes 10000 100000 300000 1000000] [--queries 2000] [--no-recall]
+Writes bench/results/query_scale.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+if not __package__:
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import CACHE, dataset_runs, write_results
+from bench.scale import index_command, run_measured, synth
+
+MODES = {"exact": {"tigrag.blocks": "dense", "tigrag.ppr.method": "exact"},
+         "sparse": {"tigrag.blocks": "sparse", "tigrag.ppr.method": "push"}}
+PRESETS = ("paper", "best")
+
+
+def synthetic_queries(n: int, count: int) -> list[str]:
+    with open(synth(n)) as lines:
+        return [" ".join(json.loads(line)["text"].split()[3:9]) for _, line in zip(range(count), lines)]
+
+
+def worker(index_path: str, preset_name: str, mode: str, queries_file: str) -> None:
+    """Time retrieval of the queries in `queries_file` (one per line) and print one JSON line."""
+    from gpu_tigrag.index.store import load_index
+    from gpu_tigrag.methods.tigrag.retriever import Retriever
+    from gpu_tigrag.presets import preset_with
+
+    queries = Path(queries_file).read_text().splitlines()
+    start = time.perf_counter()
+    index = load_index(index_path)
+    load_seconds = time.perf_counter() - start
+    retriever = Retriever(index, preset_with(preset_name, MODES[mode]), backend="numpy")
+    retriever.retrieve(queries[:8], k=10)  # warm-up: kernels compiled, device arrays prepared
+    retriever.timer.seconds.clear()
+    start = time.perf_counter()
+    results = retriever.retrieve(queries, k=10)
+    seconds = time.perf_counter() - start
+    pools = sorted(h.pool_size for r in results for h in r.hops)
+    print(json.dumps({"queries": len(queries), "seconds": seconds, "queries_per_second": len(queries) / seconds,
+                      "load_seconds": load_seconds, "batch_size": retriever.batch_size(),
+                      "median_pool": pools[len(pools) // 2] if pools else 0,
+                      "stage_seconds": dict(retriever.timer.seconds)}))
+
+
+def measured_worker(n: int, preset_name: str, mode: str, queries: list[str]) -> dict:
+    """`measure` under run_measured's RSS sampling (peak RSS of the worker's process tree)."""
+    path = CACHE / f"scale_queries_{n}_{len(queries)}.txt"
+    path.write_text("\n".join(queries) + "\n")
+    out = CACHE / f"scale_query_{n}_{preset_name}_{mode}.json"
+    command = [sys.executable, __file__, "--worker", str(CACHE / f"scale_{n}"), preset_name, mode, str(path),
+               "--out", str(out)]
+    sampled = run_measured(command)
+    return {**json.loads(out.read_text()), "peak_rss_mib": sampled["peak_rss_mib"]}
+
+
+def index_bytes(n: int) -> int:
+    manifest = json.loads((CACHE / f"scale_{n}" / "manifest.json").read_text())
+    folder = CACHE / f"scale_{n}" / manifest.get("generation", "")
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def scale_section(sizes: list[int], count: int) -> list[dict]:
+    rows = []
+    for n in sizes:
+        if not (CACHE / f"scale_{n}" / "manifest.json").is_file():
+            run_measured(index_command(synth(n), CACHE / f"scale_{n}", 8192))
+        for preset_name in PRESETS:
+            for mode in MODES:
+                queries = synthetic_queries(n, count if mode == "sparse" or n <= 100_000 else max(100, count // 10))
+                row = {"passages": n, "preset": preset_name, "mode": mode, "index_mib": index_bytes(n) / 2**20,
+                       **measured_worker(n, preset_name, mode, queries)}
+                rows.append(row)
+                print({k: v for k, v in row.items() if k != "stage_seconds"}, file=sys.stderr, flush=True)
+    return rows
+
+
+def recall_section(names: list[str]) -> list[dict]:
+    """R@2/5/10 of both presets in both modes through the evaluation path; share of identical top-10s."""
+    from gpu_tigrag.evaluate.experiment import Experiment, query_dataset
+    from gpu_tigrag.presets import preset_with
+
+    rows = []
+    for name, index, queries, encoder in dataset_runs(names):
+        experiment = Experiment(index, query_dataset(name, queries), backend="numpy", encoder=encoder)
+        for preset_name in PRESETS:
+            reference = None
+            for mode, overrides in MODES.items():
+                run = experiment.run_config(f"{preset_name} {mode}", preset_with(preset_name, overrides))
+                report = experiment.report(run)
+                ranked = [r.chunk_ids[:10] for r in run.results]
+                reference = reference or ranked
+                pools = sorted(h.pool_size for r in run.results for h in r.hops)
+                row = {"dataset": name, "preset": preset_name, "mode": mode,
+                       **{k: report["metrics"][k] for k in ("recall@2", "recall@5", "recall@10")},
+                       "identical_top10": sum(a == b for a, b in zip(ranked, reference)) / len(ranked),
+                       "median_pool": pools[len(pools) // 2], "max_pool": pools[-1]}
+                rows.append(row)
+                print(row, file=sys.stderr, flush=True)
+    return rows
+
+
+def markdown(payload: dict) -> str:
+    lines = ["# Query cost against corpus size: exact vs sparse mode", "",
+             f"Command: `python bench/query_scale.py{payload['arguments']}`; 2 cores, NumPy backend, machine "
+             f"load at the start {payload['load']}. Exact mode: dense chunks × B blocks and exact PPR (the reference, "
+             "`tigrag.blocks=dense`, `tigrag.ppr.method=exact`); sparse mode: `tigrag.blocks=sparse` and "
+             "`tigrag.ppr.method=push` (with the defaults `tigrag.pool_max` and `tigrag.postings_max`).", ""]
+    rows = payload["scale"]
+    if rows:
+        lines += ["## Synthetic corpora (stand-ins `hashing:256`, `capitalized`)", "",
+                  "Each row is a fresh process: index load, 8 warm-up queries, then the timed queries (2 hops, "
+                  "k = 10); peak RSS of the process, index load included.", "",
+                  "| passages | preset | mode | queries | q/s | q/s ÷ q/s at the smallest size | batch | median pool | "
+                  "peak RSS (MiB) | index on disk (MiB) | RSS ÷ index |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        smallest = min(r["passages"] for r in rows)
+        base = {(r["preset"], r["mode"]): r["queries_per_second"] for r in rows if r["passages"] == smallest}
+        for r in rows:
+            ratio = r["queries_per_second"] / base[(r["preset"], r["mode"])]
+            lines.append(f"| {r['passages']:,} | {r['preset']} | {r['mode']} | {r['queries']:,} | "
+                         f"{r['queries_per_second']:.1f} | {ratio:.2f} | {r['batch_size']} | {r['median_pool']:,} | "
+                         f"{r['peak_rss_mib']:,.0f} | {r['index_mib']:,.0f} | {r['peak_rss_mib'] / r['index_mib']:.2f} |")
+        largest = max(r["passages"] for r in rows)
+        lines += ["", "Ratio of q/s at the largest size to q/s at the smallest (target ≥ 0.5):", ""]
+        for (preset_name, mode), q in base.items():
+            top = next(r for r in rows if r["passages"] == largest and (r["preset"], r["mode"]) == (preset_name, mode))
+            lines.append(f"- {preset_name}, {mode}: {top['queries_per_second'] / q:.2f} "
+                         f"({largest:,} vs {smallest:,} passages)")
+    if payload["recall"]:
+        lines += ["", "## Recall on the shared data (all-MiniLM-L6-v2 reference indexes)", "",
+                  "| dataset | preset | mode | R@2 | R@5 | R@10 | top-10 identical to exact | median / max pool |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in payload["recall"]:
+            lines.append(f"| {r['dataset']} | {r['preset']} | {r['mode']} | {100 * r['recall@2']:.2f} | "
+                         f"{100 * r['recall@5']:.2f} | {100 * r['recall@10']:.2f} | {100 * r['identical_top10']:.1f}% | "
+                         f"{r['median_pool']:,} / {r['max_pool']:,} |")
+        worst = max(abs(s[k] - e[k]) for s in payload["recall"] if s["mode"] == "sparse"
+                    for e in payload["recall"] if e["mode"] == "exact"
+                    and (e["dataset"], e["preset"]) == (s["dataset"], s["preset"])
+                    for k in ("recall@2", "recall@5", "recall@10"))
+        lines += ["", f"Largest recall change of the sparse mode from the exact mode: {100 * worst:.2f} points "
+                      f"({'within' if worst <= 0.005 else 'outside'} the 0.5-point tolerance)."]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--worker":
+        import contextlib
+        import io
+
+        args = sys.argv[2:]
+        out = None
+        if "--out" in args:
+            out = args[args.index("--out") + 1]
+            args = args[: args.index("--out")]
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            worker(*args)
+        text = buffer.getvalue()
+        if out:
+            Path(out).write_text(text.strip().splitlines()[-1])
+        print(text, end="")
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="*", default=[10_000, 100_000, 300_000, 1_000_000])
+    parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument("--no-recall", action="store_true")
+    parser.add_argument("--datasets", nargs="*", default=["2wikimultihopqa", "musique_train100"])
+    args = parser.parse_args()
+    import os
+
+    payload = {"arguments": "".join(f" {a}" for a in sys.argv[1:]), "load": list(os.getloadavg()),
+               "modes": MODES, "scale": scale_section(args.sizes, args.queries),
+               "recall": [] if args.no_recall else recall_section(args.datasets)}
+    write_results("query_scale", payload, markdown(payload))
+    print(markdown(payload))
+
+
+if __name__ == "__main__":
+    main()

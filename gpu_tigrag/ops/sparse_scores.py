@@ -1,0 +1,320 @@
+"""Per-query candidate scores: the sparse counterpart of a chunks × B score block.
+
+A `SparseScores` holds only the (query, chunk) entries a method scored; every other chunk has the
+block's `fill` (−inf: not ranked; 0: contributes nothing to a sum). Entries are kept sorted by
+(query, chunk), each pair once, so merging, ranking and look-ups are sorts and binary searches
+over the entries: a batch costs what its queries' candidates cost, not B × the corpus.
+
+Every operation is written once over the backend's array module (NumPy or CuPy). Rankings break
+equal scores by the lower chunk id, as `ops.topk.ranked_top_k` does for dense blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..backend import Backend, expand_counts
+
+#: the float32 −inf of entries that are not ranked
+NEG_INF = np.float32(-np.inf)
+
+
+@dataclass
+class SparseScores:
+    """Scores of some chunks per query (module doc): entries sorted by (row, chunk), each once."""
+
+    rows: Any  # int64 (n,): the query (column of the dense block) of each entry
+    chunks: Any  # int64 (n,)
+    scores: Any  # float32 (n,)
+    n_queries: int
+    fill: float = float(NEG_INF)
+
+    def __len__(self) -> int:
+        return int(self.rows.size)
+
+    def row_sizes(self, be: Backend) -> Any:
+        """Entries per query (int64, length n_queries)."""
+        return be.xp.bincount(self.rows, minlength=self.n_queries)[: self.n_queries]
+
+    def with_scores(self, scores: Any, fill: float | None = None) -> "SparseScores":
+        """The same entries with other scores."""
+        return SparseScores(self.rows, self.chunks, scores, self.n_queries, self.fill if fill is None else fill)
+
+    def where(self, keep: Any) -> "SparseScores":
+        """The entries where `keep` is True (order kept)."""
+        return SparseScores(self.rows[keep], self.chunks[keep], self.scores[keep], self.n_queries, self.fill)
+
+
+def empty(be: Backend, n_queries: int, fill: float = float(NEG_INF)) -> SparseScores:
+    xp = be.xp
+    return SparseScores(xp.zeros(0, xp.int64), xp.zeros(0, xp.int64), xp.zeros(0, xp.float32), n_queries, fill)
+
+
+def from_csr(be: Backend, matrix: Any, fill: float = float(NEG_INF)) -> SparseScores:
+    """The stored entries of a B × chunks CSR matrix (scipy or cupyx)."""
+    xp = be.xp
+    matrix.sum_duplicates()  # sorted indices, each pair once
+    rows = expand_counts(xp, xp.diff(matrix.indptr)).astype(xp.int64)
+    return SparseScores(rows, matrix.indices.astype(xp.int64), matrix.data.astype(xp.float32), matrix.shape[0], fill)
+
+
+def from_entries(be: Backend, rows: Any, chunks: Any, scores: Any, n_queries: int, fill: float = float(NEG_INF),
+                 reduce: str = "max") -> SparseScores:
+    """Entries in any order, repeated pairs merged by `reduce` ("max" or "sum")."""
+    xp = be.xp
+    rows, chunks = be.asarray(rows).astype(xp.int64), be.asarray(chunks).astype(xp.int64)
+    scores = be.asarray(scores).astype(xp.float32)
+    if rows.size == 0:
+        return empty(be, n_queries, fill)
+    width = int(chunks.max()) + 1
+    keys = rows * width + chunks
+    if reduce == "max":  # order by (key, score descending): the first of each key is its max
+        order = be.argsort_stable(_descending_key(xp, keys, scores))
+        keys, scores = keys[order], scores[order]
+        first = xp.ones(keys.size, dtype=bool)
+        first[1:] = keys[1:] != keys[:-1]
+        keys, scores = keys[first], scores[first]
+    elif reduce == "sum":
+        order = be.argsort_stable(keys)
+        keys, scores = keys[order], scores[order]
+        first = xp.ones(keys.size, dtype=bool)
+        first[1:] = keys[1:] != keys[:-1]
+        group = xp.cumsum(first) - 1
+        scores = xp.bincount(group, weights=scores.astype(xp.float64)).astype(xp.float32)
+        keys = keys[first]
+    else:
+        raise ValueError(f"reduce must be 'max' or 'sum', got {reduce!r}")
+    return SparseScores(keys // width, keys % width, scores, n_queries, fill)
+
+
+def from_top(be: Backend, ids: Any, scores: Any, fill: float = float(NEG_INF)) -> SparseScores:
+    """The entries of a k × B top-k (ids, scores) on the backend; ids < 0 and non-finite scores are left out."""
+    xp = be.xp
+    k, n_queries = ids.shape
+    rows = xp.broadcast_to(xp.arange(n_queries, dtype=xp.int64)[None, :], (k, n_queries)).ravel()
+    ids, scores = ids.ravel(), scores.ravel()
+    keep = (ids >= 0) & xp.isfinite(scores)
+    return from_entries(be, rows[keep], ids[keep], scores[keep], n_queries, fill)
+
+
+def concat(be: Backend, blocks: Sequence[SparseScores], reduce: str) -> SparseScores:
+    """The entries of every block in one, repeated pairs merged by `reduce` ("max" or "sum")."""
+    xp, first = be.xp, blocks[0]
+    return from_entries(be, xp.concatenate([b.rows for b in blocks]), xp.concatenate([b.chunks for b in blocks]),
+                        xp.concatenate([b.scores for b in blocks]), first.n_queries, first.fill, reduce)
+
+
+def remap_rows(be: Backend, block: SparseScores, rows: Any, n_queries: int) -> SparseScores:
+    """The block with its row r renamed `rows[r]` (ascending, so the entry order holds) among `n_queries`."""
+    rows = be.asarray(np.asarray(rows, dtype=np.int64))
+    return SparseScores(rows[block.rows], block.chunks, block.scores, n_queries, block.fill)
+
+
+def _descending_key(xp: Any, groups: Any, scores: Any) -> Any:
+    """int64 keys ordering entries by group ascending, then score descending (−0.0 equal to 0.0)."""
+    bits = (-scores.astype(xp.float32) + xp.float32(0.0)).view(xp.int32).astype(xp.int64)
+    ordered = xp.where(bits >= 0, bits + (1 << 31), -bits - 1)  # the floats' order as integers in [0, 2**32)
+    return (groups << 32) | ordered
+
+
+def ranking(be: Backend, block: SparseScores) -> tuple[Any, Any]:
+    """(order, rank): the permutation of entries by query, then score descending, then chunk id,
+    and each ordered entry's 0-based rank within its query."""
+    xp = be.xp
+    order = be.argsort_stable(_descending_key(xp, block.rows, block.scores))  # stable: chunk ids ascend
+    starts = xp.zeros(block.n_queries + 1, dtype=xp.int64)
+    starts[1:] = xp.cumsum(block.row_sizes(be))
+    rank = xp.arange(order.size, dtype=xp.int64) - starts[block.rows[order]]
+    return order, rank
+
+
+def top_k(be: Backend, block: SparseScores, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, scores), B × k on the host, best first per query; −1 / −inf where a query has fewer entries."""
+    xp = be.xp
+    order, rank = ranking(be, block)
+    keep = (rank < k) & xp.isfinite(block.scores[order])
+    rows, ranks = block.rows[order][keep], rank[keep]
+    ids = xp.full((block.n_queries, k), -1, dtype=xp.int64)
+    vals = xp.full((block.n_queries, k), NEG_INF, dtype=xp.float32)
+    ids[rows, ranks] = block.chunks[order][keep]
+    vals[rows, ranks] = block.scores[order][keep]
+    return be.to_host(ids), be.to_host(vals)
+
+
+def keep_top(be: Backend, block: SparseScores, count: int) -> SparseScores:
+    """Each query's `count` best entries (by score, then lowest chunk id); the order of entries is kept."""
+    order, rank = ranking(be, block)
+    keep = be.xp.zeros(len(block), dtype=bool)
+    keep[order[rank < count]] = True
+    return block.where(keep)
+
+
+def top_of_each_row(be: Backend, matrix: Any, count: int) -> Any:
+    """A CSR matrix (scipy or cupyx) with only the `count` largest entries of each row (ties to the lower
+    column): e.g. each token's highest-weight postings. Rows already that short are kept whole."""
+    xp = be.xp
+    lengths = xp.diff(matrix.indptr)
+    if (int(lengths.max()) if lengths.size else 0) <= count:
+        return matrix
+    rows = expand_counts(xp, lengths).astype(xp.int64)
+    entries = SparseScores(rows, matrix.indices.astype(xp.int64), matrix.data.astype(xp.float32), matrix.shape[0])
+    kept = keep_top(be, entries, count)
+    indptr = xp.zeros(matrix.shape[0] + 1, dtype=xp.int64)
+    indptr[1:] = xp.cumsum(kept.row_sizes(be))
+    return be.sparse.csr_matrix((kept.scores, kept.chunks, indptr), shape=matrix.shape)
+
+
+def reciprocal_rank(be: Backend, block: SparseScores, depth: int, k: int) -> SparseScores:
+    """1 / (k + rank) for the `depth` best finite entries of each query (fill 0), as `ops.fusion.reciprocal_rank`."""
+    xp = be.xp
+    order, rank = ranking(be, block)
+    keep = (rank < depth) & xp.isfinite(block.scores[order])
+    ranks = (rank[keep] + 1).astype(xp.float32)
+    contribution = (1.0 / (k + ranks)).astype(xp.float32)
+    return from_entries(be, block.rows[order][keep], block.chunks[order][keep], contribution, block.n_queries,
+                        fill=0.0)
+
+
+def lookup(be: Backend, block: SparseScores, rows: Any, chunks: Any) -> Any:
+    """The block's scores at the (row, chunk) pairs (its `fill` where it holds none)."""
+    xp = be.xp
+    rows, chunks = be.asarray(rows).astype(xp.int64), be.asarray(chunks).astype(xp.int64)
+    if len(block) == 0:
+        return xp.full(rows.shape, block.fill, dtype=xp.float32)
+    width = int(max(int(block.chunks.max()), int(chunks.max()) if chunks.size else 0)) + 1
+    keys = block.rows * width + block.chunks  # ascending: entries are sorted by (row, chunk)
+    wanted = rows * width + chunks
+    found = xp.minimum(xp.searchsorted(keys, wanted), keys.size - 1)
+    return xp.where(keys[found] == wanted, block.scores[found], xp.float32(block.fill)).astype(xp.float32)
+
+
+def best_of_each_group(be: Backend, block: SparseScores, group_of_chunk: Any) -> SparseScores:
+    """Per query, only the best entry of each group (highest score, then lowest chunk id), as
+    `ops.topk.best_of_each_group` does for dense blocks (e.g. one chunk per passage)."""
+    xp = be.xp
+    if len(block) == 0:
+        return block
+    groups = group_of_chunk[block.chunks]
+    width = int(groups.max()) + 1
+    order = be.argsort_stable(_descending_key(xp, block.rows * width + groups, block.scores))
+    keys = (block.rows * width + groups)[order]
+    first = xp.ones(keys.size, dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    keep = xp.zeros(len(block), dtype=bool)
+    keep[order[first]] = True
+    return block.where(keep)
+
+
+def cumulative_mass_pool(be: Backend, block: SparseScores, threshold: float) -> SparseScores:
+    """The pool P_μ of each query (eq. 3.9) from its positive scores: the entries at or above the score
+    at which the descending cumulative sum first reaches `threshold` of the query's total, as
+    `methods.tigrag.scoring.cumulative_mass_pool` does over a dense block.
+
+    The sums are exact integers: each query's scores in fixed point at a scale of its own (its total
+    below 2**62), so one cumulative sum over the whole batch, less each query's start, gives every
+    query the same pool in any batch (float sums would carry the rounding of the queries before it)."""
+    xp = be.xp
+    block = block.where(block.scores > 0)
+    if len(block) == 0:
+        return block
+    order, _ = ranking(be, block)
+    rows, ordered = block.rows[order], block.scores[order].astype(xp.float64)
+    sizes = block.row_sizes(be)
+    ends = xp.cumsum(sizes)
+    starts = ends - sizes
+    bound = ordered[xp.minimum(starts, ordered.size - 1)] * sizes  # each query's largest score × its count
+    _, exponent = xp.frexp(xp.where(sizes > 0, bound, 1.0))  # bound < 2**exponent
+    scale = xp.ldexp(xp.ones_like(bound), (62 - exponent).astype(xp.int32))
+    fixed = xp.floor(ordered * scale[rows]).astype(xp.uint64)
+    cumulative = xp.concatenate([xp.zeros(1, xp.uint64), xp.cumsum(fixed)])  # may wrap: differences stay exact
+    within = (cumulative[1:] - cumulative[starts[rows]]).astype(xp.float64)
+    totals = (cumulative[ends] - cumulative[starts]).astype(xp.float64)
+    reached = within >= threshold * totals[rows]
+    alpha = xp.minimum(xp.bincount(rows[~reached], minlength=block.n_queries)[: block.n_queries], sizes - 1)
+    cutoff = ordered[xp.minimum(starts + xp.maximum(alpha, 0), ordered.size - 1)].astype(xp.float32)
+    return block.where(block.scores >= cutoff[block.rows])
+
+
+def row_ids(be: Backend, indptr: Any) -> Any:
+    """The row (int64) of every entry of a CSR matrix with this `indptr`."""
+    counts = be.xp.diff(indptr)
+    if be.is_gpu:
+        return expand_counts(be.xp, counts).astype(be.xp.int64)
+    return np.repeat(np.arange(counts.size, dtype=np.int64), counts)
+
+
+def descending_bits(xp: Any, scores: Any) -> Any:
+    """uint64 keys below 2**32 that order float32 scores descending (−0.0 equal to 0.0)."""
+    bits = (-scores.astype(xp.float32) + xp.float32(0.0)).view(xp.int32).astype(xp.int64)
+    return xp.where(bits >= 0, bits + (1 << 31), -bits - 1).astype(xp.uint64)
+
+
+def pool_entries(be: Backend, matrix: Any, threshold: float, pool_max: int, depth: int = 0) -> tuple[Any, Any]:
+    """(kind per entry, pooled per row) of a B × chunks CSR of scores. Entries are placed in their row
+    by (score descending, chunk id ascending); a row's pool (eq. 3.9) is its best entries down to the
+    score at which the descending cumulative sum first reaches `threshold` of the row's total, ties
+    included, at most `pool_max` (0: no cap). `kind` is 2 for a pooled entry, 1 for one among the row's
+    best `depth` positive scores but not pooled, 0 otherwise; `pooled` counts each row's pool. The
+    contract of kernels/row_pool.py; on the GPU the same integers by sorts over the whole batch."""
+    return be.kernel(cpu=_pool_entries_rows, cuda=_pool_entries_sorted)(be, matrix, threshold, pool_max, depth)
+
+
+def _pool_entries_rows(be: Backend, matrix: Any, threshold: float, pool_max: int, depth: int = 0
+                       ) -> tuple[Any, Any]:
+    from ..kernels.row_pool import rank_and_pool_cpu
+
+    data = np.ascontiguousarray(matrix.data, dtype=np.float32)
+    rank = np.empty(data.size, dtype=np.int64)
+    kind = np.empty(data.size, dtype=np.int8)
+    pooled = np.empty(matrix.shape[0], dtype=np.int64)
+    rank_and_pool_cpu(matrix.indptr, matrix.indices, data.view(np.int32), data, float(threshold), int(pool_max),
+                      int(depth), rank, pooled, kind)
+    return kind, pooled
+
+
+def _pool_entries_sorted(be: Backend, matrix: Any, threshold: float, pool_max: int, depth: int = 0
+                         ) -> tuple[Any, Any]:
+    """The batch-wide implementation (the GPU's; the tests run it on the CPU too). Sorts `matrix`'s indices."""
+    xp = be.xp
+    matrix.sum_duplicates()
+    block = SparseScores(row_ids(be, matrix.indptr), matrix.indices.astype(xp.int64),
+                         matrix.data.astype(xp.float32), matrix.shape[0])
+    order, ranks = ranking(be, block)
+    rank = xp.empty(len(block), dtype=xp.int64)
+    rank[order] = ranks
+    pooled = cumulative_mass_pool(be, block, threshold).row_sizes(be)
+    if pool_max:
+        pooled = xp.minimum(pooled, pool_max)
+    listed = (rank < depth) & (block.scores > 0)
+    kind = xp.where(rank < pooled[block.rows], 2, xp.where(listed, 1, 0)).astype(xp.int8)
+    return kind, pooled
+
+
+def gather_dot(be: Backend, embeddings: Any, vectors: Any, chunks: Any, vector_ids: Any,
+               slice_entries: int = 1 << 15) -> Any:
+    """embeddings[chunks[i]] · vectors[vector_ids[i]] for every i (float32), in slices of
+    `slice_entries` pairs so the gathered rows stay small."""
+    return gather_max_dot(be, embeddings, vectors, chunks, vector_ids, be.xp.ones_like(vector_ids), slice_entries)
+
+
+def gather_max_dot(be: Backend, embeddings: Any, vectors: Any, chunks: Any, first: Any, counts: Any,
+                   slice_entries: int = 1 << 15) -> Any:
+    """max over r < counts[i] of embeddings[chunks[i]] · vectors[first[i] + r] for every i (float32; −inf
+    where counts[i] is 0): each entry's best cosine over its query's vectors. The passage rows of a
+    slice are gathered once for all r."""
+    xp = be.xp
+    out = xp.full(chunks.size, NEG_INF, dtype=xp.float32)
+    for start in range(0, int(chunks.size), slice_entries):
+        stop = start + slice_entries
+        rows = embeddings[chunks[start:stop]]
+        first_s, counts_s = first[start:stop], counts[start:stop]
+        best = out[start:stop]
+        for r in range(int(counts_s.max()) if counts_s.size else 0):
+            ids = first_s + xp.minimum(r, xp.maximum(counts_s - 1, 0))  # past its count, an entry repeats its last
+            dots = xp.einsum("ij,ij->i", rows, vectors[ids].astype(rows.dtype))
+            best = xp.where(counts_s > 0, xp.maximum(best, dots), best)
+        out[start:stop] = best
+    return out

@@ -1,0 +1,198 @@
+"""Sparse score blocks (issue 24): each operation of `ops.sparse_scores` against its dense counterpart
+on random blocks with ties, and TIGRAG with `tigrag.blocks="sparse"` against the dense reference on
+the example corpus: the same rankings for both presets, whatever the batch size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse
+
+from gpu_tigrag.methods.tigrag.scoring import cumulative_mass_pool
+from gpu_tigrag.ops import sparse_scores as sparse
+from gpu_tigrag.ops.fusion import reciprocal_rank
+from gpu_tigrag.ops.topk import best_of_each_group, ranked_top_k
+
+
+def random_block(seed: int, n: int = 400, queries: int = 7, density: float = 0.08) -> np.ndarray:
+    """A chunks × B block with ties (two decimals), zeros, and one query without any score."""
+    rng = np.random.default_rng(seed)
+    dense = np.where(rng.random((n, queries)) < density, np.round(rng.random((n, queries)), 2) + 0.01, 0)
+    dense[:, 2] = 0
+    return dense.astype(np.float32)
+
+
+def as_sparse(backend, dense: np.ndarray) -> sparse.SparseScores:
+    return sparse.from_csr(backend, backend.csr(scipy.sparse.csr_matrix(dense.T)))
+
+
+def as_dense(backend, block: sparse.SparseScores, n: int, fill: float) -> np.ndarray:
+    out = np.full((n, block.n_queries), fill, dtype=np.float32)
+    out[backend.to_host(block.chunks), backend.to_host(block.rows)] = backend.to_host(block.scores)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("threshold", [0.3, 0.8, 1.0])
+def test_pool_is_the_dense_pool(backend, seed, threshold):
+    dense = random_block(seed)
+    pool = sparse.cumulative_mass_pool(backend, as_sparse(backend, dense), threshold)
+    expected = backend.to_host(cumulative_mass_pool(backend, backend.asarray(dense), threshold))
+    assert (as_dense(backend, pool, dense.shape[0], 0) > 0).tolist() == expected.tolist()
+
+
+def test_pool_of_a_query_does_not_depend_on_its_batch_mates(backend):
+    """Batch-mates with a million times the mass come first in the batch's one cumulative sum."""
+    dense = random_block(1)
+    batch = np.concatenate([random_block(2) * np.float32(1e6), dense], axis=1)
+    pooled = sparse.cumulative_mass_pool(backend, as_sparse(backend, batch), 0.8)
+    for q in range(dense.shape[1]):
+        alone = sparse.cumulative_mass_pool(backend, as_sparse(backend, dense[:, [q]]), 0.8)
+        in_batch = backend.to_host(pooled.chunks)[backend.to_host(pooled.rows) == q + 7]
+        assert in_batch.tolist() == backend.to_host(alone.chunks).tolist()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ranking_operations_match_the_dense_ones(backend, seed):
+    dense = random_block(seed)
+    n = dense.shape[0]
+    block = as_sparse(backend, dense)
+    ranked = np.where(dense > 0, dense, -np.inf).astype(np.float32)
+
+    ids, vals = (backend.to_host(a) for a in ranked_top_k(backend, backend.asarray(ranked), 25))
+    got_ids, got_vals = sparse.top_k(backend, block, 25)
+    finite = np.isfinite(vals.T)
+    assert got_ids.tolist() == np.where(finite, ids.T, -1).tolist()
+    assert got_vals.tolist() == np.where(finite, vals.T, -np.inf).tolist()
+
+    rr = backend.to_host(reciprocal_rank(backend, backend.asarray(ranked), 15, 60))
+    assert np.array_equal(as_dense(backend, sparse.reciprocal_rank(backend, block, 15, 60), n, 0), rr)
+
+    groups = np.random.default_rng(seed).integers(0, 90, n)
+    order = np.argsort(groups, kind="stable")
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(groups, minlength=90))])
+    best = backend.to_host(best_of_each_group(backend, backend.asarray(ranked), backend.asarray(indptr),
+                                              backend.asarray(order)))
+    got = sparse.best_of_each_group(backend, block, backend.asarray(groups))
+    assert np.array_equal(as_dense(backend, got, n, -np.inf), best)
+
+
+def test_merges_and_lookups(backend):
+    a, b = random_block(7), random_block(8)
+    sa, sb = as_sparse(backend, a), as_sparse(backend, b)
+    assert np.array_equal(as_dense(backend, sparse.concat(backend, [sa, sb], "max"), 400, 0), np.maximum(a, b))
+    np.testing.assert_allclose(as_dense(backend, sparse.concat(backend, [sa, sb], "sum"), 400, 0), a + b, rtol=1e-6)
+    rng = np.random.default_rng(0)
+    rows, chunks = rng.integers(0, 7, 200), rng.integers(0, 400, 200)
+    got = backend.to_host(sparse.lookup(backend, sa, rows, chunks))
+    assert got.tolist() == np.where(a[chunks, rows] > 0, a[chunks, rows], -np.inf).tolist()
+    moved = sparse.remap_rows(backend, sa, np.array([0, 2, 3, 5, 8, 9, 11]), 12)
+    assert as_dense(backend, moved, 400, 0)[:, [0, 2, 3, 5, 8, 9, 11]].tolist() == a.tolist()
+
+
+def test_gather_dot_is_the_dense_product(backend):
+    rng = np.random.default_rng(2)
+    embeddings, vectors = rng.standard_normal((300, 16), dtype=np.float32), rng.standard_normal((5, 16), dtype=np.float32)
+    chunks, owners = rng.integers(0, 300, 1000), rng.integers(0, 5, 1000)
+    got = backend.to_host(sparse.gather_dot(backend, backend.asarray(embeddings), backend.asarray(vectors),
+                                            backend.asarray(chunks), backend.asarray(owners), slice_entries=97))
+    np.testing.assert_allclose(got, (embeddings @ vectors.T)[chunks, owners], rtol=1e-5, atol=1e-6)
+
+
+def test_cosine_spread_is_the_std_over_every_chunk(backend):
+    from types import SimpleNamespace
+
+    from gpu_tigrag.methods.tigrag.sparse_blocks import cosine_spread
+    from gpu_tigrag.retrieve.device import DeviceIndex
+
+    rng = np.random.default_rng(4)
+    embeddings = rng.normal(0.3, 0.1, (2000, 24)).astype(np.float32)
+    embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
+    queries = embeddings[:6] + 0.01
+    device = DeviceIndex(SimpleNamespace(embeddings=embeddings), backend)
+    got = backend.to_host(cosine_spread(backend, device, backend.asarray(queries)))
+    np.testing.assert_allclose(got, (embeddings @ queries.T).std(axis=0), rtol=1e-4)
+
+
+# -- the retriever -------------------------------------------------------------------------------
+QUESTIONS = ["Who directed The Glass Orchard?", "Where was the director of The Glass Orchard born?",
+             "Korvath lighthouse", "?? !!", "film director born in a harbour town", "Winter Tide thriller",
+             "Mirela Vantz", "Which film did Oskar Helm direct, and where was he born?"]
+
+
+@pytest.mark.parametrize("preset_name", ["paper", "best"])
+@pytest.mark.parametrize("ppr", ["exact", "push"])
+def test_sparse_blocks_rank_as_the_dense_blocks(example_index, backend, preset_name, ppr):
+    from gpu_tigrag.methods.tigrag.retriever import Retriever
+    from gpu_tigrag.presets import preset_with
+
+    index = example_index.index
+    results = {}
+    for blocks in ("dense", "sparse"):
+        config = preset_with(preset_name, {"tigrag.blocks": blocks, "tigrag.ppr.method": ppr})
+        retriever = Retriever(index, config, backend=backend)
+        results[blocks] = retriever.retrieve(QUESTIONS, k=8)
+    for dense, sparse_result in zip(results["dense"], results["sparse"]):
+        assert sparse_result.chunk_ids == dense.chunk_ids, dense.query
+        np.testing.assert_allclose(sparse_result.scores, dense.scores, rtol=1e-5, atol=1e-6)
+        assert [h.top_chunks for h in sparse_result.hops] == [h.top_chunks for h in dense.hops]
+        assert [h.pool_size for h in sparse_result.hops] == [h.pool_size for h in dense.hops]
+        assert sparse_result.dense_fallback == dense.dense_fallback
+
+
+def test_sparse_rankings_do_not_depend_on_the_batch(example_index, backend):
+    from gpu_tigrag.methods.tigrag.retriever import Retriever
+    from gpu_tigrag.presets import preset_with
+
+    config = preset_with("best", {"tigrag.blocks": "sparse", "tigrag.ppr.method": "push"})
+    retriever = Retriever(example_index.index, config, backend=backend)
+    together = retriever.retrieve(QUESTIONS, k=8)
+    alone = [retriever.retrieve([q], k=8)[0] for q in reversed(QUESTIONS)][::-1]
+    assert [r.chunk_ids for r in together] == [r.chunk_ids for r in alone]
+    assert [r.scores for r in together] == [r.scores for r in alone]
+
+
+def test_sparse_memory_plan_follows_the_candidates_met(example_index):
+    """The sparse blocks size a batch from the most candidates a query has had, not from the corpus."""
+    from gpu_tigrag.methods.tigrag.retriever import Retriever
+    from gpu_tigrag.presets import preset_with
+
+    retriever = Retriever(example_index.index, preset_with("paper", {"tigrag.blocks": "sparse"}), backend="numpy")
+    retriever.blocks.entries_per_query = 0
+    retriever.retrieve(QUESTIONS, k=5)
+    met = retriever.blocks.entries_per_query
+    assert 0 < met <= example_index.index.n_chunks
+    retriever.blocks.entries_per_query = 2 * met
+    doubled = retriever.blocks.bytes_per_query()
+    retriever.blocks.entries_per_query = met
+    assert doubled == 2 * retriever.blocks.bytes_per_query()  # proportional to the candidates, whatever the corpus
+
+
+@pytest.mark.parametrize("pool_max, depth", [(0, 0), (5, 0), (40, 0), (5, 12), (0, 30)])
+@pytest.mark.parametrize("seed", range(5))
+def test_pool_kernel_and_batch_sorts_agree(seed, pool_max, depth):
+    """kernels/row_pool.py (the CPU's per-row sorts) and the batch-wide sorts the GPU runs give the same
+    ranks and pools, on rows with ties, zeros and no entry, with indices in any order."""
+    from gpu_tigrag.backend import get_backend
+
+    be = get_backend("numpy")
+    dense = random_block(seed, n=300, queries=9, density=0.3).T  # B × chunks
+    matrix = scipy.sparse.csr_matrix(dense)
+    shuffled = matrix.copy()
+    rng = np.random.default_rng(seed)
+    for r in range(shuffled.shape[0]):  # unsorted indices within rows, as a sparse product may leave them
+        a, b = shuffled.indptr[r], shuffled.indptr[r + 1]
+        perm = rng.permutation(b - a) + a
+        shuffled.indices[a:b], shuffled.data[a:b] = shuffled.indices[perm], shuffled.data[perm]
+    shuffled.has_sorted_indices = False
+    kind_rows, pooled_rows = sparse._pool_entries_rows(be, shuffled, 0.8, pool_max, depth)
+    order = np.lexsort((shuffled.indices, np.repeat(np.arange(9), np.diff(shuffled.indptr))))
+    sorted_copy = shuffled.copy()
+    kind_sorted, pooled_sorted = sparse._pool_entries_sorted(be, sorted_copy, 0.8, pool_max, depth)
+    assert pooled_rows.tolist() == pooled_sorted.tolist()
+    assert kind_rows[order].tolist() == kind_sorted.tolist()
+    expected = cumulative_mass_pool(be, dense.T.copy(), 0.8).sum(axis=0)
+    assert pooled_rows.tolist() == (np.minimum(expected, pool_max) if pool_max else expected).tolist()
+    listed = np.bincount(np.repeat(np.arange(9), np.diff(shuffled.indptr))[kind_rows > 0], minlength=9)
+    positives = (dense > 0).sum(axis=1)
+    assert listed.tolist() == np.maximum(pooled_rows, np.minimum(depth, positives)).tolist()
