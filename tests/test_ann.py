@@ -243,3 +243,17 @@ def test_gpu_backend_searches_exactly_and_leaves_the_ann_unread(ann_index):
     gpu_like = Backend("cupy", np, scipy.sparse)  # is_gpu, with NumPy's arrays (no device needed)
     assert isinstance(fs.first_stage(DeviceIndex(loaded, gpu_like)), fs.FlatSearch)
     assert loaded.ann._faiss is None
+
+
+def test_ann_rescoring_in_slices_and_short_lists_are_exact(monkeypatch):
+    embeddings = clustered(n=500, dim=16, clusters=5)
+    queries = embeddings[:40]
+    ann = build_ann(embeddings, AnnConfig(kind="ivf", nlist=50))
+    monkeypatch.setattr(fs, "BLOCK_BYTES", 4 * 30 * 16 * 3)  # re-scored 3 queries at a time
+    search = fs.AnnSearch(NUMPY, embeddings, ann, DenseSearchConfig(nprobe=1))
+    ids, vals = search.search(queries, 30)  # one list of ~10 vectors cannot hold 30: those queries go exact
+    assert search.exact_fills > 0 and (ids >= 0).all()
+    np.testing.assert_allclose(vals, np.einsum("kbd,bd->kb", embeddings[ids], queries), rtol=1e-5, atol=1e-6)
+    flat_ids = fs.FlatSearch(NUMPY, embeddings).search(queries, 30)[0]
+    short = [q for q in range(40) if set(ids[:, q]) == set(flat_ids[:, q])]
+    assert len(short) >= search.exact_fills

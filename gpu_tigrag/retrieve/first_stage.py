@@ -92,13 +92,20 @@ class AnnSearch:
         found = found.astype(np.int64)
         short = (found < 0).any(axis=1)
         safe = np.where(found < 0, 0, found)
-        # exact cosines of the candidates, ranked best first, equal cosines in chunk-id order
-        scores = np.einsum("bkd,bd->bk", self.embeddings[safe], queries, dtype=np.float32)
+        # exact cosines of the candidates (gathered a slice of queries at a time: at most BLOCK_BYTES of
+        # vectors), ranked best first, equal cosines in chunk-id order
+        scores = np.empty(found.shape, dtype=np.float32)
+        step = max(1, BLOCK_BYTES // max(4 * k * queries.shape[1], 1))
+        for first in range(0, queries.shape[0], step):
+            rows = slice(first, first + step)
+            scores[rows] = np.einsum("bkd,bd->bk", self.embeddings[safe[rows]], queries[rows], dtype=np.float32)
         order = np.lexsort((safe, -scores), axis=-1)
         ids = np.take_along_axis(safe, order, axis=1)
         vals = np.take_along_axis(scores, order, axis=1).astype(np.float32)
         if short.any():  # the probed lists held fewer than k vectors: those queries are answered exactly
             self.exact_fills += int(short.sum())
+            log.debug("%d of %d queries got fewer than %d ANN candidates: searched exactly", int(short.sum()),
+                      len(short), k)
             exact_ids, exact_vals = FlatSearch(be, self.embeddings).search(queries[short], k)
             ids[short], vals[short] = be.to_host(exact_ids).T, be.to_host(exact_vals).T
         return be.asarray(np.ascontiguousarray(ids.T)), be.asarray(np.ascontiguousarray(vals.T))
