@@ -175,7 +175,7 @@ def _apply(policy: ThreadPolicy) -> None:
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(limits=policy.blas, user_api="blas")  # the BLAS libraries loaded now (numpy's)
-        for name in BLAS_VARIABLES:  # and those loaded later (SciPy's own OpenBLAS, faiss's), read at their load
+        for name in BLAS_VARIABLES:  # and those loaded later (SciPy's own OpenBLAS), read when they load
             _set(name, policy.blas)
     if "torch" in sys.modules:
         set_torch_threads(policy)
