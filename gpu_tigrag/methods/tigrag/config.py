@@ -50,7 +50,7 @@ class FusionConfig(CheckedConfig):
     rrf_k: int = setting(60, 'RRF constant k in 1 / (k + rank)')
     rrf_depth: int = setting(100, 'ranks per list that RRF counts')
     expansion_vectors: str = setting("text", 'vectors of the expanded queries μ ⊕ e that rerank hop 2+: "text" embeds each "question entity" in its own encoder pass (paper, eq. 3.15); "sum" is normalize(vec(question) + w·vec(entity)), each distinct entity of a batch embedded alone once; "joint" embeds one text "question entity1 entity2 …" per question (bench/results/expansion.md)')
-    expansion_weight: float = setting(1.0, 'w of expansion_vectors="sum": the weight of the entity\'s vector beside the question\'s')
+    expansion_weight: float = setting(0.5, 'w of expansion_vectors="sum": the weight of the entity\'s vector beside the question\'s (0.5: the best of 0.2-1.0 on the first half of 2Wiki, bench/results/expansion.md)')
 
     def _check(self) -> None:
         require(self.expansion_vectors in ("text", "sum", "joint"),
