@@ -240,14 +240,21 @@ def bench_push_ppr(index: Any, seeds: list[np.ndarray], batches: list[int], cpu_
 
 
 def bench_engine(index: Any, queries: list[str], encoder: Any, batches: list[int], cpu_max: int,
-                 presets: tuple[str, ...] = ("paper", "best")) -> dict[str, Any]:
-    """2-hop retrieval queries/s without the encoder per preset, backend and batch;
+                 presets: tuple[str, ...] = ("paper", "best", "paper sparse", "best sparse")) -> dict[str, Any]:
+    """2-hop retrieval queries/s without the encoder per preset, backend and batch ("sparse": the
+    preset with tigrag.blocks=sparse and tigrag.ppr.method=push, issue 24's mode for large corpora);
     "same_top5_as_cpu": the fraction of queries whose top-5 chunk ids equal the CPU's for the same
     preset (same batch, else the CPU's largest); ok when it is at least 99.5% for every row."""
     import dataclasses
 
+    from gpu_tigrag.config import replace_path
     from gpu_tigrag.presets import preset
     from gpu_tigrag.methods.tigrag.retriever import Retriever
+
+    def preset_with_config(config: Any, overrides: dict[str, Any]) -> Any:
+        for path, value in overrides.items():
+            config = replace_path(config, path, value)
+        return config
 
     rows, top5 = [], {}
     for preset_name in presets:
@@ -256,7 +263,10 @@ def bench_engine(index: Any, queries: list[str], encoder: Any, batches: list[int
                 if position == 1 and b > cpu_max:
                     continue
                 workload = [queries[i % len(queries)] for i in range(max(b, len(queries)))]
-                config = dataclasses.replace(preset(preset_name), batch_size=b, memory_budget_mb=64_000)
+                name_of_preset, _, mode = preset_name.partition(" ")
+                config = dataclasses.replace(preset(name_of_preset), batch_size=b, memory_budget_mb=64_000)
+                if mode == "sparse":
+                    config = preset_with_config(config, {"tigrag.blocks": "sparse", "tigrag.ppr.method": "push"})
                 retriever = Retriever(index, config, encoder=encoder, backend=name)
                 retriever.retrieve(workload[:b])  # warm-up
                 retriever.timer.seconds.clear()

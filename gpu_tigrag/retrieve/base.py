@@ -214,8 +214,14 @@ class BaseRetriever:
         return int(min(self.config.batch_size, fits))
 
     def _retrieve_splitting(self, batch: Any, k: int) -> list[QueryResult]:
-        """One block; on an out-of-memory error it is halved and retried, so no query is lost. Every
-        result carries the corpus ids of its passages (`doc_ids`), also where a method built it itself."""
+        """One block; on an out-of-memory error it is halved and retried, so no query is lost. A block
+        larger than the memory plan allows now (a plan that follows the candidates a method has met may
+        shrink after the block was made) is cut to the plan first. Every result carries the corpus ids
+        of its passages (`doc_ids`), also where a method built it itself."""
+        size = self.batch_size()
+        if len(batch) > size:
+            return [result for start in range(0, len(batch), size)
+                    for result in self._retrieve_splitting(batch.part(start, start + size), k)]
         try:
             results = self._retrieve_batch(batch, k)
         except self.be.out_of_memory_errors:

@@ -28,9 +28,9 @@ from ...ops.fusion import query_term_matrix
 from ...ops.sparse_scores import SparseScores
 from ...retrieve.first_stage import first_stage
 
-#: bytes per candidate entry of the blocks alive at once: ρ, pool and cosine entries (row, chunk,
-#: score: 20 bytes each) with their sort keys and orders (8 bytes each)
-BYTES_PER_ENTRY = 3 * 20 + 4 * 8
+#: bytes per candidate entry (a chunk in the postings of a query's top-γ tokens) alive at once: the
+#: product's index and score (8), its rank (8), kind and mask (2), the kept count (8), the row (8)
+BYTES_PER_ENTRY = 34
 
 
 @dataclass
@@ -74,8 +74,9 @@ class SparseBlocks:
         return int(min(index.n_chunks, max(1024, self.settings.ppr.top_gamma * mean_postings)))
 
     def bytes_per_query(self) -> int:
-        """The entries met so far per query (or the prior) × their bytes, for every hop at once."""
-        return int(self.entries_per_query * BYTES_PER_ENTRY * 2)
+        """The most candidates met so far per query (or the prior) × their bytes: one hop's candidates
+        are alive at a time; the pools and lists kept between hops are bounded by the caps."""
+        return int(self.entries_per_query * BYTES_PER_ENTRY)
 
     # -- token-graph stage ---------------------------------------------------------------------
     def score_and_pool(self, ids: Any, weights: Any, n_seeds: np.ndarray) -> tuple[SparseScores, SparseScores,
