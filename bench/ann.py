@@ -168,6 +168,8 @@ def scale_row(label: str, vectors: np.ndarray, queries: np.ndarray, kinds: tuple
     start = time.perf_counter()
     truth = np.concatenate([flat.search(queries[i:i + 256], 10)[0].T for i in range(0, len(queries), 256)])
     row: dict[str, Any] = {"label": label, "chunks": n, "dim": int(vectors.shape[1]), "queries": len(queries),
+                           "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+                           "load_average": " ".join(f"{v:.1f}" for v in os.getloadavg()),
                            "vector_bytes": int(vectors.nbytes),
                            "exact": {"qps_256": len(queries) / (time.perf_counter() - start),
                                      "qps_1": queries_per_second(flat, queries, 1, limit=ONE_QUERY_RUNS)}}
@@ -220,7 +222,8 @@ def markdown(payload: dict[str, Any]) -> str:
            f"Generated {payload.get('generated', '')}; machine shared with three other engineers' jobs (2 cores, "
            f"load {payload['load_average']} at the start): speeds are ratios within one run, exact beside ANN.",
            "", "Commands (from the repository root; the second rewrites this file from the JSON):", "", "```bash",
-           ".venv/bin/" + payload["command"].strip(), ".venv/bin/python bench/ann.py --markdown-only", "```", "",
+           *(".venv/bin/" + c.strip() for c in payload.get("commands") or [payload["command"]]),
+           ".venv/bin/python bench/ann.py --markdown-only", "```", "",
            f"Defaults: `ann.kind` {a.kind} (= ivf at or above `ann.min_chunks` {a.min_chunks:,} chunks), "
            f"`dense.search` {d.search}, `dense.nprobe` {d.nprobe}, `dense.ef_search` {d.ef_search}. The ANN's "
            "candidates are re-scored exactly, so its cosines are the exact ones; only the candidate set is "
@@ -248,7 +251,8 @@ def markdown(payload: dict[str, Any]) -> str:
                 "bytes (vectors) |", "|---|---|---|---|---|---|---|---|---|---|"]
         for row in payload["scale"]:
             exact = row["exact"]
-            out.append(f"| {row['chunks']:,} ({row['label']}) | exact | | 1 | {exact['qps_1']:.1f} | {exact['qps_256']:.1f} | 1 | 1 | | "
+            when = f", {row['measured_at'][11:16]}, load {row['load_average'].split()[0]}" if row.get("measured_at") else ""
+            out.append(f"| {row['chunks']:,} ({row['label']}{when}) | exact | | 1 | {exact['qps_1']:.1f} | {exact['qps_256']:.1f} | 1 | 1 | | "
                        f"({row['vector_bytes']:,}) |")
             for kind in KINDS:
                 if kind not in row:
@@ -345,6 +349,9 @@ def main() -> None:
                         help="sizes (of --sizes) where HNSW is measured beside IVF (its build is the slow one)")
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--smoke", action="store_true", help="a small random set only; writes nothing")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep bench/results/ann.json's rows of the datasets and sizes not measured now (each row "
+                             "records when and at what load it was measured)")
     parser.add_argument("--markdown-only", action="store_true",
                         help="rewrite bench/results/ann.md from bench/results/ann.json (no measurement)")
     args = parser.parse_args()
@@ -378,9 +385,34 @@ def main() -> None:
             kinds = KINDS if size in args.hnsw_sizes else ("ivf",)
             rows.append(scale_row(found[2], found[0], found[1], kinds))
             del found
+    if args.merge:
+        payload, rows = merged(payload, rows, set(sizes) | set(args.subsets))
     payload["scale"] = sorted(rows, key=lambda r: r["chunks"])
     payload["crossover"] = {batch: crossover(rows, batch) for batch in ("1", "256")}
     write_results("ann", payload, markdown(payload))
+
+
+def merged(payload: dict[str, Any], rows: list[dict[str, Any]], sizes: set[int]) -> tuple[dict[str, Any], list]:
+    """`payload` and `rows` with the previous run's datasets and synthetic rows of other sizes kept."""
+    import re
+
+    from bench.common import RESULTS
+
+    old = json.loads((RESULTS / "ann.json").read_text())
+
+    def size_of(row: dict[str, Any]) -> int:
+        found = re.match(r"first ([\d,]+) of", row["label"]) or re.search(r"(?:scale|synth)_(\d+)", row["label"])
+        return int(found.group(1).replace(",", ""))
+
+    kept = [r for r in old.get("scale", []) if size_of(r) not in sizes]
+    for row in kept:
+        row.setdefault("measured_at", old.get("generated"))
+        row.setdefault("load_average", old.get("load_average"))
+    commands = old.get("commands") or [old["command"]]
+    payload = {**payload, "datasets": {**old.get("datasets", {}), **payload["datasets"]},
+               "commands": commands + [payload["command"]],
+               "load_average": f"{old.get('load_average')}; then {payload['load_average']}"}
+    return payload, kept + rows
 
 
 if __name__ == "__main__":
