@@ -9,20 +9,22 @@ RSS, index load included). The synthetic indexes are `bench/scale.py`'s (stand-i
 as there. The exact mode at 300k+ passages runs fewer queries (it answers ~1 q/s); q/s is per query.
 
 Usage: python bench/query_scale.py [--sizes 10000 100000 300000 1000000] [--queries 2000] [--no-recall]
-Writes bench/results/query_scale.{json,md}.
+Writes bench/results/query_scale.{json,md}; `--sizes` with no size, or `--no-recall`, keeps that
+section's rows from the previous run (each row records its code version and the machine's load).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 if not __package__:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
-from bench.common import CACHE, dataset_runs, write_results
+from bench.common import CACHE, RESULTS, code_version, dataset_runs, write_results
 from bench.scale import index_command, run_measured, synth
 
 MODES = {"exact": {"tigrag.blocks": "dense", "tigrag.ppr.method": "exact"},
@@ -84,6 +86,7 @@ def scale_section(sizes: list[int], count: int) -> list[dict]:
             for mode in MODES:
                 queries = synthetic_queries(n, count if mode == "sparse" or n <= 100_000 else max(100, count // 10))
                 row = {"passages": n, "preset": preset_name, "mode": mode, "index_mib": index_bytes(n) / 2**20,
+                       "code_version": code_version(), "load": list(os.getloadavg()),
                        **measured_worker(n, preset_name, mode, queries)}
                 rows.append(row)
                 print({k: v for k, v in row.items() if k != "stage_seconds"}, file=sys.stderr, flush=True)
@@ -106,7 +109,7 @@ def recall_section(names: list[str]) -> list[dict]:
                 ranked = [r.chunk_ids[:10] for r in run.results]
                 reference = reference or ranked
                 pools = sorted(h.pool_size for r in run.results for h in r.hops)
-                row = {"dataset": name, "preset": preset_name, "mode": mode,
+                row = {"dataset": name, "preset": preset_name, "mode": mode, "code_version": code_version(),
                        **{k: report["metrics"][k] for k in ("recall@2", "recall@5", "recall@10")},
                        "identical_top10": sum(a == b for a, b in zip(ranked, reference)) / len(ranked),
                        "median_pool": pools[len(pools) // 2], "max_pool": pools[-1]}
@@ -125,16 +128,21 @@ def markdown(payload: dict) -> str:
     if rows:
         lines += ["## Synthetic corpora (stand-ins `hashing:256`, `capitalized`)", "",
                   "Each row is a fresh process: index load, 8 warm-up queries, then the timed queries (2 hops, "
-                  "k = 10); peak RSS of the process, index load included.", "",
+                  "k = 10); peak RSS of the process, index load included; growths are against the smallest size "
+                  "(the process's own ~0.5 GB of libraries and compiled kernels are in every row).", "",
                   "| passages | preset | mode | queries | q/s | q/s ÷ q/s at the smallest size | batch | median pool | "
-                  "peak RSS (MiB) | index on disk (MiB) | RSS ÷ index |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "peak RSS (MiB) | index on disk (MiB) | RSS growth | index growth |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         smallest = min(r["passages"] for r in rows)
         base = {(r["preset"], r["mode"]): r["queries_per_second"] for r in rows if r["passages"] == smallest}
+        first = {(r["preset"], r["mode"]): r for r in rows if r["passages"] == smallest}
         for r in rows:
             ratio = r["queries_per_second"] / base[(r["preset"], r["mode"])]
+            start = first[(r["preset"], r["mode"])]
             lines.append(f"| {r['passages']:,} | {r['preset']} | {r['mode']} | {r['queries']:,} | "
                          f"{r['queries_per_second']:.1f} | {ratio:.2f} | {r['batch_size']} | {r['median_pool']:,} | "
-                         f"{r['peak_rss_mib']:,.0f} | {r['index_mib']:,.0f} | {r['peak_rss_mib'] / r['index_mib']:.2f} |")
+                         f"{r['peak_rss_mib']:,.0f} | {r['index_mib']:,.0f} | "
+                         f"{r['peak_rss_mib'] / start['peak_rss_mib']:.1f}× | {r['index_mib'] / start['index_mib']:.1f}× |")
         largest = max(r["passages"] for r in rows)
         lines += ["", "Ratio of q/s at the largest size to q/s at the smallest (target ≥ 0.5):", ""]
         for (preset_name, mode), q in base.items():
@@ -182,11 +190,12 @@ def main() -> None:
     parser.add_argument("--no-recall", action="store_true")
     parser.add_argument("--datasets", nargs="*", default=["2wikimultihopqa", "musique_train100"])
     args = parser.parse_args()
-    import os
-
-    payload = {"arguments": "".join(f" {a}" for a in sys.argv[1:]), "load": list(os.getloadavg()),
-               "modes": MODES, "scale": scale_section(args.sizes, args.queries),
-               "recall": [] if args.no_recall else recall_section(args.datasets)}
+    previous_path = RESULTS / "query_scale.json"
+    previous = json.loads(previous_path.read_text()) if previous_path.is_file() else {}
+    payload = {"arguments": "".join(f" {a}" for a in sys.argv[1:]), "load": list(os.getloadavg()), "modes": MODES}
+    # a section not run now keeps its rows from the previous run (each row records its own code version)
+    payload["scale"] = scale_section(args.sizes, args.queries) if args.sizes else previous.get("scale", [])
+    payload["recall"] = previous.get("recall", []) if args.no_recall else recall_section(args.datasets)
     write_results("query_scale", payload, markdown(payload))
     print(markdown(payload))
 

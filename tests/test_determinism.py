@@ -1,7 +1,8 @@
 """A query's ranking does not depend on how it reached the engine: single calls (as `tigrag query`),
 batches of any size, shuffled batch orders, `eval`'s runner, `tigrag run` and `tigrag run --workers 2`
 give identical rankings, with the default encoder (multilingual-e5-small on onnx-int8 on a CPU) and
-every method (TIGRAG `best` and `paper`, SpectRAG, LiteSemRAG, the baselines).
+every method (TIGRAG `best` and `paper`, in the dense and the sparse mode, SpectRAG, LiteSemRAG, the
+baselines).
 
 The encoder's int8 activations are quantised per row (gpu_tigrag/encoders/onnx_rows.py), so a
 query's vector is bit-identical in any batch; the methods score each query on its own column.
@@ -26,7 +27,10 @@ pytestmark = [pytest.mark.slow]
 
 #: (system label, method, preset or None)
 SYSTEMS = [("best", "tigrag", "best"), ("paper", "tigrag", "paper"), ("SpectRAG", "spectrag", None),
-           ("LiteSemRAG", "litesemrag", None), ("Hybrid", "hybrid", None)]
+           ("LiteSemRAG", "litesemrag", None), ("Hybrid", "hybrid", None), ("best sparse", "tigrag", "best"),
+           ("paper sparse", "tigrag", "paper")]
+#: settings of a system beyond its preset: the sparse mode (per-query candidates, push PPR; issue 24)
+OVERRIDES = {label: {"tigrag.blocks": "sparse", "tigrag.ppr.method": "push"} for label in ("best sparse", "paper sparse")}
 TEMPLATES = ["Who is {}?", "{}", "What is known about {} and where did it happen?",
              "Tell me about {} and the people connected with it, and when each of them was born",
              "{} film director birthplace", "Which country is {} in, and what is it famous for today?",
@@ -70,11 +74,11 @@ def setup(tmp_path_factory):
     return index, folder / "index", queries, path, encoder
 
 
-def config_of(method: str, preset_name: str | None):
+def config_of(method: str, preset_name: str | None, label: str = ""):
     from gpu_tigrag.config import RetrievalConfig
-    from gpu_tigrag.presets import preset
+    from gpu_tigrag.presets import preset_with
 
-    return preset(preset_name) if preset_name else RetrievalConfig(method=method)
+    return preset_with(preset_name, OVERRIDES.get(label, {})) if preset_name else RetrievalConfig(method=method)
 
 
 def python_api(index, encoder, config, texts, batch_size, k=10):
@@ -95,7 +99,7 @@ def test_rankings_are_the_same_through_every_entry_point(setup, tmp_path, label,
 
     index, index_path, queries, queries_path, encoder = setup
     texts = [q["question"] for q in queries]
-    config = config_of(method, preset_name)
+    config = config_of(method, preset_name, label)
     reference = python_api(index, encoder, config, texts, batch_size=256)
     single = [python_api(index, encoder, config, [t], batch_size=1)[0] for t in texts[:40]]
     assert single == reference[:40], f"{label}: single-query calls differ from one batch"
@@ -110,6 +114,7 @@ def test_rankings_are_the_same_through_every_entry_point(setup, tmp_path, label,
     assert [list(ids[:10]) for ids in run.chunk_ids] == reference, f"{label}: the eval runner differs"
 
     sets = ["--method", method] + (["--preset", preset_name] if preset_name else [])
+    sets += [arg for path, value in OVERRIDES.get(label, {}).items() for arg in ("--set", f"{path}={value}")]
     for workers in ([], ["--workers", "2"]):
         out = tmp_path / f"run{len(workers)}.jsonl"
         assert main(["run", str(index_path), str(queries_path), "-o", str(out), "-k", "10", "-q",

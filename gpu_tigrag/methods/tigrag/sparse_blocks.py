@@ -59,7 +59,7 @@ class SparseBlocks:
                                        lambda: sparse.top_of_each_row(self.be, full, cap))
         self.chunk_passage = device.get("tigrag.chunk_passage",
                                         lambda: self.be.asarray(np.asarray(index.chunk_passage, dtype=np.int64)))
-        self.first_stage = first_stage(device)
+        self.first_stage = first_stage(device, retriever.config.dense)  # exact, or the index's ANN
         self.depth = 0  # first-stage results per query, set per batch from k
         #: the most candidate entries (ρ) one query has had so far: the memory plan follows them
         self.entries_per_query = self._prior_entries()
