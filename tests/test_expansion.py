@@ -126,6 +126,11 @@ def test_joint_embeds_one_text_per_question_with_all_its_entities(example_index)
                               "Who wrote the opera? Ansel Brightwater Mirela Vantz"]]
     assert owner.tolist() == [0, 1]
     np.testing.assert_allclose(vectors, encoder.inner.encode(encoder.calls[0], kind=QUERY), atol=1e-6)
+    # a question without an entity gets no vector (its rerank is -inf everywhere, as under "text")
+    encoder.calls.clear()
+    _, owner = expanded_query_vectors(stub_retriever(be, encoder, FusionConfig(expansion_vectors="joint")),
+                                      ["Q0?", "Q1?", "Q2?"], [["A"], [], ["B", "C"]])
+    assert encoder.calls == [["Q0? A", "Q2? B C"]] and owner.tolist() == [0, 2]
 
 
 def test_combine_handles_no_pairs_and_a_zero_sum():

@@ -38,17 +38,19 @@ def expansion_owner(entity_texts: Sequence[Sequence[str]]) -> np.ndarray:
 
 def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_texts: Sequence[Sequence[str]],
                            question_vectors: Any = None) -> tuple[Any, np.ndarray]:
-    """(vectors on the backend, owner): one unit vector per (question, entity) ("joint": per question),
-    `owner[i]` the position in `questions` of vector i's question, by `retriever.settings.fusion.expansion_vectors` (module doc).
+    """(vectors on the backend, owner): one unit vector per (question, entity) ("joint": per question
+    with an entity), `owner[i]` the position in `questions` of vector i's question, made as
+    `retriever.settings.fusion.expansion_vectors` says (module doc).
     `question_vectors` (len(questions) × dim, host or backend) are the questions' hop-1 vectors, used by
     "sum" only; without them "sum" embeds the questions again."""
     fusion = retriever.settings.fusion
     owner = expansion_owner(entity_texts)
     if fusion.expansion_vectors == "text":
         return retriever.encode(expansion_texts(questions, entity_texts)), owner
-    if fusion.expansion_vectors == "joint":
-        texts = [" ".join([question, *entities]) for question, entities in zip(questions, entity_texts)]
-        return retriever.encode(texts), np.arange(len(questions), dtype=np.int64)
+    if fusion.expansion_vectors == "joint":  # questions without an entity get no vector, as under "text"
+        joint = [i for i, entities in enumerate(entity_texts) if len(entities)]
+        texts = [" ".join([questions[i], *entity_texts[i]]) for i in joint]
+        return retriever.encode(texts), np.asarray(joint, dtype=np.int64)
     if fusion.expansion_vectors != "sum":
         raise ValueError(f"unknown tigrag.fusion.expansion_vectors {fusion.expansion_vectors!r}")
     distinct: dict[str, int] = {}
