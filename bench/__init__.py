@@ -85,6 +85,14 @@ REGISTRY: tuple[Benchmark, ...] = (
     Benchmark("scale", "scale.py", "benchmark",
               "streaming builds of 10k/100k/1M synthetic passages: passages/s, peak RSS, resume after a kill, "
               "1 vs 2 Dask query workers", ("scale.json", "scale.md"), data=False),
+    Benchmark("query_scale", "query_scale.py", "benchmark",
+              "TIGRAG's q/s and peak memory at 10k-1M synthetic passages, exact mode (dense blocks, exact PPR) vs "
+              "sparse mode (tigrag.blocks=sparse, push PPR), both presets; recall of both modes on 2Wiki and "
+              "MuSiQue-100", ("query_scale.json", "query_scale.md")),
+    Benchmark("latency", "latency.py", "benchmark",
+              "one query at a time on 2Wiki (NaiveRAG, BM25, both TIGRAG presets), thread settings before/after the "
+              "thread policy, PPR on 1 vs 2 threads, BM25 against bm25s, tigrag query wall time",
+              ("latency.json", "latency.md"), smoke=("--smoke",)),
     Benchmark("dask_index", "dask_index.py", "benchmark",
               "the 100k-passage streaming build on 2 local processes vs 2 Dask workers",
               ("scale_dask.json", "scale_dask.md"), data=False),
@@ -129,6 +137,12 @@ REGISTRY: tuple[Benchmark, ...] = (
               "seconds and bytes", ("ann.json", "ann.md"), smoke=("--smoke",),
               decision="ann.kind auto = ivf from ann.min_chunks = 200,000 chunks, dense.nprobe = 128 (NaiveRAG "
                        "within 0.5 point of exact on 2Wiki and MuSiQue-100), HNSW's dense.ef_search = 256"),
+    Benchmark("expansion", "expansion.py", "study",
+              "expanded-query vectors μ ⊕ e: the paper's texts vs sum and joint vectors and fewer bridging entities: "
+              "recall on 2Wiki and MuSiQue-100, encoder texts and seconds per query, 2Wiki q/s",
+              ("expansion.json", "expansion.md"), smoke=("--smoke",),
+              decision="best keeps fusion.expansion_vectors = text and bridge_entities = 8 (sum and joint miss the "
+                       "0.5-point target on MuSiQue-100); expansion_weight = 0.5 for sum"),
     Benchmark("ner_equivalence", "ner_equivalence.py", "study",
               "NER looked up in the index vs run on the hop's chunks at query time (eq. 3.10 as written)",
               ("ner_equivalence.json", "ner_equivalence.md"),

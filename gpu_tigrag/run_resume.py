@@ -55,12 +55,16 @@ def _differences(saved: Any, wanted: Any, prefix: str = "") -> list[str]:
 
 
 def _current_layout(config: Any) -> Any:
-    """A stored retrieval config in today's layout (a run file written before TIGRAG's settings became
-    the `tigrag` section resumes as long as the settings are the same)."""
-    from .config import RetrievalConfig, upgrade_config_dict
+    """A stored retrieval config in today's layout: a run file written before TIGRAG's settings became
+    the `tigrag` section, or before a setting existed (which then had its default's behaviour: every
+    new setting's default is the behaviour before it), resumes as long as the settings are the same."""
+    from .config import RetrievalConfig, config_from_dict, config_to_dict, upgrade_config_dict
 
+    if not isinstance(config, dict):
+        return config
     try:
-        return upgrade_config_dict(RetrievalConfig, config) if isinstance(config, dict) else config
+        full = config_to_dict(config_from_dict(RetrievalConfig, upgrade_config_dict(RetrievalConfig, config)))
+        return json.loads(json.dumps(full))  # as the sidecar holds it (tuples as lists)
     except TigragError:
         return config
 

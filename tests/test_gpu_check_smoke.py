@@ -89,8 +89,8 @@ def test_ppr_figures_per_backend_and_batch(smoke):
 
 def test_engine_figures_and_same_rankings(smoke):
     engine = smoke[0]["engine"]
-    assert len(engine["rows"]) == 8 and engine["same_top5_as_cpu"] == 1.0
-    assert sorted({row["preset"] for row in engine["rows"]}) == ["best", "paper"]
+    assert len(engine["rows"]) == 16 and engine["same_top5_as_cpu"] == 1.0
+    assert sorted({row["preset"] for row in engine["rows"]}) == ["best", "best sparse", "paper", "paper sparse"]
     for row in engine["rows"]:
         assert positive(row["queries_per_second_without_encoder"]) and row["same_top5_as_cpu"] == 1.0
         assert row["queries"] >= 15 and {"ppr", "score", "pool"} <= set(row["stage_seconds"])

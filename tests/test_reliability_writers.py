@@ -17,7 +17,9 @@ import pytest
 from conftest import EXAMPLES, QUESTIONS, ROOT, logged_messages, string_entities
 from gpu_tigrag.batch_run import run_queries
 from gpu_tigrag.cli import main
-from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig, RetrievalConfig, replace_path
+from gpu_tigrag.config import (
+    TIGRAG_LEGACY_KEYS, EncoderConfig, EntityConfig, IndexConfig, RetrievalConfig, replace_path,
+)
 from gpu_tigrag.corpus import Passage, load_corpus
 from gpu_tigrag.errors import ResumeMismatchError, TigragError, WriterLockError
 from gpu_tigrag.index.add import add_passages, add_to_index_dir
@@ -300,7 +302,8 @@ def test_a_run_file_of_the_old_config_layout_resumes(finished_run, tmp_path):
     sidecar = out.with_name(out.name + ".meta.json")
     meta = json.loads(sidecar.read_text())
     config = meta["retrieval_config"]
-    config.update(config.pop("tigrag"))
+    section = config.pop("tigrag")
+    config.update({key: section[key] for key in TIGRAG_LEGACY_KEYS})  # settings added since have no old place
     assert "hops" in config and "ppr" in config
     sidecar.write_text(json.dumps(meta))
     stats = run_queries(retriever, queries, out, k=3, resume=True)
