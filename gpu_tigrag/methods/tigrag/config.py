@@ -83,7 +83,7 @@ class TigragQueryConfig(CheckedConfig):
     rerank: bool = setting(True, 'ablation (Table 10): False ranks the pool by the graph score ρ instead of the embedding cosine')
     blocks: str = setting("dense", '"dense": scores as chunks × B blocks over the whole corpus (the reference); "sparse": each query scores only its candidates (the postings of its top-γ tokens, the dense first stage\'s top chunks), so no chunks × B block is made and a query\'s cost follows its candidates, not the corpus (bench/results/scale.md)')
     pool_max: int = setting(1000, 'sparse blocks only: a pool holds at most this many chunks (the highest ρ, then the lowest chunk id), so the rerank\'s work is bounded whatever the corpus; 0 = no cap (the paper\'s pool)')
-    postings_max: int = setting(1000, 'sparse blocks only: each expanded token adds ρ to its this many highest-BM25 chunks, so scoring is bounded whatever the corpus; 0 = every posting (the paper\'s ρ)')
+    postings_max: int = setting(250, 'sparse blocks only: each expanded token adds ρ to its this many highest-BM25 chunks, so scoring is bounded whatever the corpus; 0 = every posting (the paper\'s ρ)')
     fusion: FusionConfig = setting(help='beyond the paper: off by default', factory=FusionConfig)
 
     def _check(self) -> None:
