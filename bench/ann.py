@@ -323,7 +323,7 @@ def decision(payload: dict[str, Any]) -> list[str]:
     if cross:
         out.append(f"* `ann.min_chunks` {AnnConfig().min_chunks:,}: below it exact search is the default. For "
                    f"batches of 256 (the engine's batch) IVF at nprobe {d.nprobe} passes exact search at about "
-                   f"{cross['chunks']:,} chunks in this run (the ratios move by tens of percent between runs on this loaded machine), while its recall on these vectors is below 1 there; {single}, so a latency-bound "
+                   f"{cross['chunks']:,} chunks (between the sizes measured in one run; the ratios move by tens of percent between runs on this loaded machine), while its recall on these vectors is below 1 there; {single}, so a latency-bound "
                    "user can set `ann.kind=ivf` (or `tigrag extend INDEX --ann`) on a smaller index.")
     largest = max(payload.get("scale", []), key=lambda r: r["chunks"], default=None)
     if largest and "ivf" in largest:
