@@ -169,7 +169,7 @@ def markdown(payload: dict) -> str:
                        and (e["dataset"], e["preset"]) == (s["dataset"], s["preset"])
                        for k in ("recall@2", "recall@5", "recall@10")]
             if changes:
-                loss, gain = -min(0.0, min(changes)), max(0.0, max(changes))
+                loss, gain = max(0.0, -min(changes)), max(0.0, max(changes))
                 lines += ["", f"{mode}: largest recall loss from the exact mode {100 * loss:.2f} points "
                               f"({'within' if loss <= 0.005 else 'outside'} the 0.5-point tolerance), largest gain "
                               f"{100 * gain:.2f} points."]
