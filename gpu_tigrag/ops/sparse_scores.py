@@ -115,9 +115,7 @@ def remap_rows(be: Backend, block: SparseScores, rows: Any, n_queries: int) -> S
 
 def _descending_key(xp: Any, groups: Any, scores: Any) -> Any:
     """int64 keys ordering entries by group ascending, then score descending (−0.0 equal to 0.0)."""
-    bits = (-scores.astype(xp.float32) + xp.float32(0.0)).view(xp.int32).astype(xp.int64)
-    ordered = xp.where(bits >= 0, bits + (1 << 31), -bits - 1)  # the floats' order as integers in [0, 2**32)
-    return (groups << 32) | ordered
+    return (groups << 32) | descending_bits(xp, scores).astype(xp.int64)
 
 
 def ranking(be: Backend, block: SparseScores) -> tuple[Any, Any]:

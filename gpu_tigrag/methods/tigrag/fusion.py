@@ -15,22 +15,27 @@ from ...backend import Backend
 from ...ops.fusion import NEG_INF, reciprocal_rank
 
 
+def linked_chunks(passage_chunks: tuple[np.ndarray, np.ndarray], linked: Sequence[Sequence[int]]
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(query, chunk) host arrays: every chunk of the passages linked to each query, gathered at once from
+    `passage_chunks`, the (indptr, chunk ids) CSR from passage to its chunks."""
+    indptr, chunk_ids = passage_chunks
+    passages = np.fromiter((p for ps in linked for p in ps), dtype=np.int64)
+    owners = np.repeat(np.arange(len(linked), dtype=np.int64), [len(ps) for ps in linked])
+    sizes = indptr[passages + 1] - indptr[passages]
+    first = np.repeat(indptr[passages] - np.concatenate([[0], np.cumsum(sizes)[:-1]]), sizes)
+    return np.repeat(owners, sizes), chunk_ids[first + np.arange(int(sizes.sum()))]
+
+
 def link_mask(be: Backend, passage_chunks: tuple[np.ndarray, np.ndarray], linked: Sequence[Sequence[int]],
               n_chunks: int) -> Any:
     """Bool chunks × B: True on every chunk of the passages linked to each query.
 
     `passage_chunks` is the (indptr, chunk ids) CSR from passage to its chunks."""
-    indptr, chunk_ids = passage_chunks
-    rows: list[np.ndarray] = []
-    cols: list[np.ndarray] = []
-    for j, passages in enumerate(linked):
-        for p in passages:
-            members = chunk_ids[indptr[p]:indptr[p + 1]]
-            rows.append(members)
-            cols.append(np.full(members.size, j, dtype=np.int64))
+    queries, chunks = linked_chunks(passage_chunks, linked)
     mask = be.xp.zeros((n_chunks, len(linked)), dtype=bool)
-    if rows:
-        mask[be.asarray(np.concatenate(rows)), be.asarray(np.concatenate(cols))] = True
+    if chunks.size:
+        mask[be.asarray(chunks), be.asarray(queries)] = True
     return mask
 
 

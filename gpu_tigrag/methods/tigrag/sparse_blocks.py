@@ -27,6 +27,7 @@ from ...ops import sparse_scores as sparse
 from ...ops.fusion import query_term_matrix
 from ...ops.sparse_scores import SparseScores
 from ...retrieve.first_stage import first_stage
+from .fusion import linked_chunks
 
 #: bytes per candidate entry (a chunk in the postings of a query's top-γ tokens) alive at once: the
 #: product's index and score (8), its rank (8), kind and mask (2), the kept count (8), the row (8)
@@ -120,8 +121,7 @@ class SparseBlocks:
             return sparse.empty(self.be, n_queries)
         ids, cosines = self.first_stage.search(vectors, self.depth)
         top = sparse.from_top(self.be, ids, cosines)
-        moved = SparseScores(self.be.asarray(owners)[top.rows], top.chunks, top.scores, n_queries)
-        return sparse.concat(self.be, [moved], "max")
+        return sparse.from_entries(self.be, self.be.asarray(owners)[top.rows], top.chunks, top.scores, n_queries)
 
     def question_cosine(self, query_vectors: Any, hop: Any, k: int) -> QuestionCosine:
         """The question vectors, and the first-stage top of the queries that pool every chunk (all
@@ -186,13 +186,8 @@ class SparseBlocks:
         """The chunks of each query's linked passages as entries of score 1, or None."""
         if passages is None:
             return None
-        indptr, members = self.r.passage_chunks
-        rows = [np.full(int(indptr[p + 1] - indptr[p]), q, dtype=np.int64) for q, ps in enumerate(passages) for p in ps]
-        chunks = [members[indptr[p]:indptr[p + 1]] for ps in passages for p in ps]
-        if not rows:
-            return sparse.empty(self.be, len(passages), fill=0.0)
-        rows, chunks = np.concatenate(rows), np.concatenate(chunks)
-        return sparse.from_entries(self.be, rows, chunks, np.ones(rows.size, np.float32), len(passages), fill=0.0)
+        queries, chunks = linked_chunks(self.r.passage_chunks, passages)
+        return sparse.from_entries(self.be, queries, chunks, np.ones(chunks.size, np.float32), len(passages), fill=0.0)
 
     def top_chunks(self, block: SparseScores, count: int) -> np.ndarray:
         ids, _ = sparse.top_k(self.be, block, count)
