@@ -8,7 +8,7 @@ RSS, index load included). The synthetic indexes are `bench/scale.py`'s (stand-i
 `capitalized`, built once under .cache/bench/scale_N); queries are 6 words from a passage's text,
 as there. The exact mode at 300k+ passages runs fewer queries (it answers ~1 q/s); q/s is per query.
 
-Usage: python bench/query_scale.py [--sizes 10000 100000 300000 1000000] [--queries 2000] [--no-recall]
+Usage: python bench/query_scale.py [--sizes 10000 100000 300000 1000000] [--queries 2000] [--no-recall] [--latency N]
 Writes bench/results/query_scale.{json,md}; `--sizes` with no size, or `--no-recall`, keeps that
 section's rows from the previous run (each row records its code version and the machine's load).
 """
@@ -122,6 +122,35 @@ def recall_section(names: list[str]) -> list[dict]:
     return rows
 
 
+def latency_section(name: str, count: int) -> list[dict]:
+    """One query at a time (`retrieve([q])`) in both modes, both presets, on a dataset's first `count`
+    questions, interleaved query by query; vectors cached first (the encoder is excluded)."""
+    import statistics
+
+    from gpu_tigrag.methods.tigrag.retriever import Retriever
+    from gpu_tigrag.presets import preset_with
+
+    rows = []
+    for _, index, queries, encoder in dataset_runs([name]):
+        texts = [q.text for q in list(queries)[:count]]
+        retrievers = {(p, mode): Retriever(index, preset_with(p, overrides), encoder=encoder, backend="numpy")
+                      for p in PRESETS for mode, overrides in MODES.items()}
+        for retriever in retrievers.values():
+            retriever.retrieve(texts)  # warm: vectors cached, kernels compiled, device arrays prepared
+        times: dict = {key: [] for key in retrievers}
+        for text in texts:
+            for key, retriever in retrievers.items():
+                start = time.perf_counter()
+                retriever.retrieve([text])
+                times[key].append(1000 * (time.perf_counter() - start))
+        for (preset_name, mode), ms in times.items():
+            rows.append({"dataset": name, "preset": preset_name, "mode": mode, "queries": len(texts),
+                         "median_ms": statistics.median(ms), "p90_ms": sorted(ms)[int(0.9 * len(ms))],
+                         "code_version": code_version(), "load": list(os.getloadavg())})
+            print(rows[-1], file=sys.stderr, flush=True)
+    return rows
+
+
 def markdown(payload: dict) -> str:
     lines = ["# Query cost against corpus size: exact vs sparse mode", "",
              "2 cores, NumPy backend (each row records the machine's load). Exact mode: dense chunks × B blocks and "
@@ -154,6 +183,13 @@ def markdown(payload: dict) -> str:
             top = next(r for r in rows if r["passages"] == largest and (r["preset"], r["mode"]) == (preset_name, mode))
             lines.append(f"- {preset_name}, {mode}: {top['queries_per_second'] / q:.2f} "
                          f"({largest:,} vs {smallest:,} passages)")
+    if payload.get("latency"):
+        lines += ["", "## One query at a time (2Wiki)", "", f"Command: `{payload.get('latency_command', '')}`. "
+                  "`retrieve([q])` per question, the four retrievers interleaved query by query, query vectors cached "
+                  "beforehand (the encoder excluded).", "", "| preset | mode | queries | median ms | p90 ms |",
+                  "|---|---|---|---|---|"]
+        for r in payload["latency"]:
+            lines.append(f"| {r['preset']} | {r['mode']} | {r['queries']} | {r['median_ms']:.1f} | {r['p90_ms']:.1f} |")
     if payload["recall"]:
         lines += ["", "## Recall on the shared data (all-MiniLM-L6-v2 reference indexes)", "",
                   f"Command: `{payload.get('recall_command', '')}`.", "",
@@ -199,6 +235,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=2000)
     parser.add_argument("--no-recall", action="store_true")
     parser.add_argument("--datasets", nargs="*", default=["2wikimultihopqa", "musique_train100"])
+    parser.add_argument("--latency", type=int, default=0, metavar="N",
+                        help="also time N 2Wiki questions one at a time in both modes (0: keep the previous rows)")
     parser.add_argument("--render", action="store_true", help="rewrite the markdown from the JSON, running nothing")
     args = parser.parse_args()
     if args.render:
@@ -220,6 +258,11 @@ def main() -> None:
         payload["recall_command"] = previous.get("recall_command", previous.get("arguments", ""))
     else:
         payload["recall"], payload["recall_command"] = recall_section(args.datasets), command
+    if args.latency:
+        payload["latency"], payload["latency_command"] = latency_section("2wikimultihopqa", args.latency), command
+    else:
+        payload["latency"] = previous.get("latency", [])
+        payload["latency_command"] = previous.get("latency_command", "")
     write_results("query_scale", payload, markdown(payload))
     print(markdown(payload))
 
