@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .errors import OutputError
+from .errors import OutputError, TigragError
+from .outputs import check_replaceable
 
 #: `.NAME.tmp-*`: a version of NAME being written; `.NAME.old-*`: the folder a new one replaced
 TMP_MARK, OLD_MARK = ".tmp-", ".old-"
@@ -95,6 +96,7 @@ def atomic_path(target: str | Path, suffix: str = "") -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb+") as handle:
             os.fsync(handle.fileno())
+        check_replaceable(target)  # a device, FIFO, socket, folder or link is never renamed over
         os.replace(tmp, target)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
@@ -148,6 +150,8 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
         raise OutputError(f"{target}: cannot write ({describe_os_error(exc)})") from None
     try:
         yield tmp
+        if os.path.lexists(target) and (os.path.islink(target) or not target.is_dir()):
+            raise TigragError(f"{target}: exists and is not a folder; refusing to replace it (nothing was written)")
         if target.exists():
             old = target.with_name(f".{target.name}{OLD_MARK}{os.getpid()}")
             os.rename(target, old)

@@ -42,7 +42,8 @@ from .locking import writer_lock
 from .progress import counter
 from .records import as_record, parse_json, query_id, query_text
 from .retrieve.base import BaseRetriever as Retriever  # the protocol every method's retriever follows
-from .run_resume import HINT, check_meta, check_rows, run_identity, torn_tail_ok, write_meta
+from .outputs import index_home
+from .run_resume import HINT, check_meta, check_own_meta, check_rows, meta_path, run_identity, torn_tail_ok, write_meta
 
 log = logging.getLogger(__name__)
 
@@ -365,9 +366,15 @@ def open_run(queries_path: str | Path, output: str | Path, resume: bool, index: 
     if output.is_symlink():  # appending (or creating parts) through it would write where it points
         raise TigragError(f"{output}: a symbolic link (to {os.readlink(output)}); refusing to write through it: "
                           "remove it or choose another output")
+    home = index_home(output)
+    if home is not None:
+        raise TigragError(f"-o {output}: inside the index directory {home}; an index is changed only by `tigrag "
+                          "index`, `add` and `extend` (nothing was written): choose an output outside it")
     with writer_lock(output, RUN_WRITE):
         if output.exists() and not resume:
             raise TigragError(f"{output}: exists; pass --resume to continue it or choose another output")
+        if not output.exists() and (meta_path(output).exists() or meta_path(output).is_symlink()):
+            check_own_meta(meta_path(output))
         identity = run_identity(queries_path, index, config, k)
         sink = open_sink(output, fmt, tag)
         records = stream_queries(queries_path)
@@ -380,6 +387,12 @@ def open_run(queries_path: str | Path, output: str | Path, resume: bool, index: 
         write_meta(output, identity)
         with sink:
             yield sink, done, records
+        if fmt == "trec":  # complete: its record lets a later write replace it, and says what it holds
+            from .evaluate.runfiles import TREC_RUN
+            from .outputs import record_file
+
+            record_file(output, TREC_RUN, queries=sink.kept_rows, expected_queries=identity["queries"],
+                        complete=sink.kept_rows == identity["queries"])
 
 
 def run_queries(retriever: Retriever, queries_path: str | Path, output: str | Path, k: int = 5,

@@ -142,3 +142,25 @@ def writer_lock(target: str | Path, what: str = "another write") -> Iterator[Pat
         except FileNotFoundError:
             pass
         os.close(fd)
+
+
+def writer_of(target: str | Path) -> str | None:
+    """Who holds the writer lock of `target` now ("PID 1234"), or None when nobody does; never creates
+    the lock file (a reader may have no right to write beside `target`)."""
+    path = lock_path(target)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _holder(fd)
+        except OSError:
+            return None
+        return None
+    finally:
+        os.close(fd)

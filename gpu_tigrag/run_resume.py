@@ -1,7 +1,8 @@
 """What a `tigrag run` output belongs to, and the checks `--resume` makes before trusting it.
 
-When a run starts it writes `OUT.meta.json` beside its output: the sha256 of the query file,
-the identity of the index (its manifest's sha256), the retrieval configuration and k. A
+When a run starts it writes `OUT.meta.json` beside its output: the sha256 of the query file and
+its number of queries (what a complete output holds: `tigrag trec` checks it), the identity of
+the index (its manifest's sha256), the retrieval configuration and k. A
 resume continues only if all four are unchanged and every row already written is the answer
 to the query at its position (same index, id and query text, at most k chunks); otherwise it
 refuses with a `ResumeMismatchError` that says what differs, and changes nothing. A torn last
@@ -34,7 +35,10 @@ def run_identity(queries_path: str | Path, index: str, config: dict[str, Any], k
     path = query_file(queries_path)
     if not path.is_file():
         raise CorpusError(f"{path}: no such query file")
-    identity = {"format": FORMAT, "queries_sha256": sha256_file(path), "index": index,
+    from .batch_run import stream_queries
+
+    count = sum(1 for _ in stream_queries(path))
+    identity = {"format": FORMAT, "queries_sha256": sha256_file(path), "queries": count, "index": index,
                 "retrieval_config": config, "k": k}
     return json.loads(json.dumps(identity))  # as it reads back (tuples become lists)
 
@@ -43,8 +47,23 @@ def write_meta(output: Path, identity: dict[str, Any]) -> None:
     """Write the sidecar atomically (`atomic.py`), first removing what a killed write of it left;
     the caller holds the output's writer lock."""
     target = meta_path(output)
+    if target.exists() or target.is_symlink():
+        check_own_meta(target)
     remove_stale_temporaries(target)
     atomic_write_json(target, identity, indent=1, sort_keys=True)
+
+
+def check_own_meta(sidecar: Path) -> None:
+    """TigragError unless the existing `sidecar` is a run description this engine wrote (a regular file
+    holding this format): a foreign file there is never replaced."""
+    try:
+        saved = json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.is_file() and not sidecar.is_symlink() \
+            else None
+    except (OSError, ValueError):
+        saved = None
+    if not isinstance(saved, dict) or saved.get("format") not in (FORMAT, "gpu_tigrag-output"):
+        raise TigragError(f"{sidecar}: exists and is not the run description `tigrag run` writes there; refusing to "
+                          "replace it (nothing was written): move it away, or choose another output")
 
 
 def _differences(saved: Any, wanted: Any, prefix: str = "") -> list[str]:

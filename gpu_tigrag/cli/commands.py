@@ -38,6 +38,9 @@ def cmd_index(args: argparse.Namespace) -> int:
             log.warning("--set %s: %s's stage is not built (--methods %s); the setting is stored in the index and "
                         "used by a later `tigrag extend %s --methods %s`", item, owner, ",".join(methods),
                         args.output, owner)
+    from ..index.store import check_index_output
+
+    check_index_output(args.output)  # new, empty or an index: never a folder of someone else's files
     check_writable(Path(os.path.abspath(args.output)).parent, f"-o {args.output}")  # not through a link
     if args.stream or args.resume or args.scheduler:
         return _index_streaming(args, config, methods)
@@ -234,16 +237,35 @@ def _full_run_wanted(args: argparse.Namespace) -> bool:
     return bool(args.systems or args.sweep or args.out or args.qa_endpoint)
 
 
+def _eval_inputs(args: argparse.Namespace) -> list[Path]:
+    """The files `eval` reads (the query file, or a dataset folder's files): no output may be one of them."""
+    path = Path(args.queries)
+    if not path.exists() and args.data_dir:
+        path = Path(args.data_dir) / args.queries
+    if path.is_dir():
+        return [p for p in path.rglob("*") if p.is_file()][:10_000]
+    return [path]
+
+
 def _eval_outputs(args: argparse.Namespace):
-    """The cutoffs of --cutoffs, with --out, --save-runs and --save-qrels checked writable (before any work)."""
+    """The cutoffs of --cutoffs, with --out, --save-runs and --save-qrels checked before any work: writable,
+    and replacing nothing gpu_tigrag did not write (`outputs.py`), unless --force."""
     from ..evaluate.metrics import Cutoffs
+    from ..evaluate.report import REPORT_KIND, report_files
+    from ..evaluate.runfiles import QRELS, RUNS_FOLDER
+    from ..outputs import OutputFolder, check_file_output
 
     cutoffs = Cutoffs.parse(args.cutoffs)
+    inputs = _eval_inputs(args)
     if args.out:
+        folder = OutputFolder(args.out, REPORT_KIND, f"--out {args.out}", inputs, args.force)
+        folder.check(report_files(Path(args.out)))
         check_writable(args.out, f"--out {args.out}")
     if args.save_runs:
+        OutputFolder(args.save_runs, RUNS_FOLDER, f"--save-runs {args.save_runs}", inputs, args.force).check_folder()
         check_writable(args.save_runs, f"--save-runs {args.save_runs}")
     if args.save_qrels:
+        check_file_output(args.save_qrels, QRELS, f"--save-qrels {args.save_qrels}", inputs, args.force)
         check_writable(Path(os.path.abspath(args.save_qrels)).parent, f"--save-qrels {args.save_qrels}")
     return cutoffs
 
@@ -276,7 +298,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.baseline:
         raise TigragError("--baseline needs two systems or more (--systems)")
     results = run_experiment(index, dataset, [system], backend=args.backend, base=config,
-                             show_progress=not args.quiet, cutoffs=cutoffs, save_runs=args.save_runs,
+                             show_progress=not args.quiet, cutoffs=cutoffs, save_runs=args.save_runs, overwrite=args.force,
                              **encoder_options(args))
     report = {"queries": len(dataset.queries), **results["systems"][system]}
     for key in ("vector_cache", "run_files"):
@@ -344,7 +366,7 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     results = run_experiment(index, dataset, systems, sweeps, backend=args.backend, base=base, qa=qa,
                              show_progress=not args.quiet, cutoffs=cutoffs, baseline=baseline,
-                             save_runs=args.save_runs, **encoder_options(args))
+                             save_runs=args.save_runs, overwrite=args.force, **encoder_options(args))
     payload = {
         "run": {"dataset": dataset.name, "queries": len(dataset.queries), "chunks": index.n_chunks,
                 "match": dataset.match, "dataset_sha256": dataset.checksums, "index": str(args.index),
@@ -356,7 +378,7 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
         "results": results,
     }
     if args.out:
-        folder = write_run_or_keep(args.out, payload)
+        folder = write_run_or_keep(args.out, payload, args.force)
         if not args.quiet:
             extra = f", {folder / payload['per_query_file']}" if payload.get("per_query_file") else ""
             print(f"wrote {folder / 'results.json'}, {folder / 'report.md'}{extra} and {len(payload['plots'])} "
@@ -454,20 +476,29 @@ def cmd_trec(args: argparse.Namespace) -> int:
     """A TREC run file from the JSONL output of `tigrag run`."""
     from ..evaluate.runfiles import jsonl_to_trec
 
-    lines, queries = jsonl_to_trec(args.results, args.output, args.tag)
-    log.info("%d lines (%d queries) written to %s", lines, queries, args.output)
+    done = jsonl_to_trec(args.results, args.output, args.tag, partial=args.partial, force=args.force)
+    if not done.complete:
+        held = f"{done.queries:,} of {done.expected:,}" if done.expected is not None else f"{done.queries:,} (of an unknown number of)"
+        log.warning("%s: a partial run: %s queries%s; %s records it as partial", args.output, held,
+                    f", {args.results} still being written by {done.writer}" if done.writer else "",
+                    f"{args.output}.meta.json")
+    log.info("%d lines (%d queries) written to %s", done.lines, done.queries, args.output)
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from ..evaluate.report import compare
 
+    from ..atomic import atomic_write_text
+    from ..outputs import check_file_output, record_file
+
+    if args.out:
+        inputs = [Path(run) / "results.json" for run in args.runs]
+        check_file_output(args.out, "a comparison table", f"--out {args.out}", inputs, args.force)
     table = compare(args.runs)
     if args.out:
-        try:
-            Path(args.out).write_text(table)
-        except OSError as exc:
-            raise TigragError(f"--out {args.out}: cannot write the table ({exc.strerror or exc})") from None
+        atomic_write_text(args.out, table)
+        record_file(args.out, "a comparison table")
     print(table, end="")
     return 0
 

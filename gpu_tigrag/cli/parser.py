@@ -174,6 +174,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--qa-cache", help="answer cache folder (default RUN_DIR/qa_cache)")
     p.add_argument("--qa-concurrency", type=int, default=8, help="concurrent QA requests (default 8)")
     p.add_argument("--qa-rate", type=float, default=0.0, help="max QA requests per second (default: no limit)")
+    p.add_argument("--force", action="store_true",
+                   help="let --out, --save-runs and --save-qrels replace existing files that gpu_tigrag did not "
+                        "write (without it they are refused; a file it wrote there is replaced, never a folder, "
+                        "link, device, an input of the command or a file inside an index)")
     add_retrieval_options(p)
     p.set_defaults(func=cmd_eval)
 
@@ -211,10 +215,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("trec", help="convert the JSONL output of `tigrag run` into a TREC run file",
                        description="Write the TREC run (qid Q0 docid rank score tag; each passage once, at its best "
                                    "chunk, named by its corpus id) of a complete JSONL output of `tigrag run`, e.g. "
-                                   "one written with --resume.")
+                                   "one written with --resume. A run that is unfinished or still being written is "
+                                   "refused (its record says how many queries it must hold), unless --partial.")
     p.add_argument("results", type=Path, help="JSONL output of `tigrag run`")
     p.add_argument("-o", "--output", type=Path, required=True, help="TREC run file to write")
     p.add_argument("--tag", help="the run's tag (last column); default: the run's method")
+    p.add_argument("--partial", action="store_true",
+                   help="convert a run that is unfinished, killed or still being written (without it, refused): "
+                        "its complete lines only, and the TREC run's record (OUTPUT.meta.json) says it is partial")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing OUTPUT that gpu_tigrag did not write (never the input, a folder, link, "
+                        "device or a file inside an index)")
     p.set_defaults(func=cmd_trec)
 
     p = sub.add_parser("datasets", help="list or download public evaluation sets",
@@ -229,7 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="compare evaluation runs side by side",
                        description="Print a Markdown table of R@2 / R@5 / nDCG@10 per system for each run directory.")
     p.add_argument("runs", nargs="+", help="run directories written by `tigrag eval --out`")
-    p.add_argument("--out", help="also write the table to this file")
+    p.add_argument("--out", help="also write the table to this file (an existing file gpu_tigrag did not write is "
+                                 "refused, unless --force)")
+    p.add_argument("--force", action="store_true", help="let --out replace a file gpu_tigrag did not write")
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("methods", help="list the retrieval methods, their index stages and evaluation systems")
     p.set_defaults(func=cmd_methods)

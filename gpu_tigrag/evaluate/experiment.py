@@ -327,21 +327,35 @@ class Experiment:
         return rows
 
 
-def save_run_files(folder: str | Path, index: Index, dataset: Dataset, runs: dict[str, SystemRun]) -> dict[str, Any]:
+def run_files_folder(folder: str | Path, systems: Sequence[str], overwrite: bool = False) -> Any:
+    """The `--save-runs` folder of `systems` (`outputs.OutputFolder`), checked: nothing gpu_tigrag did not
+    write there is replaced, unless `overwrite`."""
+    from ..outputs import OutputFolder
+    from .runfiles import RUNS_FOLDER, run_file_names
+
+    out = OutputFolder(folder, RUNS_FOLDER, f"--save-runs {folder}", force=overwrite)
+    out.check(["qrels.tsv", "qrels.trec", *run_file_names(systems).values()])
+    return out
+
+
+def save_run_files(folder: str | Path, index: Index, dataset: Dataset, runs: dict[str, SystemRun],
+                   overwrite: bool = False) -> dict[str, Any]:
     """Write into `folder` one TREC run per system (`runfiles.run_file_names`: the system's name in safe
     characters, `.trec`; tag: the same name) and the gold of the dataset's queries as BEIR qrels
     (`qrels.tsv`) and TREC qrels (`qrels.trec`), all keyed as the dataset matches gold (title or
     passage id). Returns {"folder", "key", "qrels": [...], "runs": {system: file name}}."""
     from .runfiles import run_file_names, run_tag, write_qrels, write_trec_run
 
+    out = run_files_folder(folder, list(runs), overwrite)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     qids = [q.qid for q in dataset.queries]
-    write_qrels(folder / "qrels.tsv", dataset.queries)
-    write_qrels(folder / "qrels.trec", dataset.queries)
+    write_qrels(folder / "qrels.tsv", dataset.queries, record=False)
+    write_qrels(folder / "qrels.trec", dataset.queries, record=False)
     files = run_file_names(runs)
     for name, run in runs.items():
         write_trec_run(folder / files[name], qids, passage_rankings(index, run, dataset.match), run_tag(name))
+    out.record(["qrels.tsv", "qrels.trec", *files.values()])
     log.info("wrote %d TREC run(s) and the qrels to %s (passages named by %s)", len(files), folder,
              "title" if dataset.match == "title" else "passage id")
     return {"folder": str(folder), "key": dataset.match, "qrels": ["qrels.tsv", "qrels.trec"], "runs": files}
@@ -395,7 +409,8 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
                    base: RetrievalConfig = RetrievalConfig(), qa: Any = None,
                    show_progress: bool = False, vector_cache: VectorCache | None = None,
                    allow_mixed_encoder: bool = False, cutoffs: Cutoffs = DEFAULT_CUTOFFS,
-                   baseline: str | None = None, save_runs: str | Path | None = None) -> dict[str, Any]:
+                   baseline: str | None = None, save_runs: str | Path | None = None,
+                   overwrite: bool = False) -> dict[str, Any]:
     """All systems, sweeps and (optionally) QA in one run; returns the `results.json` payload.
     Progress goes to this module's logger (the CLI configures logging).
 
@@ -410,6 +425,7 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
         from .runfiles import check_unique_ids
 
         check_unique_ids([q.qid for q in dataset.queries], f"--save-runs {save_runs}")
+        run_files_folder(save_runs, names, overwrite)  # before any work: nothing foreign is replaced
     experiment = Experiment(index, dataset, backend, base, show_progress, vector_cache=vector_cache,
                             allow_mixed_encoder=allow_mixed_encoder, cutoffs=cutoffs)
     runs: dict[str, SystemRun] = {}
@@ -429,7 +445,7 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
         metrics = list(next(iter(per_query.values())))
         out["significance"] = compare_systems(per_query, baseline or names[0], metrics)
     if save_runs is not None:
-        out["run_files"] = save_run_files(save_runs, index, dataset, runs)
+        out["run_files"] = save_run_files(save_runs, index, dataset, runs, overwrite)
     if "TIGRAG" in runs and "TIGRAG 1-hop" in runs:
         out["hop_gains"] = hop_gains(index, dataset, runs["TIGRAG 1-hop"], runs["TIGRAG"])
     for key, values in (sweeps or {}).items():

@@ -293,10 +293,27 @@ def plot(payload: dict[str, Any], folder: Path) -> list[str]:
 PER_QUERY_FILE = "per_query.tsv"
 
 
-def write_run(folder: str | Path, payload: dict[str, Any]) -> Path:
+#: the kind of artefact an evaluation run folder records (`outputs.py`)
+REPORT_KIND = "an evaluation run"
+#: the files `write_run` may write, besides one sweep_NAME.png per sweep
+REPORT_FILES = ("results.json", "report.md", "per_query.tsv", "recall_at_k.png", "by_type.png", "latency.png")
+
+
+def report_files(folder: Path, sweeps: Sequence[str] = ()) -> list[str]:
+    """The files `write_run` may write into `folder` (the sweeps' plots there already included)."""
+    found = sorted(p.name for p in folder.glob("sweep_*.png")) if folder.is_dir() else []
+    return [*REPORT_FILES, *dict.fromkeys([*(f"sweep_{key}.png" for key in sweeps), *found])]
+
+
+def write_run(folder: str | Path, payload: dict[str, Any], overwrite: bool = False) -> Path:
     """Write results.json, the PNG plots, per_query.tsv and report.md into `folder`, each file atomically (a reader
-    sees the previous file or the new one). I/O failures raise OutputError naming the file."""
+    sees the previous file or the new one), and the folder's record of them; a file there that gpu_tigrag did not
+    write is refused (`outputs.py`) unless `overwrite`. I/O failures raise OutputError naming the file."""
+    from ..outputs import OutputFolder
+
     folder = Path(folder)
+    out = OutputFolder(folder, REPORT_KIND, f"--out {folder}", force=overwrite)
+    out.check(report_files(folder, list(payload.get("results", {}).get("sweeps") or ())))
     folder.mkdir(parents=True, exist_ok=True)
     payload["plots"] = plot(payload, folder)
     table = per_query_tsv(payload["results"]["systems"])
@@ -305,6 +322,7 @@ def write_run(folder: str | Path, payload: dict[str, Any]) -> Path:
         payload["per_query_file"] = PER_QUERY_FILE
     atomic_write_text(folder / "results.json", json.dumps(payload, indent=2, default=float) + "\n")
     atomic_write_text(folder / "report.md", markdown(payload))
+    out.record(["results.json", "report.md", *payload["plots"], *([PER_QUERY_FILE] if table is not None else [])])
     return folder
 
 
@@ -333,18 +351,16 @@ def compare(folders: Sequence[str | Path]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_run_or_keep(out: str, payload: dict[str, Any]) -> Path:
+def write_run_or_keep(out: str, payload: dict[str, Any], overwrite: bool = False) -> Path:
     """write_run into `out`; when that fails (disk full, folder removed), the results go to a temporary
     file (or, failing that, standard output) that the one-line error names."""
     import os
     import sys
     import tempfile
 
-    from ..errors import OutputError
-
     try:
-        return write_run(out, payload)
-    except (OSError, OutputError) as exc:  # atomic.py reports I/O failures as OutputError
+        return write_run(out, payload, overwrite)
+    except (OSError, TigragError) as exc:  # atomic.py reports I/O failures as OutputError; a refused file too
         reason = getattr(exc, "strerror", None) or str(exc)
     try:
         handle, name = tempfile.mkstemp(prefix="tigrag-eval-", suffix=".json")

@@ -28,6 +28,7 @@ every scorer. Each value is printed exactly (the float64 `repr` of the float32).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -141,11 +142,16 @@ def qrels_trec(queries: Sequence[Query]) -> str:
     return "".join(f"{trec_id(q.qid)} 0 {trec_id(key)} {grade}\n" for q in queries for key, grade in q.grades().items())
 
 
-def write_qrels(path: str | Path, queries: Sequence[Query]) -> Path:
-    """Write the gold of `queries` as qrels: BEIR TSV for a `.tsv` name, TREC qrels otherwise."""
+def write_qrels(path: str | Path, queries: Sequence[Query], record: bool = True) -> Path:
+    """Write the gold of `queries` as qrels: BEIR TSV for a `.tsv` name, TREC qrels otherwise; with
+    `record`, its record beside it (OUTPUT.meta.json, `outputs.py`: a later write may replace it)."""
+    from ..outputs import record_file
+
     path = Path(path)
     check_unique_ids([q.qid for q in queries], str(path))
     atomic_write_text(path, qrels_beir(queries) if path.suffix.lower() == ".tsv" else qrels_trec(queries))
+    if record:
+        record_file(path, QRELS, queries=len(queries))
     return path
 
 
@@ -158,35 +164,101 @@ def write_trec_run(path: str | Path, qids: Sequence[str], rankings: Sequence[Seq
     return path
 
 
-def jsonl_to_trec(results: str | Path, output: str | Path, tag: str | None = None) -> tuple[int, int]:
-    """Write the TREC run of a complete JSONL output of `tigrag run` (rows with `id`, `scores` and
-    `doc_ids`); `tag` defaults to the run's method (from its `.meta.json` sidecar). Returns (lines,
-    queries)."""
+#: the kinds of artefact these writers record (`outputs.py`)
+TREC_RUN, QRELS, RUNS_FOLDER = "a TREC run", "qrels", "TREC runs and qrels"
+
+
+def write_trec_run_recorded(path: str | Path, qids: Sequence[str], rankings: Sequence[Sequence[tuple[str, float]]],
+                            tag: str, **facts: object) -> Path:
+    """`write_trec_run`, then its record beside it (OUTPUT.meta.json: the queries it holds, `facts`)."""
+    from ..outputs import record_file
+
+    path = write_trec_run(path, qids, rankings, tag)
+    record_file(path, TREC_RUN, queries=len(qids), **{"complete": True, **facts})
+    return path
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """What `jsonl_to_trec` wrote: lines, queries, and the queries the run must hold (None: unknown)."""
+
+    lines: int
+    queries: int
+    expected: int | None
+    complete: bool
+    writer: str | None  # "PID N" when a `tigrag run` was still writing the input
+
+
+def _run_sidecar(results: Path) -> dict:
     import json
 
-    results = Path(results)
-    if tag is None:
-        tag = "tigrag"
-        sidecar = results.with_name(results.name + ".meta.json")
-        try:
-            tag = json.loads(sidecar.read_text(encoding="utf-8"))["retrieval_config"]["method"]
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-    qids, rankings = [], []
+    from ..run_resume import FORMAT, meta_path
+
     try:
-        with open(results, "rb") as handle:
-            for lineno, line in enumerate(handle, start=1):
-                if not line.endswith(b"\n"):
+        saved = json.loads(meta_path(results).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return saved if isinstance(saved, dict) and saved.get("format") == FORMAT else {}
+
+
+def jsonl_to_trec(results: str | Path, output: str | Path, tag: str | None = None, partial: bool = False,
+                  force: bool = False) -> Conversion:
+    """Write the TREC run of a complete JSONL output of `tigrag run` (rows with `id`, `scores` and
+    `doc_ids`); `tag` defaults to the run's method (from its `.meta.json` sidecar).
+
+    A run still being written (its writer lock held), or holding fewer rows than the query count its
+    sidecar records (a killed run), or whose sidecar records no count, is refused unless `partial`:
+    then its complete lines are converted and the TREC run's record says it is partial. The output
+    follows `outputs.py`'s rule (never the input, never a foreign file unless `force`)."""
+    import json
+
+    from ..locking import writer_of
+    from ..outputs import check_file_output, record_file
+    from ..run_resume import meta_path
+
+    results, output = Path(results), Path(output)
+    if not results.is_file():
+        raise TigragError(f"{results}: no such file" if not results.exists() else f"{results}: not a file")
+    check_file_output(output, TREC_RUN, f"-o {output}", inputs=[results, meta_path(results)], force=force)
+    sidecar = _run_sidecar(results)
+    if tag is None:
+        try:
+            tag = sidecar["retrieval_config"]["method"]
+        except (KeyError, TypeError):
+            tag = "tigrag"
+    writer = writer_of(results)
+    if writer is not None and not partial:
+        raise TigragError(f"{results}: still being written by `tigrag run` ({writer}); convert it when the run has "
+                          "finished, or pass --partial to convert the queries it holds now (nothing was written)")
+    qids, rankings, torn = [], [], False
+    with open(results, "rb") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.endswith(b"\n"):
+                if not partial:
                     raise TigragError(f"{results}: line {lineno} is cut short (an interrupted run): finish it with "
-                                      "`tigrag run ... --resume` first")
-                try:
-                    row = json.loads(line)
-                    qids.append(str(row["id"]))
-                    rankings.append(passage_ranking(row["doc_ids"], row["scores"]))
-                except (ValueError, KeyError, TypeError) as exc:
-                    raise TigragError(f"{results}: line {lineno} is not a result row of `tigrag run` with corpus "
-                                      f"passage ids ({type(exc).__name__}: {exc})") from None
-    except FileNotFoundError:
-        raise TigragError(f"{results}: no such file") from None
+                                      "`tigrag run ... --resume` first, or pass --partial to convert the complete "
+                                      "lines")
+                torn = True
+                break
+            try:
+                row = json.loads(line)
+                qids.append(str(row["id"]))
+                rankings.append(passage_ranking(row["doc_ids"], row["scores"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise TigragError(f"{results}: line {lineno} is not a result row of `tigrag run` with corpus "
+                                  f"passage ids ({type(exc).__name__}: {exc})") from None
+    expected = sidecar.get("queries")
+    expected = expected if isinstance(expected, int) and not isinstance(expected, bool) else None
+    complete = writer is None and not torn and expected is not None and len(qids) == expected
+    if not complete and not partial:
+        if expected is None:
+            reason = (f"its record {meta_path(results).name} is missing or does not say how many queries the run "
+                      "must hold (a run of an older version, or not a `tigrag run` output)")
+        else:
+            reason = f"it holds {len(qids):,} of the {expected:,} queries of its run (unfinished or killed)"
+        raise TigragError(f"{results}: {reason}; finish it with `tigrag run ... --resume`, or pass --partial to "
+                          "convert what it holds (the TREC run's record then says it is partial); nothing was written")
     write_trec_run(output, qids, rankings, run_tag(tag))
-    return sum(len(r) for r in rankings), len(qids)
+    record_file(output, TREC_RUN, queries=len(qids), expected_queries=expected, complete=complete,
+                source=str(results.resolve()))
+    return Conversion(sum(len(r) for r in rankings), len(qids), expected, complete, writer)

@@ -31,7 +31,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..atomic import OLD_MARK, TMP_MARK, atomic_write_json, fsync_folder
+from ..atomic import OLD_MARK, atomic_write_json, fsync_folder
 from ..errors import IndexFormatError, NotAnIndexError, TigragError
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,9 @@ POINTER_VERSION = 4
 _NAME = re.compile(r"gen-(\d{6,})")
 _RETRIES = 1000  # pointer switches a reader follows before it gives up (each one is a commit)
 _FLAT_SUFFIXES = (".npy", ".parquet")  # what a flat index keeps beside its manifest
+#: the temporaries writers of an index directory leave when killed: a staged generation, a generation
+#: renamed away for removal, a pointer being written (nothing else there is ever removed as one)
+_TEMPORARY = re.compile(r"\.(gen-\d{6,}|manifest\.json)\.(tmp-|old-)[^/]*")
 
 
 def generation_name(number: int) -> str:
@@ -234,11 +237,38 @@ def next_generation(path: Path) -> str:
     return generation_name(max([n for n in numbers if n is not None], default=0) + 1)
 
 
+def flat_files(path: Path) -> list[str]:
+    """The files of the flat index that index directory `path` was (or is), still to be removed: those its
+    flat manifest lists, or that the pointer carried over from it (`commit`) — never any other file."""
+    raw = _read_bytes(path / MANIFEST)
+    if raw is None:
+        return []
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return []
+    if not isinstance(value, dict):
+        return []
+    if pointed_generation(path, raw) is not None:
+        names = value.get("flat_files")
+    else:
+        names = list(value["files"]) if isinstance(value.get("files"), dict) else []
+    if not isinstance(names, list):
+        return []
+    return sorted(n for n in names if isinstance(n, str) and n.endswith(_FLAT_SUFFIXES) and "/" not in n
+                  and n == Path(n).name and not n.startswith(".") and os.path.lexists(path / n))
+
+
 def commit(path: Path, name: str) -> None:
-    """Make generation `name` of index directory `path` the current one (atomically, durably)."""
+    """Make generation `name` of index directory `path` the current one (atomically, durably). The
+    pointer carries the names of a flat index's files not yet removed (`flat_files`), so that only
+    they are ever removed."""
+    leftover = flat_files(path)
     fsync_folder(path)  # the generation's folder entry first
-    atomic_write_json(path / MANIFEST, {"format": "gpu_tigrag-index", "format_version": POINTER_VERSION,
-                                        "generation": name}, indent=1)
+    pointer = {"format": "gpu_tigrag-index", "format_version": POINTER_VERSION, "generation": name}
+    if leftover:
+        pointer["flat_files"] = leftover
+    atomic_write_json(path / MANIFEST, pointer, indent=1)
     fsync_folder(path)
 
 
@@ -248,8 +278,8 @@ def remove_leftovers(path: Path) -> None:
     current = generation_number(current_generation(path) or "gen-000000") or 0
     for entry in path.iterdir():
         number = generation_number(entry.name)
-        if (entry.name.startswith(".") and (TMP_MARK in entry.name or OLD_MARK in entry.name)) or (
-                number is not None and number > current):
+        if _TEMPORARY.fullmatch(entry.name) or (number is not None and number > current and entry.is_dir()
+                                                 and not entry.is_symlink()):
             _remove(entry)
 
 
@@ -268,8 +298,7 @@ def collect(path: Path) -> list[str]:
         if number is None or number >= top:
             continue
         if entry.is_symlink() or not entry.is_dir():
-            entry.unlink(missing_ok=True)  # not ours: drop the name, never what it points to
-            continue
+            continue  # not a generation the engine wrote: left as it is
         fd = _try_exclusive(entry)
         if fd is None:
             held.append(entry.name)
@@ -280,7 +309,7 @@ def collect(path: Path) -> list[str]:
             _remove(entry)
         finally:
             os.close(fd)
-    flat = [p for p in path.iterdir() if p.name.endswith(_FLAT_SUFFIXES) and not p.is_dir()]
+    flat = [path / name for name in flat_files(path) if not (path / name).is_dir()]
     if flat:
         fd = _try_exclusive(path)
         if fd is None:

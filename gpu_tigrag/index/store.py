@@ -46,6 +46,7 @@ from ..checksums import sha256_file, sha256_json
 from ..config import ENTITY_LABELS, IndexConfig, config_from_dict, config_to_dict
 from ..errors import IndexFormatError, NotAnIndexError, OutputError, TigragError, WriterLockError
 from ..locking import writer_lock
+from ..outputs import index_home, is_index_manifest
 from ..text.tokens import Vocabulary
 from .entities import ChunkEntities
 from ..methods.registry import get_method, stage_methods
@@ -214,18 +215,45 @@ def _check_target(path: Path) -> bool:
     """Whether index directory `path` holds an index (False: nothing there); refuses anything else."""
     if path.is_symlink() and not path.exists():
         raise TigragError(f"{path}: a symbolic link to nothing; refusing to write an index where it points")
-    if not path.exists():
-        return False
     if path.is_dir() and path.parent.is_dir() and generation_number(path.name) is not None \
             and (path.parent / MANIFEST).is_file():
         raise TigragError(f"{path}: a generation of the index {path.parent}, which is never changed; write to "
                           f"{path.parent} instead")
-    if not path.is_dir() or not (path / MANIFEST).is_file():
+    home = index_home(path.parent)
+    if home is not None:
+        raise TigragError(f"{path}: inside the index directory {home}; an index is never written into another "
+                          "(nothing was changed): choose a folder outside it")
+    if not path.exists():
+        return False
+    if not path.is_dir():
         raise TigragError(f"{path}: exists and is not an index directory; refusing to overwrite it")
-    if (path / MANIFEST).is_symlink():
-        raise TigragError(f"{path / MANIFEST}: a symbolic link, not an index's manifest; refusing to overwrite "
+    manifest = path / MANIFEST
+    if manifest.is_symlink():
+        raise TigragError(f"{manifest}: a symbolic link, not an index's manifest; refusing to overwrite "
                           f"{path} (remove the link, or write the index elsewhere)")
+    if not os.path.lexists(manifest):
+        entries = sorted(entry.name for entry in path.iterdir())
+        if not entries:
+            return False  # an empty folder: the new index takes its place
+        shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3:,} more" if len(entries) > 3 else "")
+        raise TigragError(f"{path}: a folder that is not an index (it holds {shown}); refusing to write an index "
+                          "into it, which would mix it with files gpu_tigrag did not write (nothing was changed): "
+                          "choose a new or empty folder")
+    if not manifest.is_file() or not is_index_manifest(manifest):
+        raise TigragError(f"{manifest}: not the manifest of a gpu_tigrag index (nor a damaged one of its pointer); "
+                          f"refusing to write an index into {path}, which holds files gpu_tigrag did not write "
+                          "(nothing was changed): choose a new or empty folder (if it is an index of yours whose "
+                          "manifest was damaged, remove the folder first)")
     return True
+
+
+def check_index_output(path: str | Path) -> None:
+    """Refuse (TigragError, before any work) an index output `-o PATH` that is not new, an empty
+    folder or an index: nothing the engine did not write is ever replaced or deleted."""
+    raw = os.path.abspath(path)
+    if Path(raw).parent == Path(raw):
+        raise TigragError(f"-o {path}: the root of the file system cannot be an index directory; choose a folder")
+    _check_target(Path(path))
 
 
 def save_index(index: Index, path: str | Path) -> Path:

@@ -37,6 +37,7 @@ import json
 import logging
 import multiprocessing
 import os
+import re
 import shutil
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -342,8 +343,30 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
 
     build_stages(index, methods, get_backend(build.backend), encoder, show_progress)
     save_index(index, build.output)
-    shutil.rmtree(build.work, ignore_errors=True)
+    _remove_work(build.work)
     return index
+
+
+#: what a streaming build writes in its work folder: checkpoints, the vocabulary, its ledger and
+#: description, and the temporaries of their atomic writes
+_WORK_FILE = re.compile(r"\.?(part-\d{5,}-[0-9a-f-]+\.(tokens\.npz|counts\.npz|embed\.npy|entities\.json)"
+                        r"|vocab-[0-9a-f]+\.npy|checksums\.jsonl|build\.json)(\.tmp-[^/]*)?")
+
+
+def _remove_work(work: Path) -> None:
+    """Remove the files the build wrote in its work folder, then the folder if nothing else is left
+    (a file someone else put there is kept, and the folder with it)."""
+    if work.is_symlink() or not work.is_dir():
+        return
+    for entry in work.iterdir():
+        if _WORK_FILE.fullmatch(entry.name) and not entry.is_dir():
+            entry.unlink(missing_ok=True)
+        elif _WORK_FILE.fullmatch(entry.name) and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+    try:
+        work.rmdir()
+    except OSError:
+        log.warning("%s: kept, as it holds files the build did not write", work)
 
 
 def _open_work(build: StreamBuild, resume: bool, explicit_size: bool) -> None:
