@@ -204,7 +204,14 @@ class OutputFolder:
 
     def check_folder(self) -> None:
         """The folder itself: not a link or a file, not inside an index."""
-        _refuse_always(self.folder, self.what, ())
+        if os.path.islink(self.folder):
+            raise TigragError(f"{self.what}: {self.folder} is a symbolic link (to {os.readlink(self.folder)}); "
+                              "refusing to write through it (nothing was written): choose another folder")
+        home = index_home(self.folder)
+        if home is not None:
+            raise TigragError(f"{self.what}: {self.folder} is inside the index directory {home}; an index is changed "
+                              "only by `tigrag index`, `add` and `extend` (nothing was written): choose a folder "
+                              "outside it")
         if self.folder.exists() and not self.folder.is_dir():
             raise TigragError(f"{self.what}: {self.folder} exists and is not a folder (nothing was written)")
         record = self.folder / FOLDER_RECORD

@@ -8,7 +8,8 @@ from functools import partial
 import pytest
 
 from gpu_tigrag.errors import OutputError, TigragError
-from gpu_tigrag.evaluate.fetch import Source, fetch
+from gpu_tigrag.outputs import OutputFolder
+from gpu_tigrag.evaluate.fetch import DOWNLOAD_KIND, Source, fetch
 
 
 class RangeHandler(http.server.SimpleHTTPRequestHandler):
@@ -61,14 +62,17 @@ def test_fetch_verifies_and_resumes(server, tmp_path, caplog):
     registry = {"toy": [Source(f"{url}/data.json", "data.json", sha256=digest)]}
     out = tmp_path / "out"
     (out / "toy").mkdir(parents=True)
-    (out / "toy" / "data.json.part").write_bytes(content[:1000])  # an interrupted earlier download
+    (out / "toy" / "data.json.part").write_bytes(content[:1000])  # an interrupted earlier download: its record
+    record = OutputFolder(out / "toy", DOWNLOAD_KIND, "--to")  # says the engine started it (as fetch records it)
+    record.files["data.json.part"] = {"partial": True}
+    record.record([])
     with caplog.at_level("INFO", logger="gpu_tigrag.evaluate.fetch"):
         folder = fetch("toy", out, registry=registry)
     assert f"data.json: sha256 {digest} verified" in caplog.messages
     assert (folder / "data.json").read_bytes() == content
     assert RangeHandler.ranges == ["bytes=1000-"]  # resumed, not restarted
     assert digest in (folder / "SHA256SUMS").read_text()
-    assert sorted(p.name for p in folder.iterdir()) == ["SHA256SUMS", "data.json"]  # no .part, no temporary
+    assert sorted(p.name for p in folder.iterdir()) == [".tigrag-outputs.json", "SHA256SUMS", "data.json"]  # no .part
     fetch("toy", out, registry=registry)  # already there: verified, nothing fetched
     assert RangeHandler.ranges == ["bytes=1000-"]
 
@@ -86,8 +90,24 @@ def test_first_download_records_checksum_and_later_ones_check_it(server, tmp_pat
     registry = {"toy": [Source(f"{url}/data.json", "data.json")]}
     folder = fetch("toy", tmp_path / "out", registry=registry)
     (folder / "data.json").write_bytes(b"tampered")
-    with pytest.raises(TigragError, match="does not match"):
+    with pytest.raises(TigragError, match="changed since"):
         fetch("toy", tmp_path / "out", registry=registry)
+    assert (folder / "data.json").read_bytes() == b"tampered"
+
+
+@pytest.mark.parametrize("name", ["data.json.part", "SHA256SUMS", "data.json"])
+def test_fetch_never_replaces_a_file_it_did_not_write(server, tmp_path, name):
+    """Issue 30: a user's file in the dataset folder (a .part, SHA256SUMS, the data file itself with other
+    bytes) is refused in one line before any download, and left as it was."""
+    url, _ = server
+    registry = {"toy": [Source(f"{url}/data.json", "data.json")]}
+    folder = tmp_path / "out" / "toy"
+    folder.mkdir(parents=True)
+    (folder / name).write_bytes(b"mine")
+    RangeHandler.ranges = []
+    with pytest.raises(TigragError, match="was not written there by gpu_tigrag"):
+        fetch("toy", tmp_path / "out", registry=registry)
+    assert (folder / name).read_bytes() == b"mine" and sorted(p.name for p in folder.iterdir()) == [name]
 
 
 def test_offline_gives_a_clear_message(tmp_path):

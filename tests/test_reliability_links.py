@@ -113,7 +113,8 @@ RUN_CASES = {
     "jsonl output": ("out.jsonl", "out.jsonl", [], "out.jsonl: a symbolic link"),
     "trec output": ("out.trec", "out.trec", [], "out.trec: a symbolic link"),
     "output lock": ("out.jsonl.lock", "out.jsonl", [], "the lock of .* must be a regular file"),
-    "output sidecar": ("out.jsonl.meta.json", "out.jsonl", [], "works"),
+    "output sidecar": ("out.jsonl.meta.json", "out.jsonl", [], "out.jsonl.meta.json: exists and is not the run "
+                                                               "description"),
     "parquet folder": ("out.parquet", "out.parquet", [], "out.parquet: a symbolic link"),
     "resumed output": ("out.jsonl", "out.jsonl", ["--resume"], "out.jsonl: a symbolic link"),
     "distributed output": ("out.jsonl", "out.jsonl", ["--workers", "1"], "out.jsonl: a symbolic link"),
@@ -160,20 +161,21 @@ def test_a_link_at_a_run_output_folder_is_refused(world, capsys):
 
 
 @pytest.mark.parametrize("kind", ["file", "dangling"])
-def test_evaluation_files_replace_a_planted_link(world, capsys, kind):
-    """--save-runs, --save-qrels and --out files are written atomically: a link there is replaced."""
+@pytest.mark.parametrize("where", ["runs/TIGRAG.trec", "runs/qrels.tsv", "gold.tsv", "report/results.json",
+                                   "report/report.md"])
+def test_evaluation_files_refuse_a_planted_link(world, capsys, kind, where):
+    """A link at a --save-runs, --save-qrels or --out file is neither followed nor replaced (issue 30: never
+    replace what the engine did not write): one clear line before any work, the link left as it was."""
     work, outside = world
-    planted = [work / "runs" / "TIGRAG.trec", work / "runs" / "qrels.tsv", work / "gold.tsv",
-               work / "report" / "results.json", work / "report" / "report.md"]
-    for path in planted:
-        plant(path, outside, kind)
+    plant(work / where, outside, kind)
     before = state(outside)
     code, err = run(["eval", str(work / "idx"), str(EXAMPLES / "questions.json"), "-q", "--backend", "numpy",
                      "--systems", "TIGRAG", "--save-runs", str(work / "runs"), "--save-qrels", str(work / "gold.tsv"),
                      "--out", str(work / "report")], capsys)
-    assert code == 0, err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "is a symbolic link" in err, err
     assert state(outside) == before and not (outside / "ghost").exists()
-    assert all(path.is_file() and not path.is_symlink() for path in planted)
+    assert (work / where).is_symlink()
+    assert not (work / "gold.tsv").is_file() or where == "gold.tsv"
 
 
 @pytest.mark.parametrize("suffix", ["", "-wal", "-shm"])

@@ -247,6 +247,17 @@ def _eval_inputs(args: argparse.Namespace) -> list[Path]:
     return [path]
 
 
+def _eval_systems(args: argparse.Namespace) -> list[str]:
+    """The systems `eval` runs: --systems, else the first system of --method."""
+    from ..methods.registry import get_method
+
+    if args.systems:
+        from ..evaluate.experiment import resolve_systems
+
+        return list(resolve_systems(args.systems)[0])
+    return [get_method(args.method).systems[0].name]
+
+
 def _eval_outputs(args: argparse.Namespace):
     """The cutoffs of --cutoffs, with --out, --save-runs and --save-qrels checked before any work: writable,
     and replacing nothing gpu_tigrag did not write (`outputs.py`), unless --force."""
@@ -262,7 +273,10 @@ def _eval_outputs(args: argparse.Namespace):
         folder.check(report_files(Path(args.out)))
         check_writable(args.out, f"--out {args.out}")
     if args.save_runs:
-        OutputFolder(args.save_runs, RUNS_FOLDER, f"--save-runs {args.save_runs}", inputs, args.force).check_folder()
+        from ..evaluate.runfiles import run_file_names
+
+        runs = OutputFolder(args.save_runs, RUNS_FOLDER, f"--save-runs {args.save_runs}", inputs, args.force)
+        runs.check(["qrels.tsv", "qrels.trec", *run_file_names(_eval_systems(args)).values()])
         check_writable(args.save_runs, f"--save-runs {args.save_runs}")
     if args.save_qrels:
         check_file_output(args.save_qrels, QRELS, f"--save-qrels {args.save_qrels}", inputs, args.force)

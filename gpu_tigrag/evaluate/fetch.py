@@ -21,6 +21,7 @@ from typing import Any, Callable
 from ..atomic import atomic_path, atomic_write_text, describe_os_error
 from ..checksums import sha256_file
 from ..errors import OutputError, TigragError
+from ..outputs import OutputFolder
 
 log = logging.getLogger(__name__)
 
@@ -122,17 +123,51 @@ def fetch(name: str, to: str | Path, pins: dict[str, str] | None = None,
     if name not in registry:
         raise TigragError(f"unknown dataset {name!r}; known: {', '.join(sorted(registry))}")
     folder = Path(to) / name
-    folder.mkdir(parents=True, exist_ok=True)
+    out = OutputFolder(folder, DOWNLOAD_KIND, f"--to {to}")
+    out.check_folder()
     sums_path = folder / "SHA256SUMS"
+    for source in registry[name]:  # before any download: a file there that the engine did not write stays
+        _check_own(out, source.filename, pinned=(pins or {}).get(source.filename) or source.sha256)
+        _check_own(out, f"{source.filename}.part", partial=True)
+    _check_own(out, sums_path.name)
+    folder.mkdir(parents=True, exist_ok=True)
     recorded = _read_sums(sums_path)
     for source in registry[name]:
         expected = (pins or {}).get(source.filename) or source.sha256 or recorded.get(source.filename)
+        out.files[f"{source.filename}.part"] = {"partial": True}  # ours from now on: a rerun resumes it
+        out.record([])
         digest = download(source, folder, expected)
         state = "verified" if expected else "recorded (first download)"
         log.info("%s: sha256 %s %s", source.filename, digest, state)
         recorded[source.filename] = digest
+        out.files.pop(f"{source.filename}.part", None)
+        out.record([source.filename])
         if source.unzip:
             with zipfile.ZipFile(folder / source.filename) as archive:
+                members = [m for m in archive.namelist() if not m.endswith("/")]
+                for member in members:
+                    _check_own(out, member)
                 archive.extractall(folder)
+            out.record(members)
     atomic_write_text(sums_path, "".join(f"{h}  {f}\n" for f, h in sorted(recorded.items())))
+    out.record([sums_path.name])
     return folder
+
+
+#: the kind of artefact a dataset folder records (`outputs.py`)
+DOWNLOAD_KIND = "a dataset download"
+
+
+def _check_own(out: OutputFolder, name: str, partial: bool = False, pinned: str | None = None) -> None:
+    """Refuse to write `name` into the dataset folder over a file the engine did not put there (a partial
+    download it started counts as its own; a complete file matching a pinned checksum is taken as it is)."""
+    path = out.folder / name
+    if partial and isinstance(out.files.get(name), dict) and out.files[name].get("partial") and path.is_file() \
+            and not path.is_symlink():
+        return
+    if pinned and path.is_file() and not path.is_symlink() and sha256_file(path) == pinned:
+        return
+    try:
+        out.check_name(name)
+    except TigragError as exc:
+        raise TigragError(f"{exc} (tigrag datasets fetch writes only files it downloaded)") from None

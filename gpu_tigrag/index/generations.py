@@ -51,10 +51,16 @@ def generation_name(number: int) -> str:
     return f"gen-{number:06d}"
 
 
+#: digits of a generation number at most (the engine counts up from gen-000001: 10^18 commits are never
+#: reached); a longer name is no generation of the engine's, and never converted (a pointer naming one
+#: with 5,000 digits is a damaged pointer, not an int() past Python's digit limit)
+MAX_GENERATION_DIGITS = 18
+
+
 def generation_number(name: str) -> int | None:
     """N of a generation folder's name `gen-N`, None for any other name."""
     found = _NAME.fullmatch(name)
-    return int(found.group(1)) if found else None
+    return int(found.group(1)) if found and len(found.group(1)) <= MAX_GENERATION_DIGITS else None
 
 
 # ---- pins --------------------------------------------------------------------------------------
@@ -178,13 +184,14 @@ def pointed_generation(path: Path, raw: bytes) -> str | None:
     the manifest of a flat index (format 3 and older, checked by the caller)."""
     try:
         value = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (ValueError, RecursionError):  # also an int past Python's digit limit, nesting past the stack
         return None  # not a pointer: the manifest reader reports the damage
     if not isinstance(value, dict) or value.get("format_version") != POINTER_VERSION or "generation" not in value:
         return None
     name = value["generation"]
     if not isinstance(name, str) or generation_number(name) is None:
-        raise IndexFormatError(f"{path / MANIFEST}: names the generation {name!r}, not a folder gen-NNNNNN; "
+        shown = repr(name) if len(repr(name)) <= 60 else f"{repr(name)[:40]}... ({len(repr(name)):,} characters)"
+        raise IndexFormatError(f"{path / MANIFEST}: names the generation {shown}, not a folder gen-NNNNNN; "
                                "the pointer is damaged: rebuild the index")
     return name
 
@@ -278,9 +285,9 @@ def remove_leftovers(path: Path) -> None:
     current = generation_number(current_generation(path) or "gen-000000") or 0
     for entry in path.iterdir():
         number = generation_number(entry.name)
-        if _TEMPORARY.fullmatch(entry.name) or (number is not None and number > current and entry.is_dir()
-                                                 and not entry.is_symlink()):
-            _remove(entry)
+        if _TEMPORARY.fullmatch(entry.name) or (number is not None and number > current
+                                                 and (entry.is_dir() or entry.is_symlink())):
+            _remove(entry)  # a link is removed itself, never followed
 
 
 def collect(path: Path) -> list[str]:

@@ -56,16 +56,26 @@ from .generations import (MANIFEST, Snapshot, collect, commit, generation_name, 
                           open_snapshot, remove_leftovers)
 from .index import Index, StageLoader
 from .stage_arrays import csr_arrays
+from .validate import BASE_ARRAYS, check_base, check_strings, read_npy
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 3  # 2: entity labels per occurrence (entity_chunk_masks); 3: the config's checksum
 
 
-def _read_strings(path: Path, column: str) -> list[str]:
+def _read_strings(path: Path, column: str, repair: str | None = None) -> list[str]:
+    """Column `column` of Parquet file `path`: strings without nulls (validate.check_strings), else an
+    IndexFormatError naming the file."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    return pq.read_table(path, columns=[column]).column(column).to_pylist()
+    try:
+        values = pq.read_table(path, columns=[column]).column(column)
+    except (pa.ArrowException, KeyError, OSError) as exc:
+        raise IndexFormatError(f"{path}: not a readable table with a column {column!r} ({type(exc).__name__}: "
+                               f"{exc}); {repair or REBUILD_INDEX}") from None
+    check_strings(path, values, repair or REBUILD_INDEX)
+    return values.to_pylist()
 
 
 def _stage_payloads(index: Index) -> dict[str, tuple[dict[str, np.ndarray], dict[str, list[str]]]]:
@@ -236,7 +246,7 @@ def _check_target(path: Path) -> bool:
         if not entries:
             return False  # an empty folder: the new index takes its place
         shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3:,} more" if len(entries) > 3 else "")
-        raise TigragError(f"{path}: a folder that is not an index (it holds {shown}); refusing to write an index "
+        raise TigragError(f"{path}: a folder that is not an index directory (it holds {shown}); refusing to write an index "
                           "into it, which would mix it with files gpu_tigrag did not write (nothing was changed): "
                           "choose a new or empty folder")
     if not manifest.is_file() or not is_index_manifest(manifest):
@@ -465,8 +475,11 @@ def _checked(folder: Path, source: Source, name: str, verify: bool, repair: str)
 
 def _finite(file: Path, array: np.ndarray, repair: str, required: bool = True) -> np.ndarray:
     """`array`, or an IndexFormatError when a float array holds NaN or infinity (a stored NaN would
-    rank by position, silently); a stage's `nan_padded` arrays may hold NaN (`required` False)."""
-    if required and array.dtype.kind == "f" and not np.isfinite(array).all():
+    rank by position, silently); a stage's `nan_padded` arrays may hold NaN (`required` False).
+    A finite sum (one pass, no temporary) proves every value finite; only a non-finite one (a NaN,
+    an infinity, or an overflow of the sum) is looked at value by value."""
+    if required and array.dtype.kind == "f" and not np.isfinite(array.sum(dtype=np.float64)) \
+            and not np.isfinite(array).all():
         bad = int(array.size - np.isfinite(array).sum())
         raise IndexFormatError(f"{file}: {bad} of its {array.size} values are NaN or infinite; the array is "
                                f"damaged; {repair}")
@@ -481,9 +494,11 @@ def rebuild_stage(index_dir: str | Path, method: str) -> str:
     return f"rebuild the {method} stage with `tigrag extend {index_dir} --methods {method}`"
 
 
-def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
+def load_index(path: str | Path, verify_checksums: bool = True, validate: bool = True) -> Index:
     """Load and validate the current generation of the index in directory `path` (pinned until the
-    returned Index is gone: stages read later come from the same generation)."""
+    returned Index is gone: stages read later come from the same generation). Every base array is
+    checked by meaning (`validate.check_base`: dtypes, id ranges, offsets, values, unit vectors);
+    `validate=False` skips those checks, for measuring their cost only (bench/load_checks.py)."""
     path = Path(path)
     snapshot = _snapshot(path)
     manifest = _parse_manifest(snapshot)
@@ -492,46 +507,52 @@ def load_index(path: str | Path, verify_checksums: bool = True) -> Index:
 
     def load_npy(name: str, finite: bool = True, repair: str = REBUILD_INDEX) -> np.ndarray:
         file = _checked(folder, source, f"{name}.npy", verify_checksums, repair)
-        try:
-            array = np.load(file, allow_pickle=False)
-        except ValueError as exc:
-            raise IndexFormatError(f"{file}: not a readable array ({exc}); {repair}") from None
-        return _finite(file, array, repair, finite)
+        return _finite(file, read_npy(file, repair), repair, finite)  # header checked before allocating
 
     def strings(name: str, column: str, repair: str = REBUILD_INDEX) -> list[str]:
         file = _checked(folder, source, f"{name}.parquet", verify_checksums, repair)
-        return _read_strings(file, column)
+        return _read_strings(file, column, repair)
 
     try:
         config = config_from_dict(IndexConfig, manifest["config"])
         vocab = Vocabulary(strings("vocab", "token"))
         chunk_texts = strings("chunks", "text")
         n_chunks, n_vocab = len(chunk_texts), len(vocab)
+        titles, ids = strings("passages_title", "title"), strings("passages_id", "doc_id")
+        entity_texts = strings("entities", "text")
+        if len(ids) != len(titles):
+            raise IndexFormatError(f"{folder / 'passages_id.parquet'}: {len(ids):,} passage ids for {len(titles):,} "
+                                   f"titles (passages_title.parquet); {REBUILD_INDEX}")
+        arrays = {name: load_npy(name) for name in BASE_ARRAYS}
+        if validate:  # before any kernel, or scipy, sees them (validate.py)
+            check_base(folder, arrays, passages=len(titles), chunks=n_chunks, vocab=n_vocab,
+                       entities=len(entity_texts), dim=manifest["encoder"].get("dim"),
+                       encoder_backend=manifest["encoder"].get("backend", "torch"), repair=REBUILD_INDEX)
 
         def csr(prefix: str, shape: tuple[int, int]) -> scipy.sparse.csr_matrix:
             return scipy.sparse.csr_matrix(
-                (load_npy(f"{prefix}_data"), load_npy(f"{prefix}_indices"), load_npy(f"{prefix}_indptr")), shape=shape
+                (arrays[f"{prefix}_data"], arrays[f"{prefix}_indices"], arrays[f"{prefix}_indptr"]), shape=shape
             )
 
         index = Index(
             config=config,
-            passage_titles=strings("passages_title", "title"),
-            passage_ids=strings("passages_id", "doc_id"),
+            passage_titles=titles,
+            passage_ids=ids,
             chunk_texts=chunk_texts,
-            chunk_passage=load_npy("chunk_passage"),
+            chunk_passage=arrays["chunk_passage"],
             vocab=vocab,
-            token_indptr=load_npy("token_indptr"),
-            token_ids=load_npy("token_ids"),
+            token_indptr=arrays["token_indptr"],
+            token_ids=arrays["token_ids"],
             graph=csr("graph", (n_vocab, n_vocab)),
             bm25=csr("bm25", (n_chunks, n_vocab)),
-            embeddings=load_npy("embeddings"),
+            embeddings=arrays["embeddings"],
             entities=ChunkEntities(
-                texts=strings("entities", "text"),
-                chunk_indptr=load_npy("entity_chunk_indptr"),
-                chunk_ids=load_npy("entity_chunk_ids"),
-                chunk_masks=load_npy("entity_chunk_masks"),
-                token_indptr=load_npy("entity_token_indptr"),
-                token_ids=load_npy("entity_token_ids"),
+                texts=entity_texts,
+                chunk_indptr=arrays["entity_chunk_indptr"],
+                chunk_ids=arrays["entity_chunk_ids"],
+                chunk_masks=arrays["entity_chunk_masks"],
+                token_indptr=arrays["entity_token_indptr"],
+                token_ids=arrays["entity_token_ids"],
             ),
             encoder_name=manifest["encoder"]["name"],
             encoder_fingerprint=manifest["encoder"]["fingerprint"],
