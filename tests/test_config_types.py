@@ -109,7 +109,7 @@ def test_paper_symbols_are_one_table_for_set_and_sweep():
 def test_sweep_values_are_typed_before_the_run():
     assert parse_sweeps(["th=0.1,0.5", "w=3"]) == {"th": ["0.1", "0.5"], "w": ["3"]}
     for spec, message in [("th=abc", "th \\(tigrag.pool_threshold\\) expects a number"), ("gamma=1.5", "expects an integer"),
-                          ("th=2", "pool_threshold must be in"), ("w=1", "window must be >= 2"),
+                          ("th=2", "pool_threshold must be in"), ("w=1", "graph.window must be in \\[2, 1000\\], got 1"),
                           ("s=4", "index setting"), ("theta=1", "NAME one of th")]:
         with pytest.raises(TigragError, match=message):
             parse_sweeps([spec])

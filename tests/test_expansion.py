@@ -162,10 +162,10 @@ def test_sum_retrieval_embeds_fewer_texts_and_agrees_across_backends(example_ind
 
 @pytest.mark.parametrize("overrides, message", [
     ({"tigrag.fusion.expansion_vectors": "mean"}, "expansion_vectors must be 'text', 'sum' or 'joint'"),
-    ({"tigrag.fusion.expansion_weight": 0.0}, "expansion_weight must be a finite number > 0"),
-    ({"tigrag.fusion.expansion_weight": -1.0}, "expansion_weight must be a finite number > 0"),
-    ({"tigrag.fusion.expansion_weight": float("nan")}, "expansion_weight must be a finite number > 0"),
-    ({"tigrag.fusion.expansion_weight": float("inf")}, "expansion_weight must be a finite number > 0"),
+    ({"tigrag.fusion.expansion_weight": 0.0}, "expansion_weight must be in \\(0, 1e6\\]"),
+    ({"tigrag.fusion.expansion_weight": -1.0}, "expansion_weight must be in \\(0, 1e6\\]"),
+    ({"tigrag.fusion.expansion_weight": float("nan")}, "expansion_weight must be in \\(0, 1e6\\]"),
+    ({"tigrag.fusion.expansion_weight": float("inf")}, "expansion_weight must be in \\(0, 1e6\\]"),
     ({"tigrag.fusion.expansion_weight": "inf"}, "expansion_weight"),
 ])
 def test_setting_validation(overrides, message):

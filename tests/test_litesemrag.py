@@ -852,7 +852,7 @@ def test_config_validation_and_set_parsing():
             LitesemragQueryConfig(**bad)
     with pytest.raises(TigragError, match="litesemrag.layer"):
         LitesemragIndexConfig(layer=0)
-    with pytest.raises(TigragError, match="litesemrag.min_samples_offset must be >= 0"):
+    with pytest.raises(TigragError, match="litesemrag.min_samples_offset must be in \\[0, 2147483647\\]"):
         LitesemragIndexConfig(min_samples_offset=-1)
     with pytest.raises(TigragError, match="method must be one of naiverag, bm25, hybrid, tigrag, spectrag, litesemrag"):
         RetrievalConfig(method="lite")

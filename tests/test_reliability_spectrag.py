@@ -164,7 +164,7 @@ def test_entity_pairs_over_the_memory_budget_are_a_clear_error_before_the_produc
 def test_entity_settings_are_checked():
     for bad, message in (({"entity_max_share": 0.0}, "entity_max_share must be in \\(0, 1\\]"),
                          ({"entity_max_share": 1.5}, "entity_max_share must be in \\(0, 1\\]"),
-                         ({"memory_budget_mb": 0}, "memory_budget_mb must be >= 1")):
+                         ({"memory_budget_mb": 0}, "memory_budget_mb must be in \\[1, 1073741824\\]")):
         with pytest.raises(TigragError, match=message):
             SpectragIndexConfig(**bad)
 

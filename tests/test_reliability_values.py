@@ -49,21 +49,21 @@ def one_line_error(capsys) -> str:
 # --- ranges of the configuration ---------------------------------------------------------------
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: BM25Config(k1=-1), "bm25.k1 must be a finite number >= 0"),
-    (lambda: BM25Config(k1=float("nan")), "bm25.k1 must be a finite number >= 0"),
+    (lambda: BM25Config(k1=-1), "bm25.k1 must be in \\[0, 1000\\], got -1"),
+    (lambda: BM25Config(k1=float("nan")), "bm25.k1 must be in \\[0, 1000\\], got nan"),
     (lambda: BM25Config(b=1.5), "bm25.b must be in \\[0, 1\\]"),
     (lambda: BM25Config(b=-0.1), "bm25.b must be in \\[0, 1\\]"),
-    (lambda: PPRConfig(max_iter=0), "ppr.max_iter must be >= 1"),
-    (lambda: PPRConfig(tol=0.0), "ppr.tol must be a finite number > 0"),
+    (lambda: PPRConfig(max_iter=0), "tigrag.ppr.max_iter must be in \\[1, 100000\\], got 0"),
+    (lambda: PPRConfig(tol=0.0), "tigrag.ppr.tol must be in \\(0, 1\\], got 0.0"),
     (lambda: PPRConfig(damping=1.0), "damping must be in \\(0, 1\\)"),
     (lambda: TokenConfig(min_length=0), "tokens.min_length must be in \\[1, 20\\]"),
     (lambda: TokenConfig(min_length=100), "tokens.min_length must be in \\[1, 20\\]"),
-    (lambda: TokenConfig(min_number_digits=0), "tokens.min_number_digits must be >= 1"),
-    (lambda: EncoderConfig(batch_size=0), "encoder.batch_size must be >= 1"),
-    (lambda: EntityConfig(batch_size=0), "entities.batch_size must be >= 1"),
-    (lambda: RetrievalConfig(batch_size=0), "batch_size must be >= 1"),
-    (lambda: RetrievalConfig.of("tigrag", hops=0), "hops must be >= 1"),
-    (lambda: RetrievalConfig(memory_budget_mb=-1), "memory_budget_mb must be >= 0"),
+    (lambda: TokenConfig(min_number_digits=0), "tokens.min_number_digits must be in \\[1, 1000\\]"),
+    (lambda: EncoderConfig(batch_size=0), "encoder.batch_size must be in \\[1, 1048576\\]"),
+    (lambda: EntityConfig(batch_size=0), "entities.batch_size must be in \\[1, 1048576\\]"),
+    (lambda: RetrievalConfig(batch_size=0), "batch_size must be in \\[1, 1048576\\]"),
+    (lambda: RetrievalConfig.of("tigrag", hops=0), "tigrag.hops must be in \\[1, 100\\]"),
+    (lambda: RetrievalConfig(memory_budget_mb=-1), "memory_budget_mb must be in \\[0, 1073741824\\]"),
 ])
 def test_out_of_range_settings_are_rejected(make, message):
     with pytest.raises(TigragError, match=message):
@@ -75,9 +75,9 @@ def test_bounds_themselves_are_accepted():
     assert PPRConfig(max_iter=1) and RetrievalConfig(memory_budget_mb=0)
 
 
-@pytest.mark.parametrize("setting, message", [("bm25.k1=-1", "bm25.k1 must be a finite number >= 0, got -1.0"),
+@pytest.mark.parametrize("setting, message", [("bm25.k1=-1", "bm25.k1 must be in [0, 1000], got -1.0"),
                                               ("tokens.min_length=100", "tokens.min_length must be in [1, 20]"),
-                                              ("encoder.batch_size=0", "encoder.batch_size must be >= 1")])
+                                              ("encoder.batch_size=0", "encoder.batch_size must be in [1, 1048576], got 0")])
 def test_cli_index_rejects_out_of_range_settings(files, tmp_path, capsys, setting, message):
     assert main(["index", str(files / "corpus.json"), "-o", str(tmp_path / "i"), "--set", setting]) == 2
     assert message in one_line_error(capsys)
@@ -86,7 +86,7 @@ def test_cli_index_rejects_out_of_range_settings(files, tmp_path, capsys, settin
 
 def test_cli_query_rejects_out_of_range_settings(files, capsys):
     assert main(["query", str(files / "idx"), "film", "--set", "ppr.max_iter=0"]) == 2
-    assert "ppr.max_iter must be >= 1, got 0" in one_line_error(capsys)
+    assert "tigrag.ppr.max_iter must be in [1, 100000], got 0" in one_line_error(capsys)
 
 
 # --- command-line values ---------------------------------------------------------------------

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import setting, ENTITY_LABELS, CheckedConfig, is_finite, require
+from ...config import (ENTITY_LABELS, INT32_MAX, MAX_HOPS, MAX_MEMORY_MB, MAX_RANKED, MAX_SWEEPS, CheckedConfig, require,
+                       setting)
+
+#: the most neighbours per chunk of a similarity signal: its pairs take n × k entries
+MAX_NEIGHBOURS = 100_000
+#: the most spectral coordinates: each is an eigenvector of the chunk graph, n × d floats
+MAX_DIMENSIONS = 4096
 
 #: SpectRAG's edge signals (section "Edge signals" of its paper)
 CHUNK_GRAPH_SIGNALS: tuple[str, ...] = ("semantic", "adjacency", "section", "entity", "question", "citation")
@@ -22,17 +28,17 @@ class SpectragIndexConfig(CheckedConfig):
     and 3, code defaults where the paper gives none). Built only when asked for (`--methods spectrag`)."""
 
     weights: str = setting("config2", 'signal weights: "config2" (Table 10, code default), "config1" (Table 9), or "calibrate" (the public code\'s per-corpus weighting; adjacency keeps config2\'s)')
-    semantic_top_k: int = setting(7, "nearest chunks per chunk by cosine, itself excluded (the code's k_neighbors: a search of k + 1 that finds the chunk itself first)")
-    semantic_threshold: float = setting(0.75, '... kept from this cosine')
+    semantic_top_k: int = setting(7, "nearest chunks per chunk by cosine, itself excluded (the code's k_neighbors: a search of k + 1 that finds the chunk itself first)", bounds=(1, MAX_NEIGHBOURS))
+    semantic_threshold: float = setting(0.75, '... kept from this cosine', bounds=(-1.0, 1.0))
     question_signal: str = setting("none", 'no LLM here: "none" drops the utility-question signal (weights not renormalised); "sentences" uses chunk sentences as stand-in questions (ablation)')
-    question_top_k: int = setting(20, 'nearest chunks per stand-in question (question_signal=sentences)')
-    question_threshold: float = setting(0.80, '... kept from this cosine')
+    question_top_k: int = setting(20, 'nearest chunks per stand-in question (question_signal=sentences)', bounds=(1, MAX_NEIGHBOURS))
+    question_threshold: float = setting(0.80, '... kept from this cosine', bounds=(-1.0, 1.0))
     entity_labels: tuple[str, ...] = setting(ENTITY_LABELS, "the public code's NER mode keeps every label")
     entity_pairs: str = setting("labels", '"labels": the public code\'s count of shared entities, one term per distinct (text, label) of a chunk: a text tagged with two labels counts twice and links the chunk to itself (a self loop, read by PPR only); "distinct": each shared text once, no self pairs')
-    entity_max_share: float = setting(0.5, 'an entity in more than this share of the chunks (and more than 1,000 of them) is skipped by the entity signal: it links c² chunk pairs (10,000 copies of one passage: 50 M) and, as its idf says, tells no chunk apart (not in the paper; no entity of 2Wiki, MuSiQue-100 or SciFact is in more than 16% of the chunks, so their graphs are the public code\'s; 1 keeps every entity)')
-    memory_budget_mb: int = setting(2048, 'working memory of the entity and citation signals\' chunk pairs (about 110 bytes each); a build that needs more stops before it allocates them, naming the settings to change')
-    edge_threshold: float = setting(0.1, 'combined weights below this are dropped')
-    dimensions: int = setting(32, 'spectral coordinates: eigenvectors after the lowest')
+    entity_max_share: float = setting(0.5, 'an entity in more than this share of the chunks (and more than 1,000 of them) is skipped by the entity signal: it links c² chunk pairs (10,000 copies of one passage: 50 M) and, as its idf says, tells no chunk apart (not in the paper; no entity of 2Wiki, MuSiQue-100 or SciFact is in more than 16% of the chunks, so their graphs are the public code\'s; 1 keeps every entity)', bounds="(0, 1]")
+    memory_budget_mb: int = setting(2048, 'working memory of the entity and citation signals\' chunk pairs (about 110 bytes each); a build that needs more stops before it allocates them, naming the settings to change', bounds=(1, MAX_MEMORY_MB))
+    edge_threshold: float = setting(0.1, 'combined weights below this are dropped', bounds=(-1.0, 1.0))
+    dimensions: int = setting(32, 'spectral coordinates: eigenvectors after the lowest', bounds=(1, MAX_DIMENSIONS))
     null_space: str = setting("random", 'on a graph of several components, the coordinates inside the null space of the Laplacian: "random", a seeded random subspace (what the public code\'s ARPACK returns there, a basis that changes from run to run: the rows of one component are parallel, none is zero); "largest", the indicators of the largest components, the chunks of the others at zero')
 
     def _check(self) -> None:
@@ -44,14 +50,6 @@ class SpectragIndexConfig(CheckedConfig):
                 f"spectrag.null_space must be 'random' or 'largest', got {self.null_space!r}")
         require(self.question_signal in ("none", "sentences"),
                  f"spectrag.question_signal must be 'none' or 'sentences', got {self.question_signal!r}")
-        for name in ("semantic_top_k", "question_top_k", "dimensions"):
-            require(getattr(self, name) >= 1, f"spectrag.{name} must be >= 1, got {getattr(self, name)}")
-        require(is_finite(self.entity_max_share) and 0.0 < self.entity_max_share <= 1.0,
-                f"spectrag.entity_max_share must be in (0, 1], got {self.entity_max_share}")
-        require(self.memory_budget_mb >= 1, f"spectrag.memory_budget_mb must be >= 1, got {self.memory_budget_mb}")
-        for name in ("semantic_threshold", "question_threshold", "edge_threshold"):
-            value = getattr(self, name)
-            require(is_finite(value) and -1.0 <= value <= 1.0, f"spectrag.{name} must be in [-1, 1], got {value}")
         unknown = set(self.entity_labels) - set(ENTITY_LABELS)
         require(not unknown, f"unknown entity label(s) {sorted(unknown)}; known: {', '.join(ENTITY_LABELS)}")
 
@@ -60,37 +58,29 @@ class SpectragIndexConfig(CheckedConfig):
 class SpectragQueryConfig(CheckedConfig):
     """SpectRAG's query stage (paper Table 2; the public code's values where the paper gives none)."""
 
-    seeds: int = setting(20, 'dense top-20 and BM25 top-20 fused by RRF; S0 = the top 20 of the fusion')
+    seeds: int = setting(20, 'dense top-20 and BM25 top-20 fused by RRF; S0 = the top 20 of the fusion', bounds=(1, MAX_RANKED))
     bm25: str = setting("okapi", 'BM25 of the seeds and the relevance: "okapi", the public code\'s (rank_bm25\'s BM25Okapi over the lower-cased [a-z0-9]+ words of each chunk, k1 1.5, b 0.75, idf floor 0.25 × the mean idf), built from the chunk texts when the retriever starts; "index", the index\'s BM25 (the engine\'s tokens and Lucene idf)')
-    rrf_k: int = setting(60, 'RRF constant k of the seed fusion, 1 / (k + rank + 1)')
-    dense_share: float = setting(0.7, 'relevance = .7 cos/max cos + .3 bm25/max bm25')
-    hops: int = setting(2, 'breadth-first expansion from S0 over the chunk graph ...')
-    max_candidates: int = setting(200, '... capped at this many chunks (an overflowing hop is cut by relevance)')
-    damping: float = setting(0.85, "PPR on the candidates' induced subgraph, restarting at S0")
-    ppr_tol: float = setting(1e-6, 'PPR stops when its L1 change is below this × |candidates|')
-    ppr_max_iter: int = setting(200, 'PPR sweeps at most')
-    alpha: float = setting(0.5, 'score = (1 - α) relevance + α proximity')
-    spectral_share: float = setting(0.5, 'proximity = share × spectral closeness + (1 - share) × PPR')
+    rrf_k: int = setting(60, 'RRF constant k of the seed fusion, 1 / (k + rank + 1)', bounds=(0, MAX_RANKED))
+    dense_share: float = setting(0.7, 'relevance = .7 cos/max cos + .3 bm25/max bm25', bounds=(0.0, 1.0))
+    hops: int = setting(2, 'breadth-first expansion from S0 over the chunk graph ...', bounds=(1, MAX_HOPS))
+    max_candidates: int = setting(200, '... capped at this many chunks (an overflowing hop is cut by relevance)', bounds=(1, MAX_RANKED))
+    damping: float = setting(0.85, "PPR on the candidates' induced subgraph, restarting at S0", bounds="(0, 1)")
+    ppr_tol: float = setting(1e-6, 'PPR stops when its L1 change is below this × |candidates|', bounds="(0, 1]")
+    ppr_max_iter: int = setting(200, 'PPR sweeps at most', bounds=(1, MAX_SWEEPS))
+    alpha: float = setting(0.5, 'score = (1 - α) relevance + α proximity', bounds=(0.0, 1.0))
+    spectral_share: float = setting(0.5, 'proximity = share × spectral closeness + (1 - share) × PPR', bounds=(0.0, 1.0))
     ppr_norm: str = setting("max", 'PPR proximity of a candidate: "max", π / max π over the query\'s candidates (the paper\'s and code\'s: a chunk with an edge inside the candidates is lifted whatever its relevance); "rank", the share of the query\'s candidates with a smaller π (equal π, equal rank); "off", no PPR term (proximity = the spectral term alone)')
-    proximity_floor: float = setting(0.0, 'proximity is added only to candidates whose relevance is at least this × the best candidate relevance of the query; the others score (1 - α) relevance, as non-candidates do (0: every candidate, the paper)')
-    token_budget: int = setting(0, "context budget in cl100k tokens; 0 = 10 × the index's mean chunk (12k for 1200-token chunks)")
-    core_size: int = setting(5, 'the protected core: the first chunks need only the core floor')
-    core_floor: float = setting(0.30, '× the top score')
-    tail_floor: float = setting(0.55, '× the top score, for chunks after the core')
-    tie_band: float = setting(0.98, 'chunks within this fraction of the best remaining score are ordered by document coverage')
+    proximity_floor: float = setting(0.0, 'proximity is added only to candidates whose relevance is at least this × the best candidate relevance of the query; the others score (1 - α) relevance, as non-candidates do (0: every candidate, the paper)', bounds=(0.0, 1.0))
+    token_budget: int = setting(0, "context budget in cl100k tokens; 0 = 10 × the index's mean chunk (12k for 1200-token chunks)", bounds=(0, INT32_MAX))
+    core_size: int = setting(5, 'the protected core: the first chunks need only the core floor', bounds=(1, MAX_RANKED))
+    core_floor: float = setting(0.30, '× the top score', bounds=(0.0, 1.0))
+    tail_floor: float = setting(0.55, '× the top score, for chunks after the core', bounds=(0.0, 1.0))
+    tie_band: float = setting(0.98, 'chunks within this fraction of the best remaining score are ordered by document coverage', bounds=(0.0, 1.0))
 
     def _check(self) -> None:
         require(self.bm25 in ("okapi", "index"), f"spectrag.bm25 must be 'okapi' or 'index', got {self.bm25!r}")
         require(self.ppr_norm in ("max", "rank", "off"),
                 f"spectrag.ppr_norm must be 'max', 'rank' or 'off', got {self.ppr_norm!r}")
-        for name in ("seeds", "hops", "max_candidates", "ppr_max_iter", "core_size"):
-            require(getattr(self, name) >= 1, f"spectrag.{name} must be >= 1, got {getattr(self, name)}")
-        require(self.rrf_k >= 0 and self.token_budget >= 0, "spectrag.rrf_k and spectrag.token_budget must be >= 0")
-        require(0.0 < self.damping < 1.0, f"spectrag.damping must be in (0, 1), got {self.damping}")
-        require(is_finite(self.ppr_tol) and self.ppr_tol > 0, f"spectrag.ppr_tol must be > 0, got {self.ppr_tol}")
-        for name in ("dense_share", "alpha", "spectral_share", "proximity_floor", "core_floor", "tail_floor", "tie_band"):
-            value = getattr(self, name)
-            require(is_finite(value) and 0.0 <= value <= 1.0, f"spectrag.{name} must be in [0, 1], got {value}")
 
 
 #: aliases of the stage settings (the chunk graph's) and the query settings, kept importable for

@@ -7,29 +7,31 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import DEFAULT_ENTITY_LABELS, ENTITY_LABELS, CheckedConfig, is_finite, require, setting
+from ...config import (DEFAULT_ENTITY_LABELS, ENTITY_LABELS, INT32_MAX, MAX_HOPS, MAX_RANKED, MAX_SWEEPS, MAX_WEIGHT,
+                       CheckedConfig, require, setting)
+
+#: the largest title-link bonus: a bonus times the query's cosine spread (at most 1, or 1 in "absolute"
+#: units) is added to cosine-scale scores in float32; at 1,000 (500 times the whole cosine range, so a
+#: larger bonus reorders nothing) the linked scores stay near 2,000, where float32 still resolves 2.4e-4,
+#: far from float32's 3.4e38 (a bonus of 1e308 is inf in float32: inf scores drop results from the top k)
+MAX_LINK_BONUS = 1000.0
 
 
 @dataclass(frozen=True)
 class PPRConfig(CheckedConfig):
     """Personalized PageRank expansion (section 3.4). Not given by the paper: see bench/results/sweep."""
 
-    damping: float = setting(0.5, 'continue probability; restart = 1 - damping')
-    top_gamma: int = setting(100, 'γ, expanded tokens kept per query')
-    tol: float = setting(1e-4, 'L1 change per column below which a column has converged (bench/results/ppr_tolerance.md)')
-    max_iter: int = setting(50, 'PPR sweeps at most per block (push: rounds at most per query)')
+    damping: float = setting(0.5, 'continue probability; restart = 1 - damping', bounds="(0, 1)")
+    top_gamma: int = setting(100, 'γ, expanded tokens kept per query', bounds=(1, MAX_RANKED))
+    tol: float = setting(1e-4, 'L1 change per column below which a column has converged (bench/results/ppr_tolerance.md; '
+                                'a column sums to 1, so 1 stops after one sweep)', bounds="(0, 1]")
+    max_iter: int = setting(50, 'PPR sweeps at most per block (push: rounds at most per query)', bounds=(1, MAX_SWEEPS))
     method: str = setting("exact", '"exact": power iteration over the whole graph (vocab × B per block); "push": forward push per query, work bounded by the mass pushed, not the vocabulary (bench/results/ppr_sparse.md)')
-    push_epsilon: float = setting(1e-6, 'push: the threshold ε: a node u is pushed while its residual r(u) ≥ ε·(edges of u) ("edges") or ≥ ε ("mass"); under "edges" a query visits at most 1/((1 − damping)·ε) edges whatever the graph\'s size; scores p(u) + (1 − damping)·r(u) never exceed PPR and their L1 error is the residual left, damping·Σr')
+    push_epsilon: float = setting(1e-6, 'push: the threshold ε: a node u is pushed while its residual r(u) ≥ ε·(edges of u) ("edges") or ≥ ε ("mass"); under "edges" a query visits at most 1/((1 − damping)·ε) edges whatever the graph\'s size; scores p(u) + (1 − damping)·r(u) never exceed PPR and their L1 error is the residual left, damping·Σr', bounds="(0, 1)")
     push_threshold: str = setting("edges", 'push: "edges" (r(u) ≥ ε·edges of u, Andersen-Chung-Lang) or "mass" (r(u) ≥ ε: the hubs are pushed too, so its work grows with their degree)')
 
     def _check(self) -> None:
-        require(0.0 < self.damping < 1.0, f"PPR damping must be in (0, 1), got {self.damping}")
-        require(self.top_gamma >= 1, f"top_gamma must be >= 1, got {self.top_gamma}")
-        require(is_finite(self.tol) and self.tol > 0, f"tigrag.ppr.tol must be a finite number > 0, got {self.tol}")
-        require(self.max_iter >= 1, f"tigrag.ppr.max_iter must be >= 1, got {self.max_iter}")
         require(self.method in ("exact", "push"), f"tigrag.ppr.method must be 'exact' or 'push', got {self.method!r}")
-        require(is_finite(self.push_epsilon) and 0 < self.push_epsilon < 1,
-                f"tigrag.ppr.push_epsilon must be in (0, 1), got {self.push_epsilon}")
         require(self.push_threshold in ("mass", "edges"),
                 f"tigrag.ppr.push_threshold must be 'mass' or 'edges', got {self.push_threshold!r}")
 
@@ -42,30 +44,28 @@ class FusionConfig(CheckedConfig):
     first_hop: str = setting("pool", 'top-ι chunks of hop 1 by "pool" (pooled cosine, paper) or "hybrid" (RRF of cosine, BM25, ρ, links)')
     hop_fusion: str = setting("max", 'merge of the hops: "max" (eq. 3.16) or "rrf" (reciprocal-rank fusion of the hop rankings)')
     title_links: bool = setting(False, "passages whose title the question or a hop's top chunk mentions are linked in")
-    question_link_bonus: float = setting(5.0, 'added to the final score of chunks of passages the question names')
-    bridge_link_bonus: float = setting(2.0, 'added for chunks of passages named by an expanded bridging entity')
+    question_link_bonus: float = setting(5.0, 'added to the final score of chunks of passages the question names',
+                                         bounds=(0.0, MAX_LINK_BONUS))
+    bridge_link_bonus: float = setting(2.0, 'added for chunks of passages named by an expanded bridging entity',
+                                       bounds=(0.0, MAX_LINK_BONUS))
     link_bonus_unit: str = setting("cosine_std", 'bonuses in units of the query\'s cosine spread over all chunks (the same weight for any encoder\'s cosine scale), or "absolute" (cosine units)')
-    bridge_entities: int = setting(0, 'entities expanded per hop: 0 = every new one (paper), n = the n best')
+    bridge_entities: int = setting(0, 'entities expanded per hop: 0 = every new one (paper), n = the n best',
+                                   bounds=(0, MAX_RANKED))
     dedup_passages: bool = setting(False, 'the final top-k holds one chunk (the best) per passage')
-    rrf_k: int = setting(60, 'RRF constant k in 1 / (k + rank)')
-    rrf_depth: int = setting(100, 'ranks per list that RRF counts')
+    rrf_k: int = setting(60, 'RRF constant k in 1 / (k + rank)', bounds=(0, MAX_RANKED))
+    rrf_depth: int = setting(100, 'ranks per list that RRF counts', bounds=(1, MAX_RANKED))
     expansion_vectors: str = setting("text", 'vectors of the expanded queries μ ⊕ e that rerank hop 2+: "text" embeds each "question entity" in its own encoder pass (paper, eq. 3.15); "sum" is normalize(vec(question) + w·vec(entity)), each distinct entity of a batch embedded alone once; "joint" embeds one text "question entity1 entity2 …" per question (bench/results/expansion.md)')
-    expansion_weight: float = setting(0.5, 'w of expansion_vectors="sum": the weight of the entity\'s vector beside the question\'s (0.5: the best of 0.2-1.0 on the first half of 2Wiki, bench/results/expansion.md)')
+    expansion_weight: float = setting(0.5, 'w of expansion_vectors="sum": the weight of the entity\'s vector beside the question\'s (0.5: the best of 0.2-1.0 on the first half of 2Wiki, bench/results/expansion.md)',
+                                      bounds=f"(0, {MAX_WEIGHT:g}]")
 
     def _check(self) -> None:
         require(self.expansion_vectors in ("text", "sum", "joint"),
                 f"tigrag.fusion.expansion_vectors must be 'text', 'sum' or 'joint', got {self.expansion_vectors!r}")
-        require(is_finite(self.expansion_weight) and self.expansion_weight > 0,
-                f"tigrag.fusion.expansion_weight must be a finite number > 0, got {self.expansion_weight}")
         require(self.first_hop in ("pool", "hybrid"),
                  f"tigrag.fusion.first_hop must be 'pool' or 'hybrid', got {self.first_hop!r}")
         require(self.link_bonus_unit in ("cosine_std", "absolute"),
                  f"tigrag.fusion.link_bonus_unit must be 'cosine_std' or 'absolute', got {self.link_bonus_unit!r}")
         require(self.hop_fusion in ("max", "rrf"), f"tigrag.fusion.hop_fusion must be 'max' or 'rrf', got {self.hop_fusion!r}")
-        require(self.bridge_entities >= 0 and self.rrf_k >= 0 and self.rrf_depth >= 1,
-                 "tigrag.fusion.bridge_entities and tigrag.fusion.rrf_k must be >= 0, tigrag.fusion.rrf_depth >= 1")
-        require(all(is_finite(v) and v >= 0 for v in (self.question_link_bonus, self.bridge_link_bonus)),
-                 "tigrag.fusion link bonuses must be finite numbers >= 0")
 
 
 @dataclass(frozen=True)
@@ -73,29 +73,25 @@ class TigragQueryConfig(CheckedConfig):
     """Scoring, pooling, rerank and multi-hop of TIGRAG; the defaults are the paper's method."""
 
     ppr: PPRConfig = setting(help='Personalized PageRank expansion', factory=PPRConfig)
-    pool_threshold: float = setting(0.8, 'th_ρ: share of the graph-score mass kept in the pool (eq. 3.9)')
-    iota: int = setting(1, 'ι, chunks whose entities drive the next hop')
-    hops: int = setting(2, 'h: hops of entity-driven expansion')
+    pool_threshold: float = setting(0.8, 'th_ρ: share of the graph-score mass kept in the pool (eq. 3.9)', bounds="(0, 1]")
+    iota: int = setting(1, 'ι, chunks whose entities drive the next hop (each adds its entities\' expanded queries)',
+                        bounds=(1, 1000))
+    hops: int = setting(2, 'h: hops of entity-driven expansion', bounds=(1, MAX_HOPS))
     entity_labels: tuple[str, ...] = setting(DEFAULT_ENTITY_LABELS, 'NER labels that count as bridging entities')
     entities_at: str = setting("index", '"index": look up the NER run at build time; "query": run NER on H (eq. 3.10) per hop')
     scoring: str = setting("bm25", 'ablation (Table 10): "bm25" (eq. 3.7) or "graph": token presence instead of BM25')
     expansion: str = setting("ppr", 'ablation (Table 10): "ppr" or "degree": top-γ tokens by weighted degree centrality instead of PPR')
     rerank: bool = setting(True, 'ablation (Table 10): False ranks the pool by the graph score ρ instead of the embedding cosine')
     blocks: str = setting("dense", '"dense": scores as chunks × B blocks over the whole corpus (the reference); "sparse": each query scores only its candidates (the postings of its top-γ tokens, the dense first stage\'s top chunks), so no chunks × B block is made and a query\'s cost follows its candidates, not the corpus (bench/results/scale.md)')
-    pool_max: int = setting(1000, 'sparse blocks only: a pool holds at most this many chunks (the highest ρ, then the lowest chunk id), so the rerank\'s work is bounded whatever the corpus; 0 = no cap (the paper\'s pool)')
-    postings_max: int = setting(250, 'sparse blocks only: each expanded token adds ρ to its this many highest-BM25 chunks, so scoring is bounded whatever the corpus; 0 = every posting (the paper\'s ρ)')
+    pool_max: int = setting(1000, 'sparse blocks only: a pool holds at most this many chunks (the highest ρ, then the lowest chunk id), so the rerank\'s work is bounded whatever the corpus; 0 = no cap (the paper\'s pool)', bounds=(0, INT32_MAX))
+    postings_max: int = setting(250, 'sparse blocks only: each expanded token adds ρ to its this many highest-BM25 chunks, so scoring is bounded whatever the corpus; 0 = every posting (the paper\'s ρ)', bounds=(0, INT32_MAX))
     fusion: FusionConfig = setting(help='beyond the paper: off by default', factory=FusionConfig)
 
     def _check(self) -> None:
         require(self.blocks in ("dense", "sparse"), f"tigrag.blocks must be 'dense' or 'sparse', got {self.blocks!r}")
-        for name in ("pool_max", "postings_max"):
-            require(getattr(self, name) >= 0, f"tigrag.{name} must be >= 0 (0: no cap), got {getattr(self, name)}")
         require(self.scoring in ("bm25", "graph"), f"tigrag.scoring must be 'bm25' or 'graph', got {self.scoring!r}")
         require(self.expansion in ("ppr", "degree"), f"tigrag.expansion must be 'ppr' or 'degree', got {self.expansion!r}")
         require(self.entities_at in ("index", "query"),
                 f"tigrag.entities_at must be 'index' or 'query', got {self.entities_at!r}")
         unknown = set(self.entity_labels) - set(ENTITY_LABELS)
         require(not unknown, f"unknown entity label(s) {sorted(unknown)}; known: {', '.join(ENTITY_LABELS)}")
-        require(0.0 < self.pool_threshold <= 1.0, f"tigrag.pool_threshold must be in (0, 1], got {self.pool_threshold}")
-        for name in ("hops", "iota"):
-            require(getattr(self, name) >= 1, f"tigrag.{name} must be >= 1, got {getattr(self, name)}")
