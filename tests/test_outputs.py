@@ -306,3 +306,32 @@ def test_a_streaming_build_keeps_a_users_file_in_its_work_folder(tmp_path, capsy
     (work / "build.json").write_bytes(b"{}")
     _remove_work(work)
     assert not work.exists()
+
+
+def test_the_vector_cache_never_deletes_or_writes_a_file_it_did_not_make(tmp_path, caplog):
+    """A 'damaged' cache file was deleted: one a user named vectors.sqlite3 is set aside instead, and a SQLite
+    database of other tables is left as it is (the run goes on without a cache)."""
+    import sqlite3
+
+    from gpu_tigrag.encoders import VectorCache
+
+    damaged = tmp_path / "a"
+    damaged.mkdir()
+    (damaged / "vectors.sqlite3").write_bytes(b"my precious bytes" * 100)
+    cache = VectorCache(damaged)
+    assert cache.db is not None  # a new cache
+    kept = [p for p in damaged.iterdir() if ".damaged-" in p.name]
+    assert len(kept) == 1 and kept[0].read_bytes() == b"my precious bytes" * 100
+    foreign = tmp_path / "b"
+    foreign.mkdir()
+    db = sqlite3.connect(foreign / "vectors.sqlite3")
+    db.execute("CREATE TABLE accounts (name TEXT)")
+    db.execute("INSERT INTO accounts VALUES ('mine')")
+    db.commit()
+    db.close()
+    before = (foreign / "vectors.sqlite3").read_bytes()
+    with caplog.at_level("WARNING"):
+        cache = VectorCache(foreign)
+    assert cache.db is None or not cache.writable
+    assert "not a vector cache of gpu_tigrag" in caplog.text
+    assert (foreign / "vectors.sqlite3").read_bytes() == before

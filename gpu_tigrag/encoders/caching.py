@@ -55,6 +55,10 @@ def _read_only_file_system(folder: Path) -> bool:
         return False
 
 
+class ForeignDatabase(sqlite3.DatabaseError):
+    """The cache file is a valid SQLite database that is not a vector cache: never written."""
+
+
 class VectorCache:
     """On-disk text -> vector cache, bounded to about `max_bytes`."""
 
@@ -86,9 +90,11 @@ class VectorCache:
             except sqlite3.DatabaseError as exc:
                 if any(word in str(exc) for word in ("locked", "readonly", "unable to open", "full", "I/O")):
                     raise  # not a damaged file: a busy, read-only or full disk (read it, or go on without it)
-                log.warning("%s: vector cache is damaged (%s); starting a new one", self.path, exc)
-                for suffix in ("", "-wal", "-shm"):
-                    Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+                if isinstance(exc, ForeignDatabase):
+                    raise
+                kept = self._set_aside()
+                log.warning("%s: vector cache is damaged (%s); starting a new one (the damaged file is kept as %s)",
+                            self.path, exc, kept)
                 return self._connect()
         except (sqlite3.DatabaseError, OSError) as exc:
             reason = getattr(exc, "strerror", None) or str(exc)
@@ -111,8 +117,24 @@ class VectorCache:
                     "--vector-cache DIR)", self.path, reason)
         return None
 
+    def _set_aside(self) -> str:
+        """Rename a damaged cache file (and its -wal, -shm) aside, never delete it: it may not be the
+        engine's (a file someone named vectors.sqlite3). Returns the new name of the main file."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = f"{self.path}.damaged-{stamp}-{os.getpid()}"
+        for suffix in ("", "-wal", "-shm"):
+            path = Path(f"{self.path}{suffix}")
+            if path.is_file() and not path.is_symlink():
+                os.replace(path, f"{target}{suffix}")
+        return target
+
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and "vectors" not in tables:  # someone else's database: never add to it
+            db.close()
+            raise ForeignDatabase(f"a SQLite database of other tables ({', '.join(sorted(tables)[:3])}), not a "
+                                  "vector cache of gpu_tigrag; it is left as it is")
         self._wal(db)
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL, "
