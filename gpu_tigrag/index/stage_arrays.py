@@ -4,11 +4,13 @@ an IndexFormatError naming its file, never a crash or a silent wrong result late
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse
 
 from ..errors import IndexFormatError
+from .validate import check_csr
 
 
 def csr_arrays(prefix: str, matrix: scipy.sparse.csr_matrix) -> dict[str, np.ndarray]:
@@ -20,24 +22,25 @@ def csr_arrays(prefix: str, matrix: scipy.sparse.csr_matrix) -> dict[str, np.nda
     }
 
 
-def check_arrays(folder: Path, arrays: dict[str, np.ndarray], expected: dict[str, tuple[tuple[int, ...], str]],
+def check_arrays(folder: Path, arrays: dict[str, np.ndarray], expected: dict[str, tuple[tuple[int, ...], Any]],
                  what: str) -> None:
-    """IndexFormatError naming the first array whose shape or dtype kind is not the expected one."""
-    for name, (shape, kind) in expected.items():
-        if arrays[name].shape != shape or arrays[name].dtype.kind != kind:
-            raise IndexFormatError(f"{folder / (name + '.npy')}: {arrays[name].dtype} array of shape "
-                                   f"{arrays[name].shape}, expected {shape} for {what}")
+    """IndexFormatError naming the first array whose shape or dtype is not the expected one: a dtype
+    kind ("i", "f") or an exact dtype (np.int64: as the stage writes it)."""
+    for name, (shape, dtype) in expected.items():
+        array = arrays[name]
+        kind = isinstance(dtype, str) and len(dtype) == 1
+        if array.shape != shape or (array.dtype.kind != dtype if kind else array.dtype != np.dtype(dtype)):
+            raise IndexFormatError(f"{folder / (name + '.npy')}: {array.dtype} array of shape "
+                                   f"{array.shape}, expected {shape if kind else f'{np.dtype(dtype)} {shape}'} "
+                                   f"for {what}")
 
 
 def csr_from_arrays(folder: Path, arrays: dict[str, np.ndarray], prefix: str, shape: tuple[int, int],
-                    what: str) -> scipy.sparse.csr_matrix:
-    """The CSR matrix of arrays `prefix`_{indptr,indices,data}, its entries checked against `shape`."""
+                    what: str, positive: bool = False) -> scipy.sparse.csr_matrix:
+    """The CSR matrix of arrays `prefix`_{indptr,indices,data}, checked by `validate.check_csr`
+    against `shape` (dtypes, offsets, column ids, finite values >= 0; > 0 with `positive`)."""
+    check_csr(folder, arrays, prefix, shape, what, None, positive)
     indptr, indices, data = (arrays[f"{prefix}_{part}"] for part in ("indptr", "indices", "data"))
-    nnz = int(indptr[-1]) if indptr.size else 0
-    outside = nnz and not 0 <= int(indices.min()) <= int(indices.max()) < shape[1]
-    if indices.shape != (nnz,) or data.shape != (nnz,) or outside:
-        raise IndexFormatError(f"{folder / (prefix + '_indices.npy')}: {what} do not fit "
-                               f"a {shape[0]} × {shape[1]} matrix with {nnz} entries")
     try:
         return scipy.sparse.csr_matrix((data, indices, indptr), shape=shape)
     except ValueError as exc:

@@ -72,8 +72,9 @@ def _read_strings(path: Path, column: str, repair: str | None = None) -> list[st
     try:
         values = pq.read_table(path, columns=[column]).column(column)
     except (pa.ArrowException, KeyError, OSError) as exc:
+        detail = " ".join(str(exc).split())  # one line (Arrow's messages span several)
         raise IndexFormatError(f"{path}: not a readable table with a column {column!r} ({type(exc).__name__}: "
-                               f"{exc}); {repair or REBUILD_INDEX}") from None
+                               f"{detail[:160]}); {repair or REBUILD_INDEX}") from None
     check_strings(path, values, repair or REBUILD_INDEX)
     return values.to_pylist()
 
@@ -435,8 +436,8 @@ def _parse_manifest(snapshot: Snapshot) -> dict[str, Any]:
     manifest_path = snapshot.folder / MANIFEST
     try:
         manifest = json.loads(snapshot.manifest_bytes.decode("utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise IndexFormatError(f"{manifest_path}: damaged manifest ({exc})") from None
+    except (ValueError, RecursionError) as exc:  # also an int past Python's digit limit, or nesting past the stack
+        raise IndexFormatError(f"{manifest_path}: damaged manifest ({type(exc).__name__}: {str(exc)[:200]})") from None
     if not isinstance(manifest, dict) or manifest.get("format") != "gpu_tigrag-index":
         raise IndexFormatError(f"{manifest_path}: not a gpu_tigrag index manifest")
     version = manifest.get("format_version")
@@ -452,6 +453,10 @@ def _parse_manifest(snapshot: Snapshot) -> dict[str, Any]:
         raise IndexFormatError(f"{manifest_path}: entity label table differs from this version's; rebuild the index")
     if not isinstance(manifest.get("files"), dict):
         raise IndexFormatError(f"{manifest_path}: lists no files; rebuild the index")
+    encoder = manifest.get("encoder")
+    if not isinstance(encoder, dict) or not all(isinstance(encoder.get(k), str) for k in ("name", "fingerprint")):
+        raise IndexFormatError(f"{manifest_path}: names no encoder (encoder.name, encoder.fingerprint); rebuild the "
+                               "index")
     return manifest
 
 

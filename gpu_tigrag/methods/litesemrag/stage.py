@@ -10,6 +10,7 @@ import numpy as np
 
 from ...errors import IndexFormatError
 from ...index.stage_arrays import check_arrays, csr_arrays, csr_from_arrays
+from ...index.validate import check_dtype, check_offsets, check_unit_rows, check_values
 from .config import LitesemragIndexConfig
 from .semantic_graph import STAGE_VERSION, SemanticGraph
 
@@ -46,13 +47,18 @@ def from_arrays(arrays: dict[str, np.ndarray], strings: dict[str, list[str]], in
     texts = strings[STRINGS]
     n, n_strings = index.n_chunks, len(texts)
     ptr, vectors = arrays["litesemrag_proto_ptr"], arrays["litesemrag_proto_vectors"]
-    check_arrays(folder, arrays, {"litesemrag_proto_ptr": ((n_strings + 1,), "i"), "litesemrag_chunk_len": ((n,), "i"),
-                                  "litesemrag_tf_indptr": ((vectors.shape[0] + 1,), "i")},
+    check_dtype(folder / "litesemrag_proto_vectors.npy", vectors, np.float32, 2, None)
+    check_arrays(folder, arrays, {"litesemrag_proto_ptr": ((n_strings + 1,), np.int64),
+                                  "litesemrag_chunk_len": ((n,), np.int32),
+                                  "litesemrag_tf_indptr": ((vectors.shape[0] + 1,), np.int64)},
                  f"{n} chunks, {n_strings} strings and {vectors.shape[0]} prototypes")
-    if vectors.ndim != 2 or vectors.dtype.kind != "f" or (ptr.size and int(ptr[-1]) != vectors.shape[0]) \
-            or (ptr.size > 1 and int(np.diff(ptr).min()) < 1):
+    check_offsets(folder / "litesemrag_proto_ptr.npy", ptr, n_strings, vectors.shape[0],
+                  "strings' prototypes (litesemrag_proto_vectors.npy)", None)
+    if ptr.size > 1 and int(np.diff(ptr).min()) < 1:
         raise IndexFormatError(f"{folder / 'litesemrag_proto_vectors.npy'}: {vectors.shape} prototypes do not match "
-                               "the string → prototype pointers")
+                               "the string → prototype pointers (a string without a prototype)")
+    check_unit_rows(folder / "litesemrag_proto_vectors.npy", vectors, True, None)
+    check_values(folder / "litesemrag_chunk_len.npy", arrays["litesemrag_chunk_len"], "chunk lengths", None)
     tf = csr_from_arrays(folder, arrays, "litesemrag_tf", (vectors.shape[0], n), "the postings")
     return SemanticGraph(strings=texts, proto_ptr=ptr, proto_vectors=vectors, tf=tf,
                          chunk_len=arrays["litesemrag_chunk_len"], stats=stats)

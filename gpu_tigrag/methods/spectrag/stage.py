@@ -10,6 +10,7 @@ import numpy as np
 
 from ...errors import IndexFormatError
 from ...index.stage_arrays import check_arrays, csr_arrays, csr_from_arrays
+from ...index.validate import check_dtype, check_values
 from .chunk_graph import STAGE_FORMAT, ChunkGraph
 from .config import SpectragIndexConfig
 
@@ -45,11 +46,14 @@ def from_arrays(arrays: dict[str, np.ndarray], strings: dict[str, list[str]], in
             "public code); rebuild it with `tigrag extend INDEX --methods spectrag` (the index keeps its stored "
             "spectrag settings: add --set spectrag.semantic_top_k=7 for the public code's neighbours)")
     n, d = index.n_chunks, config.dimensions
-    check_arrays(folder, arrays, {"spectrag_weights_indptr": ((n + 1,), "i"), "spectrag_coords": ((n, d), "f"),
-                                  "spectrag_eigenvalues": ((d + 1,), "f"), "spectrag_chunk_tokens": ((n,), "i")},
+    check_arrays(folder, arrays, {"spectrag_weights_indptr": ((n + 1,), np.int64), "spectrag_coords": ((n, d), np.float32),
+                                  "spectrag_eigenvalues": ((d + 1,), np.float64),
+                                  "spectrag_chunk_tokens": ((n,), np.int32)},
                  f"{n} chunks and {d} dimensions")
+    check_dtype(folder / "spectrag_coords.npy", arrays["spectrag_coords"], np.float32, 2, None)
+    check_values(folder / "spectrag_chunk_tokens.npy", arrays["spectrag_chunk_tokens"], "token counts", None)
     check_padding(folder, arrays["spectrag_eigenvalues"], n)
-    weights = csr_from_arrays(folder, arrays, "spectrag_weights", (n, n), "the chunk graph's entries")
+    weights = csr_from_arrays(folder, arrays, "spectrag_weights", (n, n), "the chunk graph")
     return ChunkGraph(weights=weights, coords=arrays["spectrag_coords"], eigenvalues=arrays["spectrag_eigenvalues"],
                       chunk_tokens=arrays["spectrag_chunk_tokens"], stats=stats)
 
