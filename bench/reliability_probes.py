@@ -3,7 +3,7 @@ Python caller) would try it, each run in a fresh process on scratch files made h
 
 A probe's `check` looks at what the command left (files, output) and returns "" when that is right,
 else "silent wrong: …" or "data loss: …"; `bench/reliability.py` classifies each probe from its exit
-code, standard error and this check. Readers racing writers and planted symbolic links need process
+code, standard error and this check ("security: …" for a device or file outside replaced or exposed). Readers racing writers and planted symbolic links need process
 choreography: they are the tests named in CHECKED_BY_TESTS, which the reliability suite runs.
 """
 
@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 
 #: the classes of a probe's outcome, the issue's
-CLASSES = ("clear error", "correct", "traceback or confusing", "silent wrong", "data loss")
+CLASSES = ("clear error", "correct", "traceback or confusing", "silent wrong", "data loss", "security")
 #: runs the Python code of an API probe (argv[1]) as a caller would; a TigragError ends it as the CLI's do
 API_RUNNER = """import sys
 from gpu_tigrag import TigragError
@@ -108,6 +108,8 @@ class Probe:
 def classify(expect: str, done: "subprocess.CompletedProcess[str]", lines: list[str], left: bool, verdict: str) -> str:
     """The class of a probe's outcome (CLASSES): a lost or damaged file first, then a traceback (or
     an exit code that says nothing), then a wrong result the check found, then the expected kind."""
+    if verdict.startswith("security"):
+        return "security"
     if verdict.startswith("data loss"):
         return "data loss"
     if "Traceback (most recent call last)" in done.stderr or done.returncode == 1:

@@ -18,7 +18,8 @@ from conftest import ROOT, SHARED_DATA
 
 BENCH = ROOT / "bench"
 #: helper modules of the runner, not benchmarks
-NOT_SCRIPTS = {"__init__.py", "__main__.py", "common.py", "agreement.py", "reliability_probes.py"}
+NOT_SCRIPTS = {"__init__.py", "__main__.py", "common.py", "agreement.py", "reliability_probes.py",
+               "reliability_issue30.py"}
 #: shell wrappers that run a registered script on a GPU machine (they install wheels first)
 DEVICE_WRAPPERS = {"gpu_check.sh": "gpu_check.py", "gpu_workers.sh": "gpu_workers.py"}
 #: smoke runs checked in detail elsewhere
