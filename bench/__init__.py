@@ -100,6 +100,12 @@ REGISTRY: tuple[Benchmark, ...] = (
               "the cost of an index save as a new generation: unchanged files hard-linked or written, `tigrag add` "
               "(with --old CHECKOUT: the code before generations)", ("generations.md",),
               smoke=("--passages", "200", "--repeat", "1"), data=False),
+    Benchmark("generation_copies", "generation_copies.py", "study",
+              "hard links or copies for the files a new generation re-uses: extend and add on 2Wiki, time and "
+              "disk, and the bytes per second of a link, a reflink, a copy and a write", ("generations.md",),
+              smoke=("--passages", "200", "--repeat", "1", "--big-mb", "4"),
+              decision="copies: a reflink where the filesystem clones, else written again, and every file read-only "
+                       "once written (an in-place edit of an old generation never reaches the current one)"),
     Benchmark("gpu_workers", "gpu_workers.py", "benchmark",
               "query throughput of one GPU Dask worker against CPU Dask workers (a section of gpu_check)",
               (), smoke=("--smoke", "--out", "{tmp}/out", "--passages", "300", "--queries", "60",

@@ -93,7 +93,10 @@ def test_an_index_written_before_generations_loads_and_its_next_save_converts_it
     assert sorted(p.name for p in flat.iterdir()) == ["gen-000001", "manifest.json"]
 
 
-def test_unchanged_files_are_hard_linked_from_the_generation_read(staged, tmp_path):
+def test_unchanged_files_are_hard_linked_only_when_asked(staged, tmp_path, monkeypatch):
+    """By default no generation shares an inode with another (tests/test_generation_copies.py);
+    `generation_files.HARD_LINKS` links the files that did not change from the generation read."""
+    monkeypatch.setattr("gpu_tigrag.index.generation_files.HARD_LINKS", True)
     path = save_index(staged.with_stage("spectrag", None), tmp_path / "idx")
     first = generation_folder(path)
     inode, chunks = ((first / name).stat().st_ino for name in ("embeddings.npy", "chunks.parquet"))

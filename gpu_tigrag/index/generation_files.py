@@ -1,21 +1,26 @@
 """The files of one index generation: each written once, its sha256 computed as it is written (never
-read back), fsync'ed before the generation is committed.
+read back), fsync'ed and made read-only (write bits cleared) before the generation is committed.
 
-A file identical to one of the generation the index was read from (same name, sha256 and size, and
-verified when it was read) is hard-linked from there, where the filesystem allows: an array is then
-never written again (`extend` rewrites no base array), a Parquet file (streamed to disk, never held
-whole in memory) is replaced by the link, so the generations share its blocks. A method stage that was never read is carried
-over file by file, unread, with its manifest entries: a damaged stage stays damaged (and says so
-when its method uses it) but never blocks a write of the rest.
+No two generations share an inode, so an in-place edit of any file of one generation (`np.save`
+over it, `open(..., "r+b")`; root ignores the read-only mode) never changes a byte of another. A
+file identical to one of the generation the index was read from (same name, sha256 and size, and
+verified when it was read) is cloned from there where the filesystem shares blocks copy-on-write
+(a reflink, `FICLONE`: btrfs, XFS, bcachefs, ...), else written again: an array from memory, a
+Parquet file as it was streamed to disk (never held whole in memory). A method stage that was never
+read is carried over file by file, unread, with its manifest entries (cloned, else copied): a
+damaged stage stays damaged (and says so when its method uses it) but never blocks a write of the
+rest. `HARD_LINKS` restores the hard links of before (measured in bench/results/generations.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import errno
+import fcntl
 import hashlib
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
@@ -23,8 +28,17 @@ import numpy as np
 
 from .generations import Pin
 
-#: hard-link unchanged files from the generation an index was read from (else write them again)
-HARD_LINKS = True
+#: hard-link unchanged files from the generation an index was read from: no copy, but the generations
+#: then share the inode, and an in-place edit of the old one's file changes the new one too
+HARD_LINKS = False
+#: clone unchanged files copy-on-write (a reflink) where the filesystem can (else write them again)
+REFLINKS = True
+#: clear the write bits of every file once written (a guard against in-place edits; root ignores it)
+READ_ONLY = True
+FICLONE = 0x40049409  # linux/fs.h: _IOW(0x94, 9, int)
+#: what a filesystem, or a folder on another one, answers to a link or a clone it cannot make
+_CANNOT = (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOTTY, errno.EINVAL,
+           errno.ENOSYS, errno.EACCES, errno.EBADF)
 
 
 @dataclasses.dataclass
@@ -42,7 +56,7 @@ class Source:
         """The manifest entry of `name` when it may be linked into a new generation of `index_dir`
         (the same index directory, and a file whose checksum was verified when it was read)."""
         entry = self.files.get(name)
-        if not HARD_LINKS or index_dir != self.index_dir or name not in self.verified or not isinstance(entry, dict):
+        if not (HARD_LINKS or REFLINKS) or index_dir != self.index_dir or name not in self.verified or not isinstance(entry, dict):
             return None
         return entry
 
@@ -76,13 +90,20 @@ class _Tee:
         return self.label
 
 
+def _seal(fd: int) -> None:
+    """Clear the write bits of the open file `fd` (its read bits stay as the umask made them)."""
+    if READ_ONLY:
+        os.fchmod(fd, stat.S_IMODE(os.fstat(fd).st_mode) & ~0o222)
+
+
 def _durable(file: Path, write: Callable[[_Tee], None]) -> dict[str, Any]:
-    """Write `file` through `write(tee)`, fsync it; its manifest entry (sha256, bytes)."""
+    """Write `file` through `write(tee)`, fsync it, make it read-only; its manifest entry (sha256, bytes)."""
     with open(file, "xb") as handle:
         tee = _Tee(handle, str(file))
         write(tee)
         handle.flush()
         os.fsync(handle.fileno())
+        _seal(handle.fileno())
     return {"sha256": tee.digest.hexdigest(), "bytes": tee.size}
 
 
@@ -91,9 +112,45 @@ def _link(source: Path, target: Path) -> bool:
         os.link(source, target, follow_symlinks=False)
         return True
     except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EACCES, errno.ENOENT):
+        if exc.errno not in (*_CANNOT, errno.ENOENT):
             raise
         return False
+
+
+def _clone(source: Path, target: Path) -> bool:
+    """Create `target` as a copy-on-write clone of `source` (it shares the blocks until either is
+    written, which then changes that one only), fsync'ed and read-only; False, and no `target`,
+    where the filesystem cannot clone (ext4, tmpfs, another filesystem) or `source` is gone."""
+    if not REFLINKS:
+        return False
+    try:
+        origin = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno not in (*_CANNOT, errno.ENOENT, errno.ELOOP):
+            raise
+        return False
+    try:
+        clone = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        try:
+            fcntl.ioctl(clone, FICLONE, origin)
+            os.fsync(clone)
+            _seal(clone)
+        except OSError as exc:
+            os.close(clone)
+            os.unlink(target)
+            if exc.errno not in _CANNOT:
+                raise
+            return False
+        os.close(clone)
+        return True
+    finally:
+        os.close(origin)
+
+
+def _share(source: Path, target: Path) -> bool:
+    """`target` holding `source`'s bytes without writing them: a hard link where `HARD_LINKS` asks for
+    one, else a clone; False, and no `target`, where neither can be made."""
+    return _link(source, target) if HARD_LINKS else _clone(source, target)
 
 
 def _npy_bytes(array: np.ndarray) -> int:
@@ -107,11 +164,12 @@ def write_npy(folder: Path, name: str, array: np.ndarray, source: Source | None,
     """`folder`/`name` holding `array` (no pickle); its manifest entry."""
     target = folder / name
     old = source.reusable(name, index_dir) if source is not None else None
-    if old is not None and old.get("bytes") == _npy_bytes(array):
-        probe = _Tee(None, str(target))
+    if old is not None and old.get("bytes") == _npy_bytes(array) and _share(source.folder / name, target):
+        probe = _Tee(None, str(target))  # the array's checksum, never the file's: it may be edited meanwhile
         np.save(probe, array, allow_pickle=False)
-        if probe.digest.hexdigest() == old.get("sha256") and _link(source.folder / name, target):
+        if probe.digest.hexdigest() == old.get("sha256"):
             return {"sha256": old["sha256"], "bytes": old["bytes"]}
+        os.unlink(target)  # the same size, other values: written below
     return _durable(target, lambda tee: np.save(tee, array, allow_pickle=False))
 
 
@@ -124,7 +182,8 @@ def write_stream(folder: Path, name: str, fill: Callable[[Any], None]) -> dict[s
 def write_strings(folder: Path, name: str, column: str, values: list[str], source: Source | None,
                   index_dir: str) -> dict[str, Any]:
     """`folder`/`name`, a Parquet file of one string column; its manifest entry. It is streamed to
-    disk (never whole in memory), and replaced by a link when it turns out identical to the old one."""
+    disk (never whole in memory), and replaced by a clone (or a hard link, `HARD_LINKS`) of the old one
+    when it turns out identical to it, so that the generations share its blocks."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -133,24 +192,26 @@ def write_strings(folder: Path, name: str, column: str, values: list[str], sourc
     old = source.reusable(name, index_dir) if source is not None else None
     if old is not None and (old.get("sha256"), old.get("bytes")) == (entry["sha256"], entry["bytes"]):
         shared = folder / f".{name}.link"
-        if _link(source.folder / name, shared):
+        if _share(source.folder / name, shared):
             os.replace(shared, target)
     return entry
 
 
 def carry(folder: Path, name: str, source: Source) -> dict[str, Any] | None:
-    """`source`'s file `name` linked (or copied) into `folder` as it is, unread; its manifest entry
+    """`source`'s file `name` cloned (else copied; hard-linked with `HARD_LINKS`) into `folder` as it is,
+    unread, and made read-only; its manifest entry
     there (None when the manifest does not list it). A file that is missing stays missing: the stage
     it belongs to reports it when it is read."""
     entry = source.files.get(name)
     if not isinstance(entry, dict):
         return None
     origin, target = source.folder / name, folder / name
-    if not (HARD_LINKS and _link(origin, target)):
+    if not _share(origin, target):
         try:
             shutil.copyfile(origin, target, follow_symlinks=False)
         except FileNotFoundError:
             return dict(entry)
         with open(target, "rb") as handle:
             os.fsync(handle.fileno())
+            _seal(handle.fileno())
     return dict(entry)
