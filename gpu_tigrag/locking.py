@@ -40,6 +40,16 @@ def _holder(fd: int) -> str:
     return f"PID {text}" if text.isdigit() else "a process that is starting"
 
 
+def _looks_like_a_lock(fd: int) -> bool:
+    """Whether the open file `fd` is empty or holds what a holder writes into a lock file (a PID)."""
+    try:
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, 64, 0) if size else b""
+    except OSError:
+        return True  # unreadable: the flock alone decides
+    return size <= 32 and head.strip().isdigit() or size == 0
+
+
 def _note_holder(fd: int) -> None:
     """Write this PID into the lock file, for the message a competing writer gets. On a full disk
     the note is skipped: the flock alone is the lock, and the write it guards reports the disk."""
@@ -83,6 +93,10 @@ def _acquire(path: Path, target: Path, what: str) -> int:
                               "changed (remove it if no other write is under way)") from None
         except OSError as exc:
             raise TigragError(f"{path}: cannot create the lock file of {target} ({exc.strerror or exc})") from None
+        if not _looks_like_a_lock(fd):  # a user's file named TARGET.lock: never truncated, never removed
+            os.close(fd)
+            raise TigragError(f"{path}: exists and is not a lock file of gpu_tigrag (it holds other data); the lock of "
+                              f"{target} goes there, so nothing was changed: move that file away")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

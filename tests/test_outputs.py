@@ -335,3 +335,29 @@ def test_the_vector_cache_never_deletes_or_writes_a_file_it_did_not_make(tmp_pat
     assert cache.db is None or not cache.writable
     assert "not a vector cache of gpu_tigrag" in caplog.text
     assert (foreign / "vectors.sqlite3").read_bytes() == before
+
+
+def test_a_users_file_named_like_a_lock_is_never_truncated_or_removed(built, tmp_path, capsys):
+    """The writer lock `OUT.lock` was opened, truncated and at the end removed, whatever it held."""
+    mine = tmp_path / "out.jsonl.lock"
+    mine.write_text("my notes\n")
+    code, err = run(["run", built / "idx", built / "q.jsonl", "-o", tmp_path / "out.jsonl", "-q"], capsys)
+    assert code == 2 and "is not a lock file of gpu_tigrag" in err, err
+    assert mine.read_text() == "my notes\n" and not (tmp_path / "out.jsonl").exists()
+    stale = tmp_path / "other.jsonl.lock"
+    stale.write_text("12345\n")  # what a killed holder leaves: taken over
+    assert run(["run", built / "idx", built / "q.jsonl", "-o", tmp_path / "other.jsonl", "-q"], capsys)[0] == 0
+
+
+@pytest.mark.parametrize("kind", ["file", "folder of other files"])
+def test_a_streaming_build_refuses_a_work_path_it_did_not_make(tmp_path, capsys, kind):
+    work = tmp_path / "idx.work"
+    if kind == "file":
+        work.write_text("mine")
+    else:
+        work.mkdir()
+        (work / "notes.txt").write_text("mine")
+    before = snapshot(tmp_path)
+    code, err = run(["index", CORPUS, "-o", tmp_path / "idx", "--stream", "--workers", "1", *FAST], capsys)
+    assert code == 2 and ("is not a folder" in err or "did not write (notes.txt)" in err), err
+    assert snapshot(tmp_path) == before

@@ -9,7 +9,9 @@ its changed partitions recomputed, never stale text; and each is checksummed whe
 checked before a resume uses it (`checkpoints.py`), so a damaged one is recomputed too. The
 build holds the output's writer lock (`OUTPUT.lock`) from start to end. Passages repeating an
 earlier one's title and text (a corpus given twice) are counted across partitions by 8-byte
-digests and reported in a warning, or dropped with `drop_duplicates=True`.
+digests and reported in a warning, or dropped with `drop_duplicates=True`; two passages with one id
+and another title or text are an error naming both records, found across partitions and files by the
+ids seen (`corpus.PassageIds`: one entry per id, no text).
 
   1. tokenise (worker processes): split, chunk and tokenise; a local sorted vocabulary
   2. vocabulary: the sorted union of the local ones (ids as in the in-memory build)
@@ -53,7 +55,7 @@ from ..atomic import atomic_path, atomic_write_json
 from ..backend import get_backend
 from ..checksums import sha256_file
 from ..config import ChunkConfig, IndexConfig, TokenConfig, config_from_dict, config_to_dict
-from ..corpus import Passage, expand_paths, iter_passages
+from ..corpus import Passage, expand_paths, iter_corpus
 from ..errors import CorpusError, TigragError
 from ..locking import writer_lock
 from ..progress import counter
@@ -146,16 +148,17 @@ class RepeatedPassages:
 
 def _iter_partitions(paths: Sequence[Path], size: int, repeats: RepeatedPassages,
                      drop_duplicates: bool) -> Iterator[list[Passage]]:
+    """The non-empty passages of `paths` in partitions of `size`; a passage id used by two passages of
+    the corpus (in any partitions, any files) is an error naming both records (`corpus.iter_corpus`)."""
     batch: list[Passage] = []
-    for path in paths:
-        for passage in iter_passages(path):
-            if passage.text:
-                if repeats.is_repeat(passage) and drop_duplicates:
-                    continue
-                batch.append(passage)
-                if len(batch) == size:
-                    yield batch
-                    batch = []
+    for passage in iter_corpus(paths):
+        if passage.text:
+            if repeats.is_repeat(passage) and drop_duplicates:
+                continue
+            batch.append(passage)
+            if len(batch) == size:
+                yield batch
+                batch = []
     if batch:
         yield batch
 
@@ -350,7 +353,7 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
 #: what a streaming build writes in its work folder: checkpoints, the vocabulary, its ledger and
 #: description, and the temporaries of their atomic writes
 _WORK_FILE = re.compile(r"\.?(part-\d{5,}-[0-9a-f-]+\.(tokens\.npz|counts\.npz|embed\.npy|entities\.json)"
-                        r"|vocab-[0-9a-f]+\.npy|checksums\.jsonl|build\.json)(\.tmp-[^/]*)?")
+                        r"|vocab-[0-9a-f]+\.npy|checksums\.jsonl|build\.json)(\.tmp[-.][^/]*)?")
 
 
 def _remove_work(work: Path) -> None:
@@ -377,6 +380,14 @@ def _open_work(build: StreamBuild, resume: bool, explicit_size: bool) -> None:
     if work.is_symlink():  # checkpoints would be written (and removed) where it points
         raise TigragError(f"{work}: a symbolic link (to {os.readlink(work)}); the work folder of a streaming build "
                           "must be a folder of its own: remove the link")
+    if work.exists() and not work.is_dir():
+        raise TigragError(f"{work}: exists and is not a folder; a streaming build keeps its checkpoints there, so "
+                          "nothing was changed: move it away or choose another output")
+    foreign = sorted(f.name for f in work.iterdir() if not _WORK_FILE.fullmatch(f.name)) if work.exists() else []
+    if foreign:
+        raise TigragError(f"{work}: holds files a streaming build did not write ({', '.join(foreign[:3])}"
+                          f"{' …' if len(foreign) > 3 else ''}); it keeps its checkpoints there, so nothing was "
+                          "changed: move them away or choose another output")
     if not work.exists() or not any(f.name not in (BUILD, LEDGER) for f in work.iterdir()):  # nothing done yet
         work.mkdir(parents=True, exist_ok=True)
         (work / LEDGER).unlink(missing_ok=True)
