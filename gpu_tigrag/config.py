@@ -77,7 +77,7 @@ def _number(value: float) -> str:
     """A bound or value as the docs show it: 2147483647, 0.75, 1e6, 1e-9."""
     if isinstance(value, numbers.Integral):
         if int(value).bit_length() > 128:  # str() of a 5,000-digit integer fails (Python's 4,300-digit limit)
-            return f"an integer of about {int(int(value).bit_length() * math.log10(2)) + 1:,} digits"
+            return f"an integer of about {int((int(value).bit_length() - 1) * math.log10(2)) + 1:,} digits"
         return str(int(value))
     text = f"{value:g}"
     mantissa, _, exponent = text.partition("e")
@@ -219,7 +219,7 @@ class ChunkConfig(_Checked):
 #: above this minimum token length almost no English word is kept: the graph would be empty
 MAX_MIN_LENGTH = 20
 #: BM25's k1 at most: tf·(k1 + 1) / (tf + k1·L) is linear in tf long before (a chunk's term counts are
-#: ~100), and far below it the float32 sums keep every count exact (k1·L stays under 2**24)
+#: ~100), and (k1 + 1)·tf and tf + k1·L stay far inside float32 (k1 = 1e308 is inf there: all-NaN BM25)
 MAX_K1 = 1000.0
 
 

@@ -10,15 +10,23 @@ Accepted inputs:
 Which key of a record is its id, text and title, and which wins when a record has several, is
 decided in `records.py` (the same rule as for query records). Errors name the file, the record
 (index or line) and what was expected.
+
+A passage's own id (`_id`, `id`, `idx`) names it in TREC runs, BEIR scoring and `doc_ids`, so it must
+be unique across the whole corpus (every file given): a second passage with the id of an earlier one
+is an error naming both records (`PassageIds`, which keeps one entry per id and no text, so the
+streamed build checks a corpus of any size). A passage repeated whole, id, title and text (a file
+given twice), is not a clash: it is counted as a repeat (`duplicate_passages`) and dropped by
+`--drop-duplicates`. Passages without an id of their own are known by their title, which may repeat.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .errors import CorpusError
 from .records import (PASSAGE_ID_KEYS, PASSAGE_TEXT_KEYS, TITLE_KEY, as_record, first_key, parse_json, passage_fields,
@@ -29,11 +37,81 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Passage:
-    """One corpus passage. `doc_id` is the record's own id where it has one (BEIR), else its title."""
+    """One corpus passage. `doc_id` is the record's own id where it has one (BEIR), else its title.
+
+    `own_id`: whether `doc_id` is the record's own id (True) or its title (False), as the corpus
+    readers set it; None (a passage built in code) counts an id other than the title as its own.
+    `where`: the record it was read from (`corpus.json: record 3`), named in errors. Neither takes part
+    in equality."""
 
     title: str
     text: str
     doc_id: str
+    own_id: bool | None = field(default=None, compare=False, repr=False)
+    where: str = field(default="", compare=False, repr=False)
+
+    @property
+    def has_own_id(self) -> bool:
+        """Whether `doc_id` must be unique: the record's own id, not a title standing in for one."""
+        return self.doc_id != self.title if self.own_id is None else self.own_id
+
+    def describe(self, position: int) -> str:
+        """Where this passage came from, or its position (0-based) in a list built in code."""
+        return self.where or f"passage {position} (title {self.title!r})"
+
+
+def content_digest(passage: Passage) -> int:
+    """An 8-byte digest of the passage's title and text (a collision among a million passages has odds of
+    about 3e-8): what tells a passage repeated whole from another passage with its id."""
+    digest = hashlib.blake2b(f"{passage.title}\0{passage.text}".encode("utf-8", "surrogatepass"), digest_size=8)
+    return int.from_bytes(digest.digest(), "little")
+
+
+def _clash(where: str, doc_id: str, first: str) -> CorpusError:
+    return CorpusError(f"{where}: passage id {doc_id!r} is also the id of {first}, another passage (other title or "
+                       "text); passage ids must be unique: they name the passages in runs, qrels and doc_ids, where "
+                       "two passages of one id would be one")
+
+
+class PassageIds:
+    """The own ids of the passages seen so far (`Passage.has_own_id`), across every file of a corpus: a
+    passage with the id of an earlier one is a CorpusError naming both records, unless it repeats that
+    passage whole (same title and text: a file given twice, a repeat that `--drop-duplicates` drops).
+
+    One entry per id: the id, an 8-byte digest of the first passage's title and text and a small
+    integer `key` saying where it was; `describe(key)` gives that record back for the error. No text
+    is kept, so a streamed build checks a corpus of any size (about 150 bytes per id)."""
+
+    def __init__(self, describe: Callable[[int], str]):
+        self._first: dict[str, int] = {}
+        self._describe = describe
+
+    def __len__(self) -> int:
+        return len(self._first)
+
+    def add(self, passage: Passage, key: int, where: str) -> None:
+        """Record `passage` (read at `where`, known later as `key` >= 0); CorpusError if another passage
+        already has its id."""
+        if not passage.has_own_id:
+            return
+        digest = content_digest(passage)
+        first = self._first.get(passage.doc_id)
+        if first is None:
+            self._first[passage.doc_id] = (key << 64) | digest
+        elif first & 0xFFFF_FFFF_FFFF_FFFF != digest:
+            raise _clash(where, passage.doc_id, self._describe(first >> 64))
+
+
+def check_unique_ids(passages: Sequence[Passage]) -> None:
+    """CorpusError when two of `passages` (a list in memory) share an own id and are not one passage
+    repeated whole; the error names both (their records, or their positions in the list)."""
+    first: dict[str, int] = {}
+    for position, passage in enumerate(passages):
+        if passage.has_own_id:
+            earlier = first.setdefault(passage.doc_id, position)
+            other = passages[earlier]
+            if earlier != position and (other.title, other.text) != (passage.title, passage.text):
+                raise _clash(passage.describe(position), passage.doc_id, other.describe(earlier))
 
 
 def _read_text(path: Path) -> str:
@@ -53,20 +131,25 @@ def _read_text(path: Path) -> str:
 
 def _passage_from_record(data: Any, where: str) -> Passage:
     title, text, doc_id = passage_fields(as_record(data, where, "'title' and 'text'"), where)
-    return Passage(title=title.strip(), text=text.strip(), doc_id=title if doc_id is None else doc_id)
+    return Passage(title=title.strip(), text=text.strip(), doc_id=title if doc_id is None else doc_id,
+                   own_id=doc_id is not None, where=where)
 
 
-def _iter_json(path: Path) -> Iterator[Passage]:
-    data = parse_json(_read_text(path), str(path))
+#: what a record is called in each format's errors: "corpus.json: record 3", "c.jsonl: line 7", "c.parquet: row 0"
+RECORD, LINE, ROW = "record", "line", "row"
+
+
+def _iter_json(path: Path) -> Iterator[tuple[int, Passage]]:
+    data = parse_json(_read_text(path), str(path))  # an object holding a title twice is an error there
     if isinstance(data, list):
         for i, record in enumerate(data):
-            yield _passage_from_record(record, f"{path}: record {i}")
+            yield i, _passage_from_record(record, f"{path}: {RECORD} {i}")
     elif isinstance(data, dict):
         for i, (title, body) in enumerate(data.items()):
-            where = f"{path}: record {i} (title {title!r})"
+            where = f"{path}: {RECORD} {i} (title {title!r})"
             text = string_value(body, where, "sentences")
             title = string_value(title, where, "title")
-            yield Passage(title=title.strip(), text=text.strip(), doc_id=title)
+            yield i, Passage(title=title.strip(), text=text.strip(), doc_id=title, own_id=False, where=where)
     else:
         raise CorpusError(f"{path}: expected a JSON list of passages or an object title -> sentences")
 
@@ -93,12 +176,12 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
             yield lineno, parse_json(line, f"{path}: line {lineno}", one_line=True)
 
 
-def _iter_jsonl(path: Path) -> Iterator[Passage]:
+def _iter_jsonl(path: Path) -> Iterator[tuple[int, Passage]]:
     for lineno, record in iter_jsonl(path):
-        yield _passage_from_record(record, f"{path}: line {lineno}")
+        yield lineno, _passage_from_record(record, f"{path}: {LINE} {lineno}")
 
 
-def _iter_parquet(path: Path) -> Iterator[Passage]:
+def _iter_parquet(path: Path) -> Iterator[tuple[int, Passage]]:
     """Record batch by record batch."""
     try:
         import pyarrow.parquet as pq
@@ -118,7 +201,7 @@ def _iter_parquet(path: Path) -> Iterator[Passage]:
     row = 0
     for batch in parquet.iter_batches(batch_size=8192, columns=[c for c in (TITLE_KEY, text_col, id_col) if c]):
         for record in batch.to_pylist():
-            yield _passage_from_record(record, f"{path}: row {row}")
+            yield row, _passage_from_record(record, f"{path}: {ROW} {row}")
             row += 1
 
 
@@ -137,21 +220,41 @@ def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
     return out
 
 
-def iter_passages(path: str | Path) -> Iterator[Passage]:
-    """Passages of one corpus file (or BEIR directory), in file order, empty ones included."""
-    path = Path(path)
+def _located(path: Path) -> tuple[Path, str, Iterator[tuple[int, Passage]]]:
+    """(the file read, what its records are called, its (record number, passage) pairs)."""
     if path.is_dir():
         if (path / "corpus.jsonl").is_file():
-            return _iter_jsonl(path / "corpus.jsonl")
+            return path / "corpus.jsonl", LINE, _iter_jsonl(path / "corpus.jsonl")
         raise CorpusError(f"{path}: directory holds no corpus.jsonl (BEIR layout expected)")
     suffix = path.suffix.lower()
     if suffix == ".json":
-        return _iter_json(path)
+        return path, RECORD, _iter_json(path)
     if suffix in (".jsonl", ".ndjson"):
-        return _iter_jsonl(path)
+        return path, LINE, _iter_jsonl(path)
     if suffix in (".parquet", ".pq"):
-        return _iter_parquet(path)
+        return path, ROW, _iter_parquet(path)
     raise CorpusError(f"{path}: unknown corpus format {suffix!r}; expected .json, .jsonl or .parquet")
+
+
+def iter_passages(path: str | Path) -> Iterator[Passage]:
+    """Passages of one corpus file (or BEIR directory), in file order, empty ones included."""
+    return (passage for _, passage in _located(Path(path))[2])
+
+
+def iter_corpus(paths: Sequence[Path]) -> Iterator[Passage]:
+    """Passages of every file of `paths` in order, empty ones included; each non-empty passage's own
+    id is checked against every earlier one's (`PassageIds`: a clash is a CorpusError naming both
+    records), across files, while the files are read."""
+    files: list[tuple[Path, str]] = []
+    ids = PassageIds(lambda key: f"{files[key >> 40][0]}: {files[key >> 40][1]} {key & ((1 << 40) - 1)}")
+    for path in paths:
+        source, kind, records = _located(Path(path))
+        files.append((source, kind))
+        file_key = (len(files) - 1) << 40
+        for number, passage in records:
+            if passage.text:
+                ids.add(passage, file_key | number, passage.where)
+            yield passage
 
 
 def duplicate_passages(passages: Sequence[Passage]) -> int:
@@ -171,18 +274,18 @@ def drop_duplicate_passages(passages: Sequence[Passage]) -> list[Passage]:
 
 
 def load_corpus(paths: str | Path | Sequence[str | Path]) -> list[Passage]:
-    """All passages of one or more corpus files; empty passages are skipped with a warning."""
+    """All passages of one or more corpus files; empty passages are skipped with a warning. Two
+    passages with one id (and another title or text) are a CorpusError naming both records."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
     paths = expand_paths(paths)
     passages: list[Passage] = []
     skipped = 0
-    for path in paths:
-        for passage in iter_passages(path):
-            if passage.text:
-                passages.append(passage)
-            else:
-                skipped += 1
+    for passage in iter_corpus(paths):  # a passage id used twice is an error naming both records
+        if passage.text:
+            passages.append(passage)
+        else:
+            skipped += 1
     if skipped:
         log.warning("skipped %d empty passage(s)", skipped)
     if not passages:

@@ -19,8 +19,11 @@ query its position in the file.
 | query id | `_id`, `id`, `qid` | the position (0-based) |
 | query text | `question`, `text`, `query` | error |
 
-Values: an id is a string or a number (kept as its string, 7 -> "7"); a null id is an error,
-as is a null title (leave the field out instead). A lone surrogate (JSON's "\ud800": half of a
+Values: an id is a string or a number, kept as the number's own text in the file (7 -> "7",
+1.00 -> "1.00", 10e-1 -> "10e-1": JSON numbers that are equal as values but written differently stay
+distinct ids, and match a qrels file that writes them the same way); a null id is an error, as is a
+null title (leave the field out instead). A JSON object that holds one key twice is an error naming
+the key (JSON keeps only the last value: a passage of a `title -> text` file would vanish). A lone surrogate (JSON's "\ud800": half of a
 UTF-16 pair, which UTF-8 cannot store and tokenizers refuse) in a text, title or query is
 replaced by U+FFFD, as a UTF-8 decoder replaces an invalid byte, with one warning per file naming
 the first record: the rest of the record is good text, and a corpus with one emoji cut in half
@@ -100,6 +103,37 @@ def as_record(data: Any, where: str, expected: str) -> Mapping[str, Any]:
     return data
 
 
+class JsonNumber(float):
+    """A JSON number with a fraction or an exponent (`1.00`, `10e-1`), read as the float it is, that
+    keeps the text it was written as: an id read from it is that text, so two numbers that are equal
+    as floats but written differently stay two ids instead of becoming one ("1.0")."""
+
+    __slots__ = ("text",)
+
+    def __new__(cls, text: str) -> "JsonNumber":
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str, first: int, second: int):
+        super().__init__(key)
+        self.key, self.first, self.second = key, first, second
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's dict; a key given twice raises (JSON would keep the last value silently)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: dict[str, int] = {}
+        for position, (key, _) in enumerate(pairs):
+            if key in seen:
+                raise _DuplicateKey(key, seen[key], position)
+            seen[key] = position
+    return out
+
+
 def _id(record: Mapping[str, Any], keys: Sequence[str], where: str) -> str | None:
     key = first_key(record, keys)
     if key is None:
@@ -116,7 +150,7 @@ def _id(record: Mapping[str, Any], keys: Sequence[str], where: str) -> str | Non
     if isinstance(value, int) and value.bit_length() > MAX_ID_BITS:
         raise CorpusError(f"{where}: field {key!r} is a number of more than {MAX_ID_DIGITS} digits; write the id "
                           "as a string")
-    text = str(value)
+    text = value.text if isinstance(value, JsonNumber) else str(value)
     if replace_surrogates(text)[1]:
         raise CorpusError(f"{where}: field {key!r} holds a lone surrogate (invalid Unicode: half of a UTF-16 pair), "
                           "which cannot be stored; write the id as valid text (replacing it could merge two ids)")
@@ -128,10 +162,15 @@ def _id(record: Mapping[str, Any], keys: Sequence[str], where: str) -> str | Non
 
 def parse_json(text: str | bytes, where: str, one_line: bool = False) -> Any:
     """`json.loads(text)`, every way it can fail (malformed, numbers of too many digits, nesting
-    deeper than Python's recursion limit) a CorpusError naming `where` (`one_line`: a JSONL line,
-    whose position `where` already names)."""
+    deeper than Python's recursion limit, an object holding one key twice) a CorpusError naming
+    `where` (`one_line`: a JSONL line, whose position `where` already names). Numbers with a
+    fraction or exponent are JsonNumber floats, which keep their text for ids."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_float=JsonNumber, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise CorpusError(f"{where}: an object holds the key {exc.key!r} twice (its entries {exc.first} and "
+                          f"{exc.second}); JSON keeps only the last value, so the first would be lost: give each "
+                          "key once") from None
     except json.JSONDecodeError as exc:
         if one_line:
             raise CorpusError(f"{where}: malformed JSON ({exc.msg}, column {exc.colno})") from None
@@ -204,6 +243,22 @@ def query_id(record: Mapping[str, Any], where: str, position: int | None) -> str
     if position is None:
         raise CorpusError(f"{where}: missing field '_id' (the query's id, which the qrels refer to)")
     return str(position)
+
+
+class UniqueQueryIds:
+    """Query ids seen so far in one question file, each with the record that had it first: a second
+    query with an earlier one's id is a CorpusError naming both records (a run, qrels or per-query
+    table names each query by its id, so two queries of one id would merge in any scorer)."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, str] = {}
+
+    def add(self, qid: str, where: str) -> None:
+        earlier = self._first.setdefault(qid, where)
+        if earlier is not where:
+            raise CorpusError(f"{where}: query id {qid!r} is also the id of {earlier}; query ids must be unique: "
+                              "runs, qrels and per-query tables name each query by its id (a record without an id "
+                              "is known by its position)")
 
 
 def query_text(record: Mapping[str, Any], where: str) -> str:

@@ -157,7 +157,7 @@ def test_save_qrels_alone_and_unique_query_ids(example_index, tmp_path, capsys):
     twice.write_text(json.dumps([questions[0], {**questions[1], "id": questions[0]["id"]}]))
     capsys.readouterr()
     assert main(["eval", str(example_index.path), str(twice), "--save-runs", str(tmp_path / "runs"), "-q"]) == 2
-    assert "the query id 'q1' is used twice" in capsys.readouterr().err
+    assert "twice.json: record 1: query id 'q1' is also the id of" in capsys.readouterr().err  # at read, both named
 
 
 # -- tigrag run: ids, formats, query files ------------------------------------------------------------------

@@ -105,13 +105,14 @@ def cmd_add(args: argparse.Namespace) -> int:
 def _add(args: argparse.Namespace) -> int:
     from ..backend import get_backend
     from ..corpus import load_corpus
-    from ..index.add import add_passages
+    from ..index.add import add_passages, check_added_ids
     from ..index.build import warn_duplicates
     from ..index.stats import format_statistics
     from ..index.store import load_index, save_index
 
     index = load_index(args.index)
     passages = load_corpus(args.corpus)
+    check_added_ids(index, passages)  # an id naming another passage of the index: an error, before any drop
     known = set(zip(index.passage_titles, index.passage_ids))
     if args.drop_duplicates:
         passages = drop_duplicates(passages, known)
@@ -545,5 +546,6 @@ def cmd_settings(args: argparse.Namespace) -> int:
     for side, rows in describe_settings().items():
         print(f"{side} settings:")
         for row in rows:
-            print(f"  {row.path} ({row.type}, default {row.default}): {row.help}")
+            where = f", range {row.range}" if row.range else ""
+            print(f"  {row.path} ({row.type}, default {row.default}{where}): {row.help}")
     return 0

@@ -21,7 +21,7 @@ from typing import Iterable, Sequence
 from ..checksums import sha256_file
 from ..corpus import iter_jsonl
 from ..errors import CorpusError
-from ..records import as_record, query_id, query_text
+from ..records import UniqueQueryIds, as_record, query_id, query_text
 from .queries import Query, load_queries
 
 log = logging.getLogger(__name__)
@@ -65,10 +65,12 @@ def load_beir(folder: Path, split: str = "test") -> Dataset:
                 grades.setdefault(row[0], {})[row[1]] = grade
     queries: list[Query] = []
     path = folder / "queries.jsonl"
+    ids = UniqueQueryIds()
     for lineno, data in iter_jsonl(path):
         where = f"{path}: line {lineno}"
         record = as_record(data, where, "'_id' and 'text'")
         qid = query_id(record, where, None)
+        ids.add(qid, where)  # two queries of one id would share its qrels and merge in any scorer
         if qid in grades:
             gold = grades[qid]
             text = query_text(record, where).strip()

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..corpus import iter_jsonl
 from ..errors import CorpusError
-from ..records import as_record, parse_json, query_id, query_text, valid_text
+from ..records import UniqueQueryIds, as_record, parse_json, query_id, query_text, valid_text
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,8 @@ def _query(data: Any, where: str, position: int) -> Query:
 
 
 def load_queries(path: str | Path) -> list[Query]:
-    """Queries with gold titles from a JSON list or a JSONL file."""
+    """Queries with gold titles from a JSON list or a JSONL file; two queries with one id are an error
+    naming both records."""
     path = Path(path)
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         records = [(r, f"{path}: line {n}") for n, r in iter_jsonl(path)]
@@ -84,6 +85,9 @@ def load_queries(path: str | Path) -> list[Query]:
             raise CorpusError(f"{path}: expected a JSON list of queries")
         records = [(r, f"{path}: record {i}") for i, r in enumerate(data)]
     queries = [_query(r, where, i) for i, (r, where) in enumerate(records)]
+    ids = UniqueQueryIds()
+    for query, (_, where) in zip(queries, records):
+        ids.add(query.qid, where)
     if not queries:
         raise CorpusError(f"{path}: no queries found")
     check_gold_present(path, queries)

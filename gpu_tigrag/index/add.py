@@ -11,6 +11,10 @@ not patched: each method's stage says why (`IndexStage.rebuilt_because`).
 The ANN of the chunk vectors (`ann.py`) is rebuilt over every chunk too, where `ann.kind` asks for
 one at the grown size, so the grown index holds what a full build of the union would.
 
+An added passage whose own id is already the id of a passage of the index is an error naming both,
+unless it is that passage again (same title and chunk texts: added twice, which the CLI warns about
+or `--drop-duplicates` skips): one id would name two passages in runs and qrels.
+
 The grown index remembers the directory its base was read from, so `save_index` refuses to
 write it back over a directory that another writer replaced meanwhile; `add_to_index_dir`
 holds that directory's writer lock from the read to the write, so a second `add` fails at once.
@@ -26,7 +30,8 @@ import numpy as np
 import scipy.sparse
 
 from ..backend import Backend, get_backend
-from ..corpus import Passage
+from ..corpus import Passage, check_unique_ids
+from ..errors import CorpusError
 from ..locking import writer_lock
 from ..text.pipeline import chunk_and_tokenise, split_passages
 from ..text.tokens import Vocabulary, token_csr
@@ -48,6 +53,45 @@ def _old_entity_lists(index: Index) -> list[list[tuple[str, int]]]:
     return [index.entities.occurrences(c) for c in range(index.n_chunks)]
 
 
+def check_added_ids(index: Index, passages: Sequence[Passage],
+                    chunks: tuple[Sequence[str], Sequence[int]] | None = None) -> None:
+    """CorpusError when two of `passages` share an own id (`check_unique_ids`), or when one's own id is
+    the id of a passage of `index` that is another passage (another title, or other chunk texts under
+    the index's chunking); the error names the added record, the id and the index's passage. A passage
+    equal to the index's (added again) passes: the caller warns or drops it. `chunks`: the added
+    passages' (chunk texts, passage of each chunk) where already made; else only the passages whose id
+    the index has are chunked."""
+    check_unique_ids(passages)
+    known: dict[str, int] = {}
+    for position, doc_id in enumerate(index.passage_ids):
+        known.setdefault(doc_id, position)
+    clashes = [(i, known[p.doc_id]) for i, p in enumerate(passages) if p.has_own_id and p.doc_id in known]
+    if not clashes:
+        return
+    if chunks is None:
+        subset = [passages[i] for i, _ in clashes]
+        cfg = index.config
+        texts, owner, _ = chunk_and_tokenise(subset, split_passages(subset, cfg.chunk.language), cfg.chunk, cfg.tokens)
+        owner = [clashes[o][0] for o in owner]
+    else:
+        texts, owner = chunks
+    added: dict[int, list[str]] = {}
+    for text, p in zip(texts, owner):
+        added.setdefault(int(p), []).append(text)
+    order = np.argsort(index.chunk_passage, kind="stable")  # the chunks of each passage, whatever their order
+    firsts = np.searchsorted(index.chunk_passage[order], [q for _, q in clashes], side="left")
+    lasts = np.searchsorted(index.chunk_passage[order], [q for _, q in clashes], side="right")
+    for (i, q), lo, hi in zip(clashes, firsts, lasts):
+        passage = passages[i]
+        theirs = [index.chunk_texts[c] for c in order[lo:hi]]
+        if index.passage_titles[q] != passage.title or theirs != added.get(i, []):
+            raise CorpusError(
+                f"{passage.describe(i)}: passage id {passage.doc_id!r} is already the id of passage {q} of the index "
+                f"(title {index.passage_titles[q]!r}), another passage (other title or text); passage ids must be "
+                "unique: they name the passages in runs, qrels and doc_ids, where two passages of one id would be "
+                "one (give the new passage another id, or rebuild the index to replace that passage)")
+
+
 def add_passages(
     index: Index,
     passages: Sequence[Passage],
@@ -56,13 +100,15 @@ def add_passages(
     show_progress: bool = False,
     entity_extractor: EntityExtractor | None = None,
 ) -> Index:
-    """A new Index holding `index` plus `passages` (the input index is not modified)."""
+    """A new Index holding `index` plus `passages` (the input index is not modified). A passage whose
+    own id names another passage, of the index or of `passages`, is a CorpusError (`check_added_ids`)."""
     be = backend or get_backend("numpy")
     cfg = index.config
     timings: dict[str, float] = {}
     with timed(timings, "add_split_tokenise"):
         sentences = split_passages(passages, cfg.chunk.language, show_progress)
         texts, owner, sequences = chunk_and_tokenise(passages, sentences, cfg.chunk, cfg.tokens, show_progress)
+    check_added_ids(index, passages, (texts, owner))
 
     with timed(timings, "add_graph_bm25"):
         vocab = Vocabulary(sorted(set(index.vocab.tokens).union(*map(set, sequences))))

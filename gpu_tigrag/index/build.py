@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from ..backend import Backend, get_backend
 from ..config import IndexConfig
 from ..errors import TigragError
-from ..corpus import Passage, duplicate_passages
+from ..corpus import Passage, check_unique_ids, duplicate_passages
 from ..text.pipeline import assemble_chunks, chunk_and_tokenise, split_passages
 from .ann import ann_for
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
@@ -34,7 +34,8 @@ def warn_duplicates(passages: Sequence[Passage]) -> int:
 
 
 def check_passages(passages: Any) -> None:
-    """TigragError unless `passages` is a non-empty sequence of Passage records with some text."""
+    """TigragError unless `passages` is a non-empty sequence of Passage records with some text; a
+    CorpusError when two of them share an id of their own and are not one passage repeated whole."""
     if isinstance(passages, (str, bytes)) or not isinstance(passages, Sequence):
         raise TigragError(f"passages must be a sequence (list) of Passage records, got {type(passages).__name__}")
     for position, passage in enumerate(passages, start=1):
@@ -43,6 +44,7 @@ def check_passages(passages: Any) -> None:
                               "(build them with Passage(title, text, doc_id) or load_corpus)")
     if not any(p.text.strip() or p.title.strip() for p in passages):
         raise TigragError("no passage has any text: an index needs at least one non-empty passage")
+    check_unique_ids(passages)
 
 
 def build_index(
