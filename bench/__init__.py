@@ -106,6 +106,10 @@ REGISTRY: tuple[Benchmark, ...] = (
               smoke=("--passages", "200", "--repeat", "1", "--big-mb", "4"),
               decision="copies: a reflink where the filesystem clones, else written again, and every file read-only "
                        "once written (an in-place edit of an old generation never reaches the current one)"),
+    Benchmark("load_checks", "load_checks.py", "benchmark",
+              "load_index of the 2Wiki index (hashing:384 stand-in) with the value checks at load on and off, "
+              "interleaved: load time, ratio, the checks' own time (reads ../shared/data; its smoke run does not)",
+              ("load_checks.json", "load_checks.md"), smoke=("--smoke",), data=False),
     Benchmark("gpu_workers", "gpu_workers.py", "benchmark",
               "query throughput of one GPU Dask worker against CPU Dask workers (a section of gpu_check)",
               (), smoke=("--smoke", "--out", "{tmp}/out", "--passages", "300", "--queries", "60",

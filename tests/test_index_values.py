@@ -167,7 +167,7 @@ STAGE_EDITS = {
     "spectrag offsets decrease": ("spectrag_weights_indptr", past_the_end, "offsets decrease at row"),
     "spectrag weight negative": ("spectrag_weights_data", at(0, -1.0), "values of the chunk graph are not finite >= 0"),
     "spectrag token count negative": ("spectrag_chunk_tokens", at(0, -5), "token counts are not >= 0"),
-    "spectrag coordinates float64": ("spectrag_coords", lambda a: a.astype(np.float64), "expected float32"),
+    "spectrag coordinates float64": ("spectrag_coords", lambda a: a.astype(np.float64), "expected .* of float32"),
     "litesemrag pointers start below 0": ("litesemrag_proto_ptr", at(0, -1), "offsets run from -1 to"),
     "litesemrag postings offsets decrease": ("litesemrag_tf_indptr", past_the_end, "offsets decrease at row"),
     "litesemrag count negative": ("litesemrag_tf_data", at(0, -1.0), "values of the postings are not finite >= 0"),

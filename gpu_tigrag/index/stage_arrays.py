@@ -31,7 +31,7 @@ def check_arrays(folder: Path, arrays: dict[str, np.ndarray], expected: dict[str
         kind = isinstance(dtype, str) and len(dtype) == 1
         if array.shape != shape or (array.dtype.kind != dtype if kind else array.dtype != np.dtype(dtype)):
             raise IndexFormatError(f"{folder / (name + '.npy')}: {array.dtype} array of shape "
-                                   f"{array.shape}, expected {shape if kind else f'{np.dtype(dtype)} {shape}'} "
+                                   f"{array.shape}, expected {shape}{'' if kind else f' of {np.dtype(dtype)}'} "
                                    f"for {what}")
 
 

@@ -480,11 +480,8 @@ def _checked(folder: Path, source: Source, name: str, verify: bool, repair: str)
 
 def _finite(file: Path, array: np.ndarray, repair: str, required: bool = True) -> np.ndarray:
     """`array`, or an IndexFormatError when a float array holds NaN or infinity (a stored NaN would
-    rank by position, silently); a stage's `nan_padded` arrays may hold NaN (`required` False).
-    A finite sum (one pass, no temporary) proves every value finite; only a non-finite one (a NaN,
-    an infinity, or an overflow of the sum) is looked at value by value."""
-    if required and array.dtype.kind == "f" and not np.isfinite(array.sum(dtype=np.float64)) \
-            and not np.isfinite(array).all():
+    rank by position, silently); a stage's `nan_padded` arrays may hold NaN (`required` False)."""
+    if required and array.dtype.kind == "f" and not np.isfinite(array).all():
         bad = int(array.size - np.isfinite(array).sum())
         raise IndexFormatError(f"{file}: {bad} of its {array.size} values are NaN or infinite; the array is "
                                f"damaged; {repair}")

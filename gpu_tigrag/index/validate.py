@@ -61,6 +61,9 @@ BASE_ARRAYS: dict[str, tuple[np.dtype, int]] = {
     "bm25_indices": (np.dtype(np.int32), 1),
     "bm25_data": (np.dtype(np.float32), 1),
 }
+#: the unsigned view of each id dtype (validate.check_ids)
+_UNSIGNED = {np.dtype(np.int32): np.dtype(np.uint32), np.dtype(np.int64): np.dtype(np.uint64)}
+_FLOAT32_INF_BITS = 0x7F800000
 #: dtypes of a CSR matrix's three arrays (`stage_arrays.csr_arrays`)
 CSR_DTYPES = {"indptr": np.dtype(np.int64), "indices": np.dtype(np.int32), "data": np.dtype(np.float32)}
 
@@ -128,6 +131,9 @@ def check_ids(file: Path, ids: np.ndarray, size: int, what: str, repair: str | N
     """Every id in [0, size): `what` names the table they point into."""
     if ids.size == 0:
         return
+    unsigned = _UNSIGNED.get(ids.dtype)
+    if unsigned is not None and size > 0 and int(ids.view(unsigned).max()) < size:
+        return  # one pass: a negative id reads as a huge unsigned one
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= size:
         bad = low if low < 0 else high
@@ -154,6 +160,8 @@ def check_values(file: Path, values: np.ndarray, what: str, repair: str | None, 
     """Every value finite and >= 0 (> 0 with `positive`); one min and one max pass, no temporary."""
     if values.size == 0:
         return
+    if not positive and values.dtype == np.float32 and int(values.view(np.uint32).max()) < _FLOAT32_INF_BITS:
+        return  # one pass: the bits of a finite float32 >= +0 are below those of +inf, a negative's sign bit is set
     low, high = values.min(), values.max()
     if not (low > 0 if positive else low >= 0) or not np.isfinite(high):
         bound = ("finite " if values.dtype.kind == "f" else "") + ("> 0" if positive else ">= 0")
