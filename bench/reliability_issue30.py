@@ -119,6 +119,20 @@ def _crafted_stage_names(index: Path) -> None:
     manifest_file.write_text(json.dumps(manifest))
 
 
+def _link_file(index: Path, name: str, outside: Path) -> None:
+    """Replace file `name` of the current generation by a link to a copy outside the index, re-signed: the
+    loader would read whatever the link points to."""
+    from gpu_tigrag.checksums import sha256_file
+
+    folder = _generation(index)
+    shutil.copy(folder / name, outside)
+    (folder / name).unlink()
+    (folder / name).symlink_to(outside)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"][name] = {"sha256": sha256_file(outside), "bytes": outside.stat().st_size}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
 def scratch_files(folder: Path) -> None:
     """Inputs and indexes of the issue-30 probes (beside those of issues 11 and 23: c.json, idx, sidx)."""
     for name, manifest in (("u_empty_obj", "{}"), ("u_empty_file", ""), ("u_stream", "{}"), ("u_none", None)):
@@ -171,6 +185,8 @@ def scratch_files(folder: Path) -> None:
     _pointer(folder / "e_digits", "gen-" + "9" * 5000)
     shutil.copytree(folder / "idx", folder / "e_escape")
     _pointer(folder / "e_escape", "../../etc")
+    shutil.copytree(folder / "idx", folder / "e_link")
+    _link_file(folder / "e_link", "chunks.parquet", folder / "outside.parquet")
     shutil.copytree(folder / "sidx", folder / "e_names")
     _crafted_stage_names(folder / "e_names")
     (folder / "victim.npy").write_bytes(b"mine")
@@ -249,6 +265,15 @@ def same_result_counts(first: str, second: str):
         a, b = (json.loads((folder / name).read_text()) for name in (first, second))
         counts = [len(r["chunk_ids"]) for r in a], [len(r["chunk_ids"]) for r in b]
         return "" if counts[0] == counts[1] else f"silent wrong: {counts[1]} results instead of {counts[0]}"
+    return check
+
+
+def ids_are(index: str, expected: list[str]):
+    def check(folder: Path, done) -> str:
+        from gpu_tigrag.index.store import load_index
+
+        ids = load_index(folder / index).passage_ids
+        return "" if ids == expected else f"silent wrong: the passage ids are {ids}, not {expected}"
     return check
 
 
@@ -365,7 +390,8 @@ def probes() -> list[Probe]:
               check=record_says("done.trec", "complete", True)),
         # ids
         Probe("duplicate corpus ids", ["index", "dupid.json", "-o", "dupidx30", *FAST], "error", "dupidx30"),
-        Probe("corpus ids 1.0, 1.00 and 10e-1", ["index", "numid.json", "-o", "numidx30", *FAST], "error", "numidx30"),
+        Probe("corpus ids 1.0, 1.00 and 10e-1 stay three ids", ["index", "numid.json", "-o", "numidx30", *FAST],
+              check=ids_are("numidx30", ["1.0", "1.00", "10e-1"])),
         Probe("duplicate query ids in an eval file", ["eval", "idx", "dupq.json", "-q"], "error"),
         # extreme settings
         Probe("tigrag.fusion.question_link_bonus=1e308", ["query", "idx", "film", "-k", "5", "--json", "--set",
@@ -398,6 +424,8 @@ def probes() -> list[Probe]:
         Probe("an npy header claiming 931 TiB", ["query", "e_header", "film"], "error", check=exit_code(3)),
         Probe("a generation name of 5,000 digits", ["query", "e_digits", "film"], "error", check=exit_code(3)),
         Probe("a pointer naming ../../etc", ["query", "e_escape", "film"], "error", check=exit_code(3)),
+        Probe("a generation file that is a link to a file outside, re-signed", ["query", "e_link", "film"], "error",
+              check=exit_code(3)),
         Probe("a stage listing ../../victim.npy (extend --ann would carry it)", ["extend", "e_names", "--ann"],
               "error", check=all_of(exit_code(3), file_is("victim.npy", "mine"), file_is("outside.txt", "mine"))),
     ]

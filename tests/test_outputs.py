@@ -361,3 +361,23 @@ def test_a_streaming_build_refuses_a_work_path_it_did_not_make(tmp_path, capsys,
     code, err = run(["index", CORPUS, "-o", tmp_path / "idx", "--stream", "--workers", "1", *FAST], capsys)
     assert code == 2 and ("is not a folder" in err or "did not write (notes.txt)" in err), err
     assert snapshot(tmp_path) == before
+
+
+def test_an_index_a_load_would_refuse_is_never_written(tmp_path):
+    """Values are checked by meaning before a write too (issue 30): an encoder whose vectors are not of unit
+    length gives an index every later load would refuse, so the save refuses it and writes nothing."""
+    from gpu_tigrag.config import IndexConfig, replace_path
+    from gpu_tigrag.corpus import load_corpus
+    from gpu_tigrag.encoders import HashingEncoder
+    from gpu_tigrag.index.build import build_index
+
+    class Unnormalised(HashingEncoder):
+        def encode(self, texts, show_progress=False, kind="passage"):
+            return super().encode(texts, show_progress, kind) * 2.0
+
+    config = replace_path(IndexConfig(), "entities.model", "capitalized")
+    index = build_index(load_corpus([CORPUS]), config, encoder=Unnormalised(64))
+    with pytest.raises(TigragError, match="refusing to write an index that a load would refuse: .*embeddings.npy: "
+                                          ".* not of unit length"):
+        save_index(index, tmp_path / "idx")
+    assert list(tmp_path.iterdir()) == []  # no index, no temporary, no lock left

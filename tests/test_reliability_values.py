@@ -282,7 +282,7 @@ def test_failed_eval_out_write_keeps_the_results(files, tmp_path, capsys, monkey
 
     import gpu_tigrag.evaluate.report as report
 
-    def full_disk(folder, payload):
+    def full_disk(folder, payload, overwrite=False):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(report, "write_run", full_disk)

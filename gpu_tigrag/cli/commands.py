@@ -512,7 +512,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         check_file_output(args.out, "a comparison table", f"--out {args.out}", inputs, args.force)
     table = compare(args.runs)
     if args.out:
-        atomic_write_text(args.out, table)
+        from ..errors import OutputError
+
+        try:
+            atomic_write_text(args.out, table)
+        except OutputError as exc:
+            raise OutputError(f"--out {args.out}: cannot write the table ({str(exc).partition(': cannot write (')[2]}"
+                              ) from None
         record_file(args.out, "a comparison table")
     print(table, end="")
     return 0

@@ -333,7 +333,9 @@ def _write_generation(index: Index, folder: Path, index_dir: str) -> None:
     payloads = _stage_payloads(index)
     files: dict[str, dict[str, Any]] = {}
     methods: dict[str, Any] = {}
-    for name, array in _base_arrays(index).items():
+    base = _base_arrays(index)
+    _check_before_write(index, base, index_dir)
+    for name, array in base.items():
         files[f"{name}.npy"] = write_npy(folder, f"{name}.npy", array, source, index_dir)
     strings = [(f"{name}.parquet", column, values) for name, (column, values) in _base_strings(index).items()]
     carried: list[tuple[str, Source]] = []
@@ -389,6 +391,17 @@ def _write_generation(index: Index, folder: Path, index_dir: str) -> None:
     fsync_folder(folder)
 
 
+def _check_before_write(index: Index, arrays: dict[str, np.ndarray], index_dir: str) -> None:
+    """The checks a load makes (`validate.check_base`), before anything is written: an index that would be
+    refused when read (an encoder's vectors not of unit length, ids out of range) is never written."""
+    try:
+        check_base(Path(index_dir), arrays, passages=len(index.passage_titles), chunks=index.n_chunks,
+                   vocab=index.n_vocab, entities=len(index.entities.texts), dim=int(index.embeddings.shape[1]),
+                   encoder_backend=index.encoder_backend, repair="nothing was written")
+    except IndexFormatError as exc:
+        raise TigragError(f"refusing to write an index that a load would refuse: {exc}") from None
+
+
 def _write_ann(index: Index, folder: Path, files: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Put the index's ANN in the new generation `folder` (a stored one is carried over unread, a new one
     written); its manifest section. An ANN of other vectors than the index's is refused."""
@@ -431,6 +444,26 @@ def _snapshot(path: Path) -> Snapshot:
     return open_snapshot(path.resolve())
 
 
+def _plain_name(name: Any) -> bool:
+    """A file name of a generation: one path component (no folder, no '..', no hidden name)."""
+    return isinstance(name, str) and bool(name) and name == os.path.basename(name) and not name.startswith(".") \
+        and "\\" not in name and "\x00" not in name
+
+
+def _check_file_names(manifest_path: Path, manifest: dict[str, Any]) -> None:
+    """Every file a generation's manifest names (its files, its stages' file lists) is a plain name in the
+    generation's folder: a crafted `../x` never makes a reader read, or a writer link or copy, outside it."""
+    names = list(manifest["files"])
+    sections = manifest.get("methods")
+    for section in sections.values() if isinstance(sections, dict) else ():
+        listed = section.get("files") if isinstance(section, dict) else None
+        names += listed if isinstance(listed, list) else []
+    bad = next((name for name in names if not _plain_name(name)), None)
+    if bad is not None:
+        raise IndexFormatError(f"{manifest_path}: names the file {bad!r}, which is not a plain file name of the "
+                               "generation's folder; the manifest is damaged or crafted: rebuild the index")
+
+
 def _parse_manifest(snapshot: Snapshot) -> dict[str, Any]:
     """The manifest `snapshot` read, validated."""
     manifest_path = snapshot.folder / MANIFEST
@@ -453,6 +486,7 @@ def _parse_manifest(snapshot: Snapshot) -> dict[str, Any]:
         raise IndexFormatError(f"{manifest_path}: entity label table differs from this version's; rebuild the index")
     if not isinstance(manifest.get("files"), dict):
         raise IndexFormatError(f"{manifest_path}: lists no files; rebuild the index")
+    _check_file_names(manifest_path, manifest)
     encoder = manifest.get("encoder")
     if not isinstance(encoder, dict) or not all(isinstance(encoder.get(k), str) for k in ("name", "fingerprint")):
         raise IndexFormatError(f"{manifest_path}: names no encoder (encoder.name, encoder.fingerprint); rebuild the "
@@ -465,6 +499,8 @@ def _checked(folder: Path, source: Source, name: str, verify: bool, repair: str)
     file = folder / name
     if not isinstance(entry, dict):
         raise IndexFormatError(f"{folder / MANIFEST}: does not list {name}; {repair}")
+    if file.is_symlink():  # a generation holds files of its own: a link would read whatever it points to
+        raise IndexFormatError(f"{file}: a symbolic link, not a file of the index; {repair}")
     if not file.is_file():
         raise IndexFormatError(f"{file}: missing from the index directory; {repair}")
     size = file.stat().st_size
