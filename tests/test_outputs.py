@@ -381,3 +381,26 @@ def test_an_index_a_load_would_refuse_is_never_written(tmp_path):
                                           ".* not of unit length"):
         save_index(index, tmp_path / "idx")
     assert list(tmp_path.iterdir()) == []  # no index, no temporary, no lock left
+
+
+def test_the_api_writers_follow_the_rule_too(tmp_path):
+    """write_qrels and write_trec_run, called from Python, refuse a foreign file (force=True allows it) and
+    record what they wrote, so a second call replaces it."""
+    from gpu_tigrag.evaluate.queries import Query
+    from gpu_tigrag.evaluate.runfiles import write_qrels, write_trec_run
+
+    mine = tmp_path / "mine.trec"
+    mine.write_text("mine")
+    queries = [Query("q1", "film", ("Korvath",))]
+    for write in (lambda p, **kw: write_qrels(p, queries, **kw),
+                  lambda p, **kw: write_trec_run(p, ["q1"], [[("Korvath", 1.0)]], "t", **kw)):
+        with pytest.raises(TigragError, match="was not written by gpu_tigrag"):
+            write(mine)
+        assert mine.read_text() == "mine"
+        out = tmp_path / "out.trec"
+        write(out)
+        write(out)  # its own: replaced
+        out.unlink()
+        (tmp_path / "out.trec.meta.json").unlink()
+    write_qrels(mine, queries, force=True)
+    assert mine.read_text().startswith("q1 0 Korvath")

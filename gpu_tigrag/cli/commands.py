@@ -289,7 +289,7 @@ def _save_qrels(args: argparse.Namespace, dataset) -> None:
     if args.save_qrels:
         from ..evaluate.runfiles import write_qrels
 
-        write_qrels(args.save_qrels, dataset.queries)
+        write_qrels(args.save_qrels, dataset.queries, force=args.force)
         log.info("wrote the qrels of %d queries to %s (passages named by %s)", len(dataset.queries),
                  args.save_qrels, "title" if dataset.match == "title" else "passage id")
 

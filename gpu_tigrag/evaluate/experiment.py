@@ -354,7 +354,8 @@ def save_run_files(folder: str | Path, index: Index, dataset: Dataset, runs: dic
     write_qrels(folder / "qrels.trec", dataset.queries, record=False)
     files = run_file_names(runs)
     for name, run in runs.items():
-        write_trec_run(folder / files[name], qids, passage_rankings(index, run, dataset.match), run_tag(name))
+        write_trec_run(folder / files[name], qids, passage_rankings(index, run, dataset.match), run_tag(name),
+                       record=False)  # the folder's record lists it
     out.record(["qrels.tsv", "qrels.trec", *files.values()])
     log.info("wrote %d TREC run(s) and the qrels to %s (passages named by %s)", len(files), folder,
              "title" if dataset.match == "title" else "passage id")

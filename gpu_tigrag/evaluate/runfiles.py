@@ -42,6 +42,8 @@ from .queries import Query
 _UNSAFE = re.compile(r"[\s%\x00-\x1f\x7f-\x9f]")
 #: characters kept in file names derived from system names
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+#: the kinds of artefact these writers record (`outputs.py`)
+TREC_RUN, QRELS, RUNS_FOLDER = "a TREC run", "qrels", "TREC runs and qrels"
 
 
 def trec_id(value: str) -> str:
@@ -142,13 +144,16 @@ def qrels_trec(queries: Sequence[Query]) -> str:
     return "".join(f"{trec_id(q.qid)} 0 {trec_id(key)} {grade}\n" for q in queries for key, grade in q.grades().items())
 
 
-def write_qrels(path: str | Path, queries: Sequence[Query], record: bool = True) -> Path:
-    """Write the gold of `queries` as qrels: BEIR TSV for a `.tsv` name, TREC qrels otherwise; with
-    `record`, its record beside it (OUTPUT.meta.json, `outputs.py`: a later write may replace it)."""
-    from ..outputs import record_file
+def write_qrels(path: str | Path, queries: Sequence[Query], record: bool = True, force: bool = False) -> Path:
+    """Write the gold of `queries` as qrels: BEIR TSV for a `.tsv` name, TREC qrels otherwise. With `record`
+    (a file of its own, not one of a folder the caller records), it follows `outputs.py`'s rule (an existing
+    file not written by the engine is refused unless `force`) and gets its record beside it."""
+    from ..outputs import check_file_output, record_file
 
     path = Path(path)
     check_unique_ids([q.qid for q in queries], str(path))
+    if record:
+        check_file_output(path, QRELS, str(path), force=force)
     atomic_write_text(path, qrels_beir(queries) if path.suffix.lower() == ".tsv" else qrels_trec(queries))
     if record:
         record_file(path, QRELS, queries=len(queries))
@@ -156,26 +161,21 @@ def write_qrels(path: str | Path, queries: Sequence[Query], record: bool = True)
 
 
 def write_trec_run(path: str | Path, qids: Sequence[str], rankings: Sequence[Sequence[tuple[str, float]]],
-                   tag: str) -> Path:
-    """Write one system's passage rankings as a TREC run (atomically)."""
+                   tag: str, record: bool = True, force: bool = False) -> Path:
+    """Write one system's passage rankings as a TREC run (atomically). With `record`, as `write_qrels`:
+    the rule of `outputs.py`, then its record (the queries it holds, complete)."""
+    from ..outputs import check_file_output, record_file
+
     path = Path(path)
     check_unique_ids(qids, str(path))
+    if record:
+        check_file_output(path, TREC_RUN, str(path), force=force)
     atomic_write_text(path, trec_run_text(qids, rankings, tag))
+    if record:
+        record_file(path, TREC_RUN, queries=len(qids), complete=True)
     return path
 
 
-#: the kinds of artefact these writers record (`outputs.py`)
-TREC_RUN, QRELS, RUNS_FOLDER = "a TREC run", "qrels", "TREC runs and qrels"
-
-
-def write_trec_run_recorded(path: str | Path, qids: Sequence[str], rankings: Sequence[Sequence[tuple[str, float]]],
-                            tag: str, **facts: object) -> Path:
-    """`write_trec_run`, then its record beside it (OUTPUT.meta.json: the queries it holds, `facts`)."""
-    from ..outputs import record_file
-
-    path = write_trec_run(path, qids, rankings, tag)
-    record_file(path, TREC_RUN, queries=len(qids), **{"complete": True, **facts})
-    return path
 
 
 @dataclass(frozen=True)
@@ -258,7 +258,7 @@ def jsonl_to_trec(results: str | Path, output: str | Path, tag: str | None = Non
             reason = f"it holds {len(qids):,} of the {expected:,} queries of its run (unfinished or killed)"
         raise TigragError(f"{results}: {reason}; finish it with `tigrag run ... --resume`, or pass --partial to "
                           "convert what it holds (the TREC run's record then says it is partial); nothing was written")
-    write_trec_run(output, qids, rankings, run_tag(tag))
+    write_trec_run(output, qids, rankings, run_tag(tag), record=False)  # checked above, recorded below
     record_file(output, TREC_RUN, queries=len(qids), expected_queries=expected, complete=complete,
                 source=str(results.resolve()))
     return Conversion(sum(len(r) for r in rankings), len(qids), expected, complete, writer)
