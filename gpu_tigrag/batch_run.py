@@ -42,7 +42,7 @@ from .locking import writer_lock
 from .progress import counter
 from .records import as_record, parse_json, query_id, query_text
 from .retrieve.base import BaseRetriever as Retriever  # the protocol every method's retriever follows
-from .outputs import index_home
+from .outputs import check_outside_indexes
 from .run_resume import HINT, check_meta, check_own_meta, check_rows, meta_path, run_identity, torn_tail_ok, write_meta
 
 log = logging.getLogger(__name__)
@@ -366,10 +366,7 @@ def open_run(queries_path: str | Path, output: str | Path, resume: bool, index: 
     if output.is_symlink():  # appending (or creating parts) through it would write where it points
         raise TigragError(f"{output}: a symbolic link (to {os.readlink(output)}); refusing to write through it: "
                           "remove it or choose another output")
-    home = index_home(output)
-    if home is not None:
-        raise TigragError(f"-o {output}: inside the index directory {home}; an index is changed only by `tigrag "
-                          "index`, `add` and `extend` (nothing was written): choose an output outside it")
+    check_outside_indexes(output, f"-o {output}")
     with writer_lock(output, RUN_WRITE):
         if output.exists() and not resume:
             raise TigragError(f"{output}: exists; pass --resume to continue it or choose another output")

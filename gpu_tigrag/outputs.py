@@ -112,15 +112,21 @@ def _read_record(path: Path) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+def check_outside_indexes(path: str | Path, what: str) -> None:
+    """TigragError when `path` is inside (or is) an index directory: an index is changed only by `index`,
+    `add` and `extend`, and a generation never changes."""
+    home = index_home(path)
+    if home is not None:
+        raise TigragError(f"{what}: {path} is inside the index directory {home}; an index is changed only by "
+                          "`tigrag index`, `add` and `extend` (nothing was written): choose a path outside it")
+
+
 def _refuse_always(path: Path, what: str, inputs: Iterable[str | Path]) -> None:
     """What no flag allows: a link or non-file, the command's own input, a place inside an index."""
     if os.path.islink(path):
         raise TigragError(f"{what}: {path} is a symbolic link (to {os.readlink(path)}); refusing to write through "
                           "it or replace it (nothing was written): choose another path")
-    home = index_home(path)
-    if home is not None:
-        raise TigragError(f"{what}: {path} is inside the index directory {home}; an index is changed only by "
-                          "`tigrag index`, `add` and `extend` (nothing was written): choose a path outside it")
+    check_outside_indexes(path, what)
     if path.exists():
         mode = os.lstat(path).st_mode
         if not stat.S_ISREG(mode):
@@ -207,11 +213,7 @@ class OutputFolder:
         if os.path.islink(self.folder):
             raise TigragError(f"{self.what}: {self.folder} is a symbolic link (to {os.readlink(self.folder)}); "
                               "refusing to write through it (nothing was written): choose another folder")
-        home = index_home(self.folder)
-        if home is not None:
-            raise TigragError(f"{self.what}: {self.folder} is inside the index directory {home}; an index is changed "
-                              "only by `tigrag index`, `add` and `extend` (nothing was written): choose a folder "
-                              "outside it")
+        check_outside_indexes(self.folder, self.what)
         if self.folder.exists() and not self.folder.is_dir():
             raise TigragError(f"{self.what}: {self.folder} exists and is not a folder (nothing was written)")
         record = self.folder / FOLDER_RECORD
