@@ -37,7 +37,7 @@ from bench.reliability_issue30 import ISSUE30_BEFORE
 from bench.reliability_issue30 import probes as issue30_probes
 from bench.reliability_issue30 import scratch_files as issue30_scratch
 from bench.reliability_probes import CHECKED_BY_TESTS as ISSUE23_TESTS
-from bench.reliability_probes import CLASSES, Probe
+from bench.reliability_probes import CLASSES, PROBED_CODE, Probe, probed_code
 from bench.reliability_probes import probes as issue23_probes
 from bench.reliability_probes import scratch_files as issue23_scratch
 
@@ -72,7 +72,7 @@ def scratch_files(folder: Path) -> None:
     (folder / "badcache").mkdir()
     (folder / "badcache" / "vectors.sqlite3").write_bytes(b"not a database" * 50)
     subprocess.run([sys.executable, "-m", "gpu_tigrag.cli", "index", "c.json", "-o", "idx", "-q", *FAST], cwd=folder,
-                   check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                   check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(probed_code())})
 
 
 def probes(small_disk: Path | None) -> list[Probe]:
@@ -214,6 +214,7 @@ def counts(results: list[dict]) -> dict[str, int]:
 def markdown(results: list[dict], suite: dict, disk: bool, read_only: bool) -> str:
     new = [r for r in results if r["issue"] == 23]
     latest = [r for r in results if r["issue"] == 30]
+    before = _before()
     after, after30 = counts(new), counts(latest)
     lines = [
         "# Reliability: what a user can get wrong, and what the engine does (issues 11, 23 and 30)", "",
@@ -236,11 +237,14 @@ def markdown(results: list[dict], suite: dict, disk: bool, read_only: bool) -> s
         "issue 23's text; its probes were not kept, so the *after* column counts this script's probes, one or more "
         "per case the issue lists. What could not be scripted alone is checked by the tests below.", "",
         "### Issue 30: before and after", "",
-        "| class | before: the filing session's 204 probes | after: this run's "
-        f"{len(latest)} issue-30 probes |", "|---|---|---|",
-        *[f"| {name} | {ISSUE30_BEFORE[name]} | {after30[name]} |" for name in CLASSES],
-        "", "As for issue 23, the *before* column is copied from the issue's text (its probes were not kept); the "
-        "*after* column counts this script's issue-30 probes (bench/reliability_issue30.py), one or more per case "
+        "| class | before: the filing session's 204 probes | before: these probes on "
+        f"{(before or {}).get('code', '(not run: --code)')} | after: this run's {len(latest)} issue-30 probes |",
+        "|---|---|---|---|",
+        *[f"| {name} | {ISSUE30_BEFORE[name]} | {(before or {}).get('counts', {}).get(name, '–')} | {after30[name]} |"
+          for name in CLASSES],
+        "", "As for issue 23, the first *before* column is copied from the issue's text (its probes were not kept); "
+        f"the second runs this script's probes on the code before the issue ([{BEFORE_STEM}.md]({BEFORE_STEM}.md)); "
+        "the *after* column counts this script's issue-30 probes (bench/reliability_issue30.py), one or more per case "
         "the issue lists and more of each class: every writer tried on a user's file, its own input, an index's "
         "files, a FIFO and a device node; every loader tried on arrays edited with a matching checksum, crafted "
         "headers, pointers and file names.", "",
@@ -265,8 +269,51 @@ def markdown(results: list[dict], suite: dict, disk: bool, read_only: bool) -> s
     return "\n".join(lines) + "\n"
 
 
+#: the issue-30 probes run on the code before issue 30 (`--code DIR`), read by the report when present
+BEFORE_STEM = "reliability_issue30_before"
+
+
+def probes_on(code: Path) -> int:
+    """Run the issue-30 probes, the same ones, with the package of the checkout `code` (e.g. a worktree of the
+    commit before the issue's changes) and write bench/results/reliability_issue30_before.json/.md."""
+    os.environ[PROBED_CODE] = str(code.resolve())
+    version = subprocess.run(["git", "-C", str(code), "describe", "--always", "--dirty"], capture_output=True,
+                             text=True).stdout.strip() or "unknown"
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        scratch_files(folder)
+        issue23_scratch(folder)
+        issue30_scratch(folder)
+        results = [probe.run(folder) for probe in issue30_probes()]
+    found = counts(results)
+    lines = [f"# Issue 30's probes on the code before it ({version})", "",
+             f"Reproduce: `git worktree add /tmp/before {version} && .venv/bin/python bench/reliability.py --code "
+             "/tmp/before` (the probes of bench/reliability_issue30.py, this checkout's, run with that checkout's "
+             "gpu_tigrag).", "", "**By class:** " + ", ".join(f"{n} {c}" for n, c in found.items()) + ".", "",
+             "| probe | exit | class | first stderr line, or the check's finding |", "|---|---|---|---|",
+             *[f"| {r['probe']} | {r['exit']} | {r['class']} | "
+               f"{(r['verdict'] or r['stderr']).replace('|', chr(92) + '|')[:160]} |" for r in results]]
+    write_results(BEFORE_STEM, {"code": version, "probes": results, "counts": found}, "\n".join(lines))
+    return 0
+
+
+def _before() -> dict | None:
+    """The issue-30 probes' counts on the code before it, if `--code` has recorded them."""
+    from bench.common import RESULTS
+
+    try:
+        return json.loads((RESULTS / f"{BEFORE_STEM}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def main() -> int:
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--code", type=Path, help="run only issue 30's probes, with the gpu_tigrag of this checkout "
+                                                  "(the code before a change), into reliability_issue30_before.*")
+    args = parser.parse_args()
+    if args.code is not None:
+        return probes_on(args.code)
     disk = full_disk()
     read_only = None
     try:

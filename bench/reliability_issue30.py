@@ -148,7 +148,12 @@ def scratch_files(folder: Path) -> None:
         (folder / name).write_bytes(data)
         shutil.copy(folder / "done.jsonl.meta.json", folder / f"{name}.meta.json")
     shutil.copy(folder / "done.jsonl", folder / "nometa.jsonl")  # a run without its record
-    (folder / "notes.txt").write_text("mine")
+    for name in ("own.jsonl", "reference.jsonl"):  # a run converted onto itself, and what it must still hold
+        shutil.copy(folder / "done.jsonl", folder / name)
+    shutil.copy(folder / "done.jsonl.meta.json", folder / "own.jsonl.meta.json")
+    shutil.copy(folder / "q30.json", folder / "qown.json")  # a question file its qrels are written onto
+    for name in ("notes_trec.txt", "notes_qrels.txt", "notes_report.txt"):  # a user's file per probe
+        (folder / name).write_text("mine")
     (folder / "mine_report").mkdir()
     (folder / "mine_report" / "report.md").write_text("mine")
     (folder / "mine_runs").mkdir()
@@ -191,7 +196,7 @@ def scratch_files(folder: Path) -> None:
     _crafted_stage_names(folder / "e_names")
     (folder / "victim.npy").write_bytes(b"mine")
     (folder / "outside.txt").write_text("mine")
-    for name in ("rewrite", "old_gen"):
+    for name in ("rewrite", "old_gen", "idx_m", "idx_g"):
         shutil.copytree(folder / "idx", folder / name)
     for file in ("notes.npy", "mine.parquet", ".notes.tmp-9"):
         (folder / "rewrite" / file).write_text("mine")
@@ -304,27 +309,25 @@ def set_aside(folder: Path, done) -> str:
     return ""
 
 
-def old_generation_edit_harmless(folder: Path, done) -> str:
-    """After `extend`, an in-place edit of the superseded generation's embeddings must not reach the current one."""
-    from gpu_tigrag.index.store import load_index
-
-    old = folder / "old_gen" / "gen-000001" / "embeddings.npy"
-    if not old.exists():
-        return ""  # collected: nothing left to edit
-    with open(old, "r+b") as handle:
-        handle.seek(-16, os.SEEK_END)
-        handle.write(b"\xff" * 16)
-    try:
-        load_index(folder / "old_gen")
-    except Exception as exc:  # noqa: BLE001
-        return f"data loss: editing the old generation broke the current one ({exc})"
-    return ""
+#: a reader holds generation 1 while `extend` writes generation 2; then generation 1's vectors are edited in place
+#: (as `np.save` or an editor would): the current generation must not change (it shared the file by a hard link)
+EDIT_OLD_GENERATION = """import subprocess, sys
+from gpu_tigrag.index.store import generation_folder
+held = load_index('old_gen')
+old = generation_folder('old_gen')
+subprocess.run([sys.executable, '-m', 'gpu_tigrag.cli', 'extend', 'old_gen', '--ann', '-q'], check=True)
+with open(old / 'embeddings.npy', 'r+b') as handle:
+    handle.seek(-16, 2)
+    handle.write(bytes([255]) * 16)
+"""
 
 
 def probes() -> list[Probe]:
     trec = ["trec", "done.jsonl", "-o"]
-    device = [Probe("trec -o a device node (a /dev/null twin), even with --force", [*trec, "null.dev", "--force"],
-                    "error", check=still_special("null.dev", stat.S_ISCHR))] if os.geteuid() == 0 else []
+    device = [Probe("trec -o a device node (a /dev/null twin)", [*trec, "null.dev"], "error",
+                    check=still_special("null.dev", stat.S_ISCHR)),
+              Probe("... even with --force", [*trec, "null.dev", "--force"], "error",
+                    check=still_special("null.dev", stat.S_ISCHR))] if os.geteuid() == 0 else []
     rows = [
         # data loss: writers
         Probe("index -o a folder whose manifest.json is {}", ["index", "c.json", "-o", "u_empty_obj", *FAST], "error",
@@ -341,23 +344,23 @@ def probes() -> list[Probe]:
         Probe("a user's files in an index folder survive a rewrite", ["index", "c.json", "-o", "rewrite", *FAST],
               check=all_of(file_is("rewrite/notes.npy", "mine"), file_is("rewrite/mine.parquet", "mine"),
                            file_is("rewrite/.notes.tmp-9", "mine"), loads("rewrite"))),
-        Probe("trec onto its own input", [*trec, "done.jsonl"], "error",
-              check=same_bytes_as("done.jsonl", "nometa.jsonl")),
-        Probe("trec onto an unrelated file", [*trec, "notes.txt"], "error", check=file_is("notes.txt", "mine")),
-        Probe("trec onto the index's manifest.json", [*trec, "idx/manifest.json"], "error", check=loads("idx")),
-        Probe("trec onto a file inside a generation", [*trec, "idx/gen-000001/chunks.parquet"], "error",
-              check=loads("idx")),
+        Probe("trec onto its own input", ["trec", "own.jsonl", "-o", "own.jsonl"], "error",
+              check=same_bytes_as("own.jsonl", "reference.jsonl")),
+        Probe("trec onto an unrelated file", [*trec, "notes_trec.txt"], "error",
+              check=file_is("notes_trec.txt", "mine")),
+        Probe("trec onto the index's manifest.json", [*trec, "idx_m/manifest.json"], "error", check=loads("idx_m")),
+        Probe("trec onto a file inside a generation", [*trec, "idx_g/gen-000001/chunks.parquet"], "error",
+              check=loads("idx_g")),
         Probe("trec onto the run's own sidecar", [*trec, "done.jsonl.meta.json"], "error",
               check=record_says("done.jsonl", "format", "gpu_tigrag-run")),
         Probe("trec -o a FIFO", [*trec, "a.fifo"], "error", check=still_special("a.fifo", stat.S_ISFIFO)),
         *device,
         Probe("trec -o a foreign file with --force (asked for)",
               shell="echo mine > forced.txt && tigrag trec done.jsonl -o forced.txt --force -q"),
-        Probe("eval --save-qrels onto the question file", ["eval", "idx", "q30.json", "--save-qrels", "q30.json", "-q"],
-              "error", check=lambda f, d: "" if json.loads((f / "q30.json").read_text())[0]["gold_titles"]
-              else "data loss: the gold was replaced"),
-        Probe("eval --save-qrels onto an unrelated file", ["eval", "idx", "q30.json", "--save-qrels", "notes.txt", "-q"],
-              "error", check=file_is("notes.txt", "mine")),
+        Probe("eval --save-qrels onto the question file", ["eval", "idx", "qown.json", "--save-qrels", "qown.json",
+                                                             "-q"], "error", check=same_bytes_as("qown.json", "q30.json")),
+        Probe("eval --save-qrels onto an unrelated file", ["eval", "idx", "q30.json", "--save-qrels", "notes_qrels.txt",
+                                                           "-q"], "error", check=file_is("notes_qrels.txt", "mine")),
         Probe("eval --out into a folder holding the user's report.md",
               ["eval", "idx", "q30.json", "--systems", "BM25", "--out", "mine_report", "-q"], "error",
               check=file_is("mine_report/report.md", "mine")),
@@ -367,7 +370,7 @@ def probes() -> list[Probe]:
         Probe("eval --out inside an index", ["eval", "idx", "q30.json", "--systems", "BM25", "--out", "idx/report",
                                              "-q"], "error", "idx/report"),
         Probe("report --out onto an unrelated file", shell="tigrag eval idx q30.json --systems BM25 --out r30 -q && "
-              "tigrag report r30 --out notes.txt", expect="error", check=file_is("notes.txt", "mine")),
+              "tigrag report r30 --out notes_report.txt", expect="error", check=file_is("notes_report.txt", "mine")),
         Probe("run -o beside a foreign sidecar", ["run", "idx", "q30.jsonl", "-o", "run_sidecar.jsonl"], "error",
               "run_sidecar.jsonl", check=file_is("run_sidecar.jsonl.meta.json", "mine")),
         Probe("run -o inside an index", ["run", "idx", "q30.jsonl", "-o", "idx/out.jsonl"], "error", "idx/out.jsonl"),
@@ -376,8 +379,8 @@ def probes() -> list[Probe]:
         Probe("a vector cache file that is a user's file", ["query", "idx", "film", "-k", "1", "--vector-cache",
                                                             "vc_foreign"], "warn:the damaged file is kept",
               check=set_aside),
-        Probe("an in-place edit of a superseded generation", ["extend", "old_gen", "--ann"],
-              check=old_generation_edit_harmless),
+        Probe("an in-place edit of a generation a reader still holds, after extend", api=EDIT_OLD_GENERATION,
+              check=loads("old_gen")),
         # completeness
         Probe("trec of a killed run (3 of 6 queries)", ["trec", "killed.jsonl", "-o", "killed.trec"], "error",
               "killed.trec"),

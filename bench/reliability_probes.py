@@ -57,6 +57,18 @@ CHECKED_BY_TESTS = {
     "a short write reported by numpy reads as a full disk": ["tests/test_reliability_disk.py"],
 }
 
+#: a checkout whose gpu_tigrag the probes run instead of this one's (`bench/reliability.py --code DIR`: the same
+#: probes on the code before a change)
+PROBED_CODE = "TIGRAG_PROBED_CODE"
+
+
+def probed_code() -> Path:
+    """The checkout whose package the probes' processes import: $TIGRAG_PROBED_CODE, else this one."""
+    from bench.common import ROOT
+
+    return Path(os.environ.get(PROBED_CODE) or ROOT)
+
+
 @dataclass
 class Probe:
     """One try: `tigrag ARGS` (or a bash line `shell` where `tigrag` is this checkout's CLI, or Python
@@ -84,12 +96,10 @@ class Probe:
         return [sys.executable, "-m", "gpu_tigrag.cli", *self.args], "tigrag " + " ".join(self.args)
 
     def run(self, folder: Path) -> dict:
-        from bench.common import ROOT
-
         argv, shown = self.command()
         shown = shown.encode("utf-8", "backslashreplace").decode("utf-8")  # a probe's lone surrogate, as \\udcff
         done = subprocess.run(argv, cwd=folder, capture_output=True, text=True, timeout=600,
-                              env={**os.environ, "PYTHONPATH": str(ROOT), **self.env}, errors="replace")
+                              env={**os.environ, "PYTHONPATH": str(probed_code()), **self.env}, errors="replace")
         lines = [line for line in done.stderr.splitlines() if line.strip() and "%|" not in line]
         left = bool(self.output) and (folder / self.output).exists()
         try:
@@ -141,10 +151,8 @@ API_PRELUDE = ("import gpu_tigrag as g\nfrom gpu_tigrag import Passage, Retrieva
 def _tigrag(folder: Path, *args: str) -> None:
     import sys
 
-    from bench.common import ROOT
-
     subprocess.run([sys.executable, "-m", "gpu_tigrag.cli", *args, "-q"], cwd=folder, check=True, capture_output=True,
-                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+                   env={**os.environ, "PYTHONPATH": str(probed_code())})
 
 
 def _passages(count: int, sentences: int, seed: int = 0) -> list[dict]:
