@@ -75,6 +75,9 @@ def stream_queries(path: str | Path) -> Iterator[QueryRecord]:
     if not given.exists():
         raise CorpusError(f"{given}: no such query file")
     path = query_file(given)
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise CorpusError(f"{path}: not a regular file (a pipe, FIFO or device); a run reads its query file more "
+                          "than once (to check it, to fingerprint it, to answer it): save it to a file first")
     if not path.is_file():
         raise CorpusError(f"{path}: no such query file")
     if path.suffix.lower() in (".parquet", ".pq"):
@@ -367,6 +370,9 @@ def open_run(queries_path: str | Path, output: str | Path, resume: bool, index: 
         raise TigragError(f"{output}: a symbolic link (to {os.readlink(output)}); refusing to write through it: "
                           "remove it or choose another output")
     check_outside_indexes(output, f"-o {output}")
+    if output.exists() and not (output.is_dir() if fmt == "parquet" else output.is_file()):
+        raise TigragError(f"-o {output}: exists and is not {'a folder' if fmt == 'parquet' else 'a regular file'}, "
+                          f"which a {fmt} output must be; nothing was written: choose another output")
     with writer_lock(output, RUN_WRITE):
         if output.exists() and not resume:
             raise TigragError(f"{output}: exists; pass --resume to continue it or choose another output")

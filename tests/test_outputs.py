@@ -404,3 +404,28 @@ def test_the_api_writers_follow_the_rule_too(tmp_path):
         (tmp_path / "out.trec.meta.json").unlink()
     write_qrels(mine, queries, force=True)
     assert mine.read_text().startswith("q1 0 Korvath")
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_run_onto_a_fifo_is_refused_not_read(built, tmp_path, capsys, resume):
+    """`run -o FIFO --resume` read the FIFO to check its rows and hung; a FIFO is never an output."""
+    fifo = tmp_path / "out.jsonl"
+    os.mkfifo(fifo)
+    code, err = run(["run", built / "idx", built / "q.jsonl", "-o", fifo, "-q", *(["--resume"] if resume else [])],
+                    capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_a_query_file_that_is_a_pipe_is_one_clear_line(built, tmp_path, capsys):
+    fifo = tmp_path / "q.jsonl"
+    os.mkfifo(fifo)
+    code, err = run(["run", built / "idx", fifo, "-o", tmp_path / "out.jsonl", "-q"], capsys)
+    assert code == 2 and "not a regular file (a pipe, FIFO or device)" in err, err
+
+
+def test_datasets_fetch_into_a_file_is_refused(tmp_path, capsys):
+    blocker = tmp_path / "afile"
+    blocker.write_text("mine")
+    code, err = run(["datasets", "fetch", "scifact", "--to", blocker], capsys)
+    assert code == 2 and "exists and is not a folder" in err and blocker.read_text() == "mine", err

@@ -122,6 +122,8 @@ def fetch(name: str, to: str | Path, pins: dict[str, str] | None = None,
     registry = REGISTRY if registry is None else registry
     if name not in registry:
         raise TigragError(f"unknown dataset {name!r}; known: {', '.join(sorted(registry))}")
+    if Path(to).exists() and not Path(to).is_dir():
+        raise TigragError(f"--to {to}: exists and is not a folder; nothing was written")
     folder = Path(to) / name
     out = OutputFolder(folder, DOWNLOAD_KIND, f"--to {to}")
     out.check_folder()
@@ -130,7 +132,10 @@ def fetch(name: str, to: str | Path, pins: dict[str, str] | None = None,
         _check_own(out, source.filename, pinned=(pins or {}).get(source.filename) or source.sha256)
         _check_own(out, f"{source.filename}.part", partial=True)
     _check_own(out, sums_path.name)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"--to {to}: cannot create {folder} ({describe_os_error(exc)}); nothing was written") from None
     recorded = _read_sums(sums_path)
     for source in registry[name]:
         expected = (pins or {}).get(source.filename) or source.sha256 or recorded.get(source.filename)
