@@ -33,6 +33,8 @@ SIDECAR_SUFFIX = ".meta.json"
 #: the record of the files the engine wrote in an output folder
 FOLDER_RECORD = ".tigrag-outputs.json"
 RECORD_FORMAT = "gpu_tigrag-output"
+#: the formats of the sidecars the engine writes (its output records, `tigrag run`'s run descriptions)
+OWN_RECORDS = (RECORD_FORMAT, "gpu_tigrag-run")
 INDEX_FORMAT = "gpu_tigrag-index"
 
 
@@ -169,7 +171,7 @@ def check_file_output(path: str | Path, kind: str, what: str, inputs: Sequence[s
     if sidecar.exists() or sidecar.is_symlink():
         _refuse_always(sidecar, what, inputs)
     if not path.exists() or force:
-        if sidecar.exists() and not force and _read_record(sidecar) is None:
+        if sidecar.exists() and not force and (_read_record(sidecar) or {}).get("format") not in OWN_RECORDS:
             raise TigragError(f"{what}: {sidecar} exists and is not a record gpu_tigrag wrote; refusing to replace it "
                               "(nothing was written): choose another path, or pass --force")
         return

@@ -429,3 +429,11 @@ def test_datasets_fetch_into_a_file_is_refused(tmp_path, capsys):
     blocker.write_text("mine")
     code, err = run(["datasets", "fetch", "scifact", "--to", blocker], capsys)
     assert code == 2 and "exists and is not a folder" in err and blocker.read_text() == "mine", err
+
+
+def test_a_foreign_json_file_named_like_a_sidecar_is_never_replaced(built, tmp_path, capsys):
+    sidecar = tmp_path / "new.trec.meta.json"
+    sidecar.write_text('{"my": "settings"}')
+    code, err = run(["trec", built / "run.jsonl", "-o", tmp_path / "new.trec"], capsys)
+    assert code == 2 and "is not a record gpu_tigrag wrote" in err, err
+    assert sidecar.read_text() == '{"my": "settings"}' and not (tmp_path / "new.trec").exists()
