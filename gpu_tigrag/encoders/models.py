@@ -31,9 +31,17 @@ class ResolvedModel:
     folder: Path
     fingerprint: str
     prompts: dict[str, str] = field(default_factory=dict)  # kind ("query"/"passage") -> prefix
+    #: checks (and where damaged, rebuilds) the weights file before a runtime reads it, for a
+    #: resolver that deferred hashing it; returns the folder, which must be `folder`
+    weights_check: Callable[[], Path] | None = field(default=None, compare=False, repr=False)
 
     def prompt(self, kind: str) -> str:
         return self.prompts.get(kind, "")
+
+    def ensure_weights(self) -> None:
+        """Call before reading the weights: runs the deferred check, if any (e5's converted folder)."""
+        if self.weights_check is not None and self.weights_check() != self.folder:
+            raise ModelError(f"{self.folder}: the model's folder changed while it was in use; run again")
 
 
 def _minilm() -> ResolvedModel:

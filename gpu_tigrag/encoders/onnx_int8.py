@@ -169,10 +169,10 @@ def _expected_manifest(resolved: ResolvedModel, pipeline: Pipeline) -> dict:
             "quantization": QUANTIZATION, "opset": OPSET, "max_seq_length": pipeline.max_seq_length}
 
 
-def load_cached(folder: Path, expected: dict, report: bool = True) -> tuple[bytes, list[str]] | None:
-    """The model bytes and input names of the cached copy in `folder`, or None when there is none or
-    it is damaged or outdated (logged if `report`). Bytes are checked against the manifest's sha256
-    as read, so a copy replaced while being read is never used half old, half new."""
+def load_cached(folder: Path, expected: dict, report: bool = True) -> tuple[bytes, list[str], str] | None:
+    """The model bytes, input names and the bytes' sha256 of the cached copy in `folder`, or None when
+    there is none or it is damaged or outdated (logged if `report`). Bytes are checked against the
+    manifest's sha256 as read, so a copy replaced while being read is never used half old, half new."""
     warn = log.warning if report else log.debug
     manifest_file = folder / MANIFEST_FILE
     if not manifest_file.is_file():
@@ -190,14 +190,15 @@ def load_cached(folder: Path, expected: dict, report: bool = True) -> tuple[byte
     if stale:
         warn("%s: cached ONNX model was built with other settings (%s); rebuilding it", folder, ", ".join(stale))
         return None
-    if manifest.get("sha256") != _sha256_bytes(data):
+    digest = _sha256_bytes(data)
+    if manifest.get("sha256") != digest:
         warn("%s: cached ONNX model is damaged (sha256 mismatch); rebuilding it", folder)
         return None
     inputs = manifest.get("inputs")
     if not isinstance(inputs, list) or not inputs or not set(inputs) <= set(INPUTS):
         warn("%s: cached ONNX manifest lists no valid inputs; rebuilding it", folder)
         return None
-    return data, inputs
+    return data, inputs, digest
 
 
 def _export_fp32(pipeline: Pipeline, target: Path) -> list[str]:
@@ -302,12 +303,13 @@ def _remove_stale(folder: Path) -> None:
                 pass
 
 
-def build_cached(resolved: ResolvedModel, pipeline: Pipeline, folder: Path) -> tuple[bytes, list[str]]:
+def build_cached(resolved: ResolvedModel, pipeline: Pipeline, folder: Path) -> tuple[bytes, list[str], str]:
     """Export, quantise and cache the model in `folder` (atomically); returns what `load_cached` does."""
     expected = _expected_manifest(resolved, pipeline)
     _remove_stale(folder)
     start = time.perf_counter()
     log.info("onnx-int8: exporting and quantising %s (once; cached in %s)", resolved.name, folder)
+    resolved.ensure_weights()
     try:
         with atomic_directory(folder) as tmp:
             fp32 = tmp / "model.fp32.onnx"
@@ -315,7 +317,8 @@ def build_cached(resolved: ResolvedModel, pipeline: Pipeline, folder: Path) -> t
             _quantize(fp32, tmp / MODEL_FILE)
             fp32.unlink()
             data = (tmp / MODEL_FILE).read_bytes()
-            manifest = {**expected, "inputs": inputs, "sha256": _sha256_bytes(data), "created": time.time()}
+            digest = _sha256_bytes(data)
+            manifest = {**expected, "inputs": inputs, "sha256": digest, "created": time.time()}
             (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n")
             for path in (tmp / MODEL_FILE, tmp / MANIFEST_FILE):
                 with open(path, "rb") as handle:
@@ -329,11 +332,12 @@ def build_cached(resolved: ResolvedModel, pipeline: Pipeline, folder: Path) -> t
             return found
         return build_cached(resolved, pipeline, folder)
     log.info("onnx-int8: %s ready in %.1f s", resolved.name, time.perf_counter() - start)
-    return data, inputs
+    return data, inputs, digest
 
 
-def prepare(resolved: ResolvedModel, pipeline: Pipeline, root: Path | None = None) -> tuple[bytes, list[str]]:
-    """The int8 ONNX model of `resolved` (bytes, input names): from the cache, else built into it."""
+def prepare(resolved: ResolvedModel, pipeline: Pipeline, root: Path | None = None) -> tuple[bytes, list[str], str]:
+    """The int8 ONNX model of `resolved` (bytes, input names, the bytes' sha256): from the cache,
+    else built into it."""
     folder = cache_folder(resolved, root)
     found = load_cached(folder, _expected_manifest(resolved, pipeline))
     return found if found is not None else build_cached(resolved, pipeline, folder)
@@ -392,8 +396,8 @@ class OnnxInt8Encoder:
         self.batch_size = config.batch_size
         self.tokenizer = _tokenizer(self.pipeline.transformer, self.pipeline.max_seq_length)
         self.cache_folder = cache_folder(resolved, Path(cache_root) if cache_root is not None else None)
-        data, self.inputs = prepare(resolved, self.pipeline, self.cache_folder.parent)
-        self.fingerprint = f"{resolved.fingerprint}+int8:{_sha256_bytes(data)[:16]}"
+        data, self.inputs, digest = prepare(resolved, self.pipeline, self.cache_folder.parent)
+        self.fingerprint = f"{resolved.fingerprint}+int8:{digest[:16]}"
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or current_policy().encoder  # physical cores, at most the policy's
         options.inter_op_num_threads = 1

@@ -46,6 +46,7 @@ class SentenceTransformerEncoder:
         from sentence_transformers import SentenceTransformer
 
         resolved = resolve_model(config.model)
+        resolved.ensure_weights()
         self.name, self.fingerprint, self.prompts = config.model, resolved.fingerprint, resolved
         self.device = resolve_device(config.device)
         if not self.device.startswith("cuda"):  # torch's intra-op pool: the policy's encoder share

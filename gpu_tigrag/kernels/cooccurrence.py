@@ -11,7 +11,9 @@ independent: one loop iteration (CPU) or one thread (GPU) per window, no atomics
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, njit, prange
+from numba import njit, prange
+
+from .lazy_cuda import cuda
 
 
 def slots_per_window(window: int) -> int:

@@ -19,7 +19,9 @@ import functools
 from typing import Any
 
 import numpy as np
-from numba import cuda, njit
+from numba import njit
+
+from .lazy_cuda import cuda
 
 EMPTY = -1  # free slot marker: keys must never be -1 (packed pair keys are >= 0)
 _MIX1 = np.uint64(0xFF51AFD7ED558CCD)

