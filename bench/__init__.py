@@ -110,6 +110,10 @@ REGISTRY: tuple[Benchmark, ...] = (
               "load_index of the 2Wiki index (hashing:384 stand-in) with the value checks at load on and off, "
               "interleaved: load time, ratio, the checks' own time (reads ../shared/data; its smoke run does not)",
               ("load_checks.json", "load_checks.md"), smoke=("--smoke",), data=False),
+    Benchmark("startup", "startup.py", "benchmark",
+              "wall time of `tigrag query` on the example index with e5-small onnx-int8: encoder loaded and warm "
+              "vector cache, this checkout beside --code DIR (the code before), and the import time of numba.cuda "
+              "and nltk", ("startup.json", "startup.md"), smoke=("--smoke",), data=False),
     Benchmark("gpu_workers", "gpu_workers.py", "benchmark",
               "query throughput of one GPU Dask worker against CPU Dask workers (a section of gpu_check)",
               (), smoke=("--smoke", "--out", "{tmp}/out", "--passages", "300", "--queries", "60",

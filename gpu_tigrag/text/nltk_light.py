@@ -19,23 +19,31 @@ import logging
 import sys
 import threading
 import types
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-#: the packages entered bare while the tokenizer modules import
-_BARE_PACKAGES = ("nltk", "nltk.tokenize")
 
 
-def _bare_package(name: str) -> types.ModuleType | None:
-    spec = importlib.util.find_spec(name)
+def _bare_packages() -> list[types.ModuleType] | None:
+    """`nltk` and `nltk.tokenize` as bare packages (their folders, no initialiser run); None when NLTK
+    is not installed as that layout. Found from nltk's spec alone: finding `nltk.tokenize`'s spec
+    would import its parent, initialiser and all."""
+    spec = importlib.util.find_spec("nltk")
     if spec is None or not spec.submodule_search_locations:
         return None
-    module = types.ModuleType(name)
-    module.__path__ = list(spec.submodule_search_locations)
-    module.__package__ = name
-    module.__file__ = spec.origin
-    return module
+    packages = []
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    for name, path in (("nltk", folder), ("nltk.tokenize", folder / "tokenize")):
+        if not (path / "__init__.py").is_file():
+            return None
+        module = types.ModuleType(name)
+        module.__path__ = [str(path)]
+        module.__package__ = name
+        module.__file__ = str(path / "__init__.py")
+        packages.append(module)
+    return packages
 
 
 def _nltk_names() -> set[str]:
@@ -48,13 +56,12 @@ def nltk_module(name: str) -> types.ModuleType:
     with _lock:
         if "nltk" in sys.modules:
             return importlib.import_module(name)
+        bare = _bare_packages()
+        if bare is None:  # not installed (or another layout): the plain import and its own error
+            return importlib.import_module(name)
         before = _nltk_names()
         try:
-            for package in _BARE_PACKAGES:
-                bare = _bare_package(package)
-                if bare is None:
-                    return importlib.import_module(name)  # not installed: the import's own error
-                sys.modules[package] = bare
+            sys.modules.update((module.__name__, module) for module in bare)
             try:
                 return importlib.import_module(name)
             except (ImportError, AttributeError) as exc:
