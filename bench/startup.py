@@ -34,15 +34,28 @@ def tigrag(code: Path, *args: str) -> float:
     """Seconds of one `tigrag ...` process whose package comes from `code`."""
     env = {**os.environ, "PYTHONPATH": str(code)}
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "gpu_tigrag.cli", *args], env=env, check=True, stdout=subprocess.DEVNULL)
+    # cwd: `python -m` puts the current folder before PYTHONPATH
+    subprocess.run([sys.executable, "-m", "gpu_tigrag.cli", *args], env=env, cwd=code, check=True,
+                   stdout=subprocess.DEVNULL)
     return time.perf_counter() - start
+
+
+def package_of(code: Path) -> Path:
+    """The gpu_tigrag package a process started as `tigrag` does imports from `code` (checked: --code took effect)."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    out = subprocess.run([sys.executable, "-c", "import gpu_tigrag; print(gpu_tigrag.__file__)"], env=env, cwd=code,
+                         check=True, capture_output=True, text=True).stdout.strip()
+    package = Path(out).resolve().parent
+    if package.parent != code.resolve():
+        raise SystemExit(f"{code}: its processes import gpu_tigrag from {package}, not from it")
+    return package
 
 
 def imported(code: Path, index: Path) -> dict[str, float | None]:
     """Cumulative import seconds of CHECKED in one query process (None: not imported)."""
     env = {**os.environ, "PYTHONPATH": str(code)}
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "gpu_tigrag.cli", "query", str(index), QUESTION],
-                          env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                          env=env, cwd=code, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     found: dict[str, float | None] = {name: None for name in CHECKED}
     for line in proc.stderr.splitlines():
         parts = line.split("|")
@@ -60,6 +73,8 @@ def main() -> int:
     encoder = "hashing:64" if args.smoke else "multilingual-e5-small"
     rounds = 1 if args.smoke else args.rounds
     codes = {"this checkout": ROOT, **({"--code": args.code.resolve()} if args.code else {})}
+    for code in codes.values():
+        package_of(code)
     with tempfile.TemporaryDirectory() as tmp:
         index, cache = Path(tmp) / "index", Path(tmp) / "vectors"
         tigrag(ROOT, "index", str(ROOT / "examples" / "corpus.json"), "-o", str(index), "-q",
