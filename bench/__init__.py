@@ -114,6 +114,11 @@ REGISTRY: tuple[Benchmark, ...] = (
               "wall time of `tigrag query` on the example index with e5-small onnx-int8: encoder loaded and warm "
               "vector cache, this checkout beside --code DIR (the code before), and the import time of numba.cuda "
               "and nltk", ("startup.json", "startup.md"), smoke=("--smoke",), data=False),
+    Benchmark("encoder_roofline", "encoder_roofline.py", "benchmark",
+              "the onnx-int8 encoder against this machine's measured int8 and fp32 GEMM rates at the model's shapes: "
+              "operations per token, achieved rate and efficiency for queries and passages per batching, "
+              "ONNX Runtime's per-op profile", ("encoder_roofline.json", "encoder_roofline.md"), smoke=("--smoke",),
+              data=False),
     Benchmark("gpu_workers", "gpu_workers.py", "benchmark",
               "query throughput of one GPU Dask worker against CPU Dask workers (a section of gpu_check)",
               (), smoke=("--smoke", "--out", "{tmp}/out", "--passages", "300", "--queries", "60",

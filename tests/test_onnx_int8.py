@@ -118,6 +118,29 @@ def test_order_restored_after_length_bucketing(encoder, monkeypatch):
     assert encoder.encode([]).shape == (0, 384)
 
 
+def test_batches_follow_the_token_budget_and_keep_every_vector(encoder, monkeypatch):
+    """A batch holds at most `batch_tokens` tokens once padded to its longest text (a longer text alone) and at
+    most `batch_size` texts; every text is in one batch; and the vectors are those of any other batching, bit for
+    bit (per-row activation scales)."""
+    texts = [TEXTS[i % len(TEXTS)] + " and more" * (i % 7) for i in range(40)]
+    lengths = np.array([len(e.ids) for e in encoder.tokenizer.encode_batch(texts)])
+    order = np.argsort(-lengths, kind="stable")
+    seen = []
+    for budget, size in ((64, 64), (16, 64), (400, 3), (None, 5)):
+        monkeypatch.setattr(encoder, "batch_tokens", budget)
+        monkeypatch.setattr(encoder, "batch_size", size)
+        batches = list(encoder._batches(order, lengths))
+        assert sorted(np.concatenate(batches).tolist()) == list(range(len(texts)))
+        for rows in batches:
+            assert len(rows) <= size
+            if budget is not None:
+                assert len(rows) == 1 or len(rows) * lengths[rows].max() <= budget
+        seen.append(encoder.encode(texts))
+    assert max(lengths) > 16  # the budget of 16 puts some texts alone
+    for vectors in seen[1:]:
+        np.testing.assert_array_equal(vectors, seen[0])
+
+
 def test_prompts_applied_by_kind(encoder, monkeypatch):
     resolved = dataclasses.replace(encoder.resolved, prompts={"query": "query: ", "passage": "passage: "})
     monkeypatch.setattr(encoder, "resolved", resolved)

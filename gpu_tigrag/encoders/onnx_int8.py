@@ -30,7 +30,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -64,6 +64,8 @@ _FFN_OUTPUT = re.compile(r"/encoder/layers?\.(\d+)/output/dense/MatMul$")
 #: stale temporaries of killed builds older than this are removed
 STALE_SECONDS = 3600
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+#: OnnxInt8Encoder.batch_tokens (bench/results/encoder_roofline.md)
+BATCH_TOKENS = 1024
 POOLING_MODES = ("cls", "mean", "max", "mean_sqrt_len_tokens")
 _LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
                    "pooling_mode_max_tokens": "max", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
@@ -380,6 +382,11 @@ class OnnxInt8Encoder:
     backend = "onnx-int8"
     #: sort texts by token length before batching (off only to measure what it gains)
     length_buckets = True
+    #: tokens per batch, padding included (rows × the batch's longest text): a batch of long passages
+    #: gets fewer rows, so its activations (and attention's rows × heads × width² scores) stay in cache
+    #: and memory follows the budget, not the batch size; None: `batch_size` texts whatever their length.
+    #: Chosen by measurement (bench/results/encoder_roofline.md); a text's vector is the same either way.
+    batch_tokens: int | None = BATCH_TOKENS
 
     def __init__(self, config: EncoderConfig = EncoderConfig(), cache_root: str | Path | None = None,
                  threads: int | None = None):
@@ -452,11 +459,10 @@ class OnnxInt8Encoder:
         # longest first: a batch pads to a similar length
         order = np.argsort(-lengths, kind="stable") if self.length_buckets else np.arange(len(texts))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        starts = range(0, len(texts), self.batch_size)
-        from ..progress import progress
+        from ..progress import counter
 
-        for start in progress(starts, "encoding", show_progress, unit="batch"):
-            rows = order[start : start + self.batch_size]
+        bar = counter(len(texts), "encoding", show_progress, unit="text")
+        for rows in self._batches(order, lengths):
             width = int(lengths[rows].max())
             ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
@@ -470,4 +476,19 @@ class OnnxInt8Encoder:
                 mask = mask.copy()
                 mask[:, :skip] = 0
             out[rows] = self._pool(hidden, mask)
+            bar.update(len(rows))
+        bar.close()
         return out
+
+    def _batches(self, order: np.ndarray, lengths: np.ndarray) -> Iterator[np.ndarray]:
+        """Positions of the texts of each batch, in `order`: at most `batch_size` texts and, where
+        `batch_tokens` is set, at most that many tokens once padded to the batch's longest text (a
+        longer text alone). Longest first, so the first text of a batch sets its width."""
+        start, n = 0, len(order)
+        while start < n:
+            rows = self.batch_size
+            if self.batch_tokens:
+                width = int(lengths[order[start : start + rows]].max())
+                rows = max(1, min(rows, self.batch_tokens // max(width, 1)))
+            yield order[start : start + rows]
+            start += rows

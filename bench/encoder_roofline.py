@@ -1,0 +1,335 @@
+"""The CPU encoder against this machine's own limit (issue 31, item 1): how fast ONNX Runtime multiplies
+int8 (MatMulIntegerToFloat, u8 activations × s8 weights, one scale per output channel, as the onnx-int8
+model does) and fp32 matrices at the model's own shapes, how many operations a token costs, and what the
+encoder achieves on query texts and passage chunks at several batchings: efficiency = achieved ÷ measured
+int8 rate. ONNX Runtime's per-op profile says where the rest of the time goes.
+
+The achieved rate counts the operations of the real tokens only (padding is waste, not work): the
+linear layers' 2·K·N per token plus attention's 4·hidden·length per token and layer. Batchings are
+timed in interleaved rounds (best round, median beside it) so load from other processes falls on all
+alike: `batch_size` texts per batch whatever their length (the runtime before `batch_tokens`), and
+batches of at most `batch_tokens` padded tokens at several budgets.
+
+    python bench/encoder_roofline.py [--model multilingual-e5-small] [--rounds 2] [--passages 300]
+    python bench/encoder_roofline.py --smoke     # all-MiniLM-L6-v2, the example texts, writes nothing
+
+Queries: the 2Wiki dev questions; passages: 2Wiki chunk texts (the index's chunker, a fixed sample).
+Writes bench/results/encoder_roofline.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import DATA, DATASETS, ROOT, write_results
+
+import numpy as np
+
+COMMAND = "python bench/encoder_roofline.py"
+#: rows of the GEMM timings: tokens per call
+GEMM_ROWS = (32, 512, 4096)
+#: batchings timed: (label, batch_size, batch_tokens)
+BATCHINGS = [("64 texts", 64, None), ("1 text", 1, None), ("512 tokens", 256, 512), ("1024 tokens", 256, 1024),
+             ("2048 tokens", 256, 2048)]
+INT8_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8", "amx_bf16", "avx512_bf16")
+
+
+def cpu() -> dict:
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    field = lambda key: next((line.split(":", 1)[1].strip() for line in text.splitlines()  # noqa: E731
+                              if line.startswith(key)), "")
+    flags = set(field("flags").split())
+    from gpu_tigrag.threads import physical_cores
+
+    return {"model": field("model name"), "family": field("cpu family"), "model_number": field("model\t"),
+            "flags": [f for f in INT8_FLAGS if f in flags], "physical_cores": physical_cores()}
+
+
+def int8_kernel(flags: list[str]) -> str:
+    """The instructions ONNX Runtime's u8×s8 kernels use on this CPU (MLAS picks the widest present)."""
+    if "amx_int8" in flags:
+        return "AMX tiles"
+    if "avx512_vnni" in flags:
+        return "AVX-512 VNNI (vpdpbusd)"
+    if "avx_vnni" in flags:
+        return "AVX-VNNI (vpdpbusd, 256-bit)"
+    if "avx512bw" in flags:
+        return "AVX-512BW (vpmaddubsw + vpmaddwd)"
+    return "AVX2 (vpmaddubsw + vpmaddwd)" if "avx2" in flags else "SSE"
+
+
+# ---------------------------------------------------------------------------------------------------
+# the machine's GEMM rates
+
+
+def gemm_model(kind: str, k: int, n: int) -> bytes:
+    """One-node ONNX model Y = A·W: fp32 MatMul, or MatMulIntegerToFloat as the int8 model uses it."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    if kind == "fp32":
+        inits = [numpy_helper.from_array(rng.standard_normal((k, n)).astype(np.float32), "W")]
+        node = helper.make_node("MatMul", ["A", "W"], ["Y"])
+        a_type = TensorProto.FLOAT
+    else:
+        inits = [numpy_helper.from_array(rng.integers(-127, 128, (k, n)).astype(np.int8), "W"),
+                 numpy_helper.from_array(np.full(n, 0.01, np.float32), "w_scale"),
+                 numpy_helper.from_array(np.zeros(n, np.int8), "w_zero"),
+                 numpy_helper.from_array(np.array(1.0, np.float32), "a_scale"),
+                 numpy_helper.from_array(np.array(128, np.uint8), "a_zero")]
+        node = helper.make_node("MatMulIntegerToFloat", ["A", "W", "a_scale", "w_scale", "a_zero", "w_zero"], ["Y"],
+                                domain="com.microsoft")
+        a_type = TensorProto.UINT8
+    graph = helper.make_graph([node], "gemm", [helper.make_tensor_value_info("A", a_type, ["M", k])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, ["M", n])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    return model.SerializeToString()
+
+
+def gemm_rates(shapes: list[tuple[int, int]], threads: int, seconds: float) -> list[dict]:
+    """GOP/s (2·M·K·N per second) of each kind, weight shape and row count, best of 3 timed runs."""
+    import onnxruntime as ort
+
+    rows = []
+    for kind in ("int8", "fp32"):
+        for k, n in shapes:
+            options = ort.SessionOptions()
+            options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+            session = ort.InferenceSession(gemm_model(kind, k, n), options, providers=["CPUExecutionProvider"])
+            for m in GEMM_ROWS:
+                rng = np.random.default_rng(1)
+                a = (rng.integers(0, 256, (m, k)).astype(np.uint8) if kind == "int8"
+                     else rng.standard_normal((m, k)).astype(np.float32))
+                session.run(None, {"A": a})
+                calls = max(2, int(seconds * 40e9 / (2 * m * k * n)))
+                best = float("inf")
+                for _ in range(3):
+                    start = time.perf_counter()
+                    for _ in range(calls):
+                        session.run(None, {"A": a})
+                    best = min(best, (time.perf_counter() - start) / calls)
+                rows.append({"kind": kind, "k": k, "n": n, "m": m, "gops": 2 * m * k * n / best / 1e9})
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------------
+# the model
+
+
+def model_costs(encoder) -> dict:
+    """Operations per token of the int8 model: its weight products (2·K·N each) and its attention
+    products (activation × activation MatMuls: 2·hidden·length each per token)."""
+    import onnx
+
+    model = onnx.load_from_string((encoder.cache_folder / "model.onnx").read_bytes())
+    weights = {init.name: tuple(init.dims) for init in model.graph.initializer}
+    linear, attention_products = 0, 0
+    for node in model.graph.node:
+        if node.op_type == "MatMulIntegerToFloat" and node.input[1] in weights:
+            k, n = weights[node.input[1]][-2:]
+            linear += 2 * k * n
+        elif node.op_type == "MatMul":
+            if node.input[1] in weights:
+                k, n = weights[node.input[1]][-2:]
+                linear += 2 * k * n
+            else:
+                attention_products += 1
+    hidden = json.loads((encoder.pipeline.transformer / "config.json").read_text())["hidden_size"]
+    shapes = sorted({weights[node.input[1]][-2:] for node in model.graph.node
+                     if node.op_type == "MatMulIntegerToFloat" and node.input[1] in weights})
+    return {"linear_ops_per_token": linear, "attention_products": attention_products, "hidden": hidden,
+            "weight_shapes": [list(s) for s in shapes]}
+
+
+def ops_per_token(costs: dict, length: float) -> float:
+    """Operations of one token of a text of `length` tokens."""
+    return costs["linear_ops_per_token"] + costs["attention_products"] * 2 * costs["hidden"] * length
+
+
+# ---------------------------------------------------------------------------------------------------
+# the encoder
+
+
+def texts(smoke: bool, n_passages: int) -> dict[str, list[str]]:
+    from gpu_tigrag.corpus import load_corpus
+    from gpu_tigrag.evaluate.queries import load_queries
+    from gpu_tigrag.text.pipeline import build_chunks
+
+    if smoke:
+        corpus, questions = ROOT / "examples" / "corpus.json", ROOT / "examples" / "questions.json"
+    else:
+        corpus, questions = (DATA / path for path in DATASETS["2wikimultihopqa"])
+    chunks = build_chunks(load_corpus(corpus)).texts
+    picked = sorted(np.random.default_rng(0).choice(len(chunks), size=min(n_passages, len(chunks)), replace=False))
+    return {"query": [q.text for q in load_queries(questions)], "passage": [chunks[i] for i in picked]}
+
+
+def token_counts(encoder, batch: list[str], kind: str) -> np.ndarray:
+    prompt = encoder.resolved.prompt(kind)
+    return np.array([len(e.ids) for e in encoder.tokenizer.encode_batch([prompt + t for t in batch])])
+
+
+def time_batchings(encoder, batch: list[str], kind: str, rounds: int) -> dict[str, list[float]]:
+    """Seconds of encoding `batch` under each batching, rounds interleaved; vectors checked identical."""
+    times: dict[str, list[float]] = {label: [] for label, _, _ in BATCHINGS}
+    reference = None
+    for _ in range(rounds):
+        for label, size, budget in BATCHINGS:
+            encoder.batch_size, encoder.batch_tokens = size, budget
+            start = time.perf_counter()
+            vectors = encoder.encode(batch, kind=kind)
+            times[label].append(time.perf_counter() - start)
+            if reference is None:
+                reference = vectors
+            elif not np.array_equal(vectors, reference):
+                raise SystemExit(f"{label}: the {kind} vectors differ from another batching's (the per-row contract)")
+    return times
+
+
+def op_profile(encoder, batch: list[str], kind: str, size: int, budget: int | None) -> dict[str, float]:
+    """Share of node time per op type while `encoder` encodes `batch` (ONNX Runtime's profiler)."""
+    import onnxruntime as ort
+
+    from gpu_tigrag.encoders.onnx_rows import DISABLED_OPTIMIZERS
+
+    original = encoder.session
+    with tempfile.TemporaryDirectory() as tmp:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = original.get_session_options().intra_op_num_threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.enable_profiling, options.profile_file_prefix = True, f"{tmp}/profile"
+        encoder.session = ort.InferenceSession((encoder.cache_folder / "model.onnx").read_bytes(), options,
+                                               providers=["CPUExecutionProvider"],
+                                               disabled_optimizers=list(DISABLED_OPTIMIZERS))
+        try:
+            encoder.batch_size, encoder.batch_tokens = size, budget
+            encoder.encode(batch, kind=kind)
+            events = json.loads(Path(encoder.session.end_profiling()).read_text())
+        finally:
+            encoder.session = original
+    spent: collections.Counter = collections.Counter()
+    for event in events:
+        if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):
+            spent[event["args"]["op_name"]] += event["dur"]
+    total = sum(spent.values()) or 1
+    return {op: 100 * us / total for op, us in spent.most_common()}
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="multilingual-e5-small")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--passages", type=int, default=300)
+    parser.add_argument("--queries", type=int, default=499)
+    parser.add_argument("--smoke", action="store_true", help="all-MiniLM-L6-v2 on the example texts, writes nothing")
+    args = parser.parse_args()
+    if args.smoke:
+        args.model, args.rounds, args.passages, args.queries = "all-MiniLM-L6-v2", 1, 40, 20
+        BATCHINGS[:] = [b for b in BATCHINGS if b[0] in ("64 texts", "1024 tokens")]
+
+    import onnxruntime
+
+    from gpu_tigrag.config import EncoderConfig
+    from gpu_tigrag.encoders.onnx_int8 import BATCH_TOKENS, OnnxInt8Encoder
+
+    machine = cpu()
+    encoder = OnnxInt8Encoder(EncoderConfig(model=args.model, backend="onnx-int8"))
+    threads = encoder.session.get_session_options().intra_op_num_threads
+    costs = model_costs(encoder)
+    print(f"{machine['model']} ({', '.join(machine['flags'])}), {threads} encoder thread(s); "
+          f"{costs['linear_ops_per_token'] / 1e6:.1f} M linear ops per token", file=sys.stderr)
+    gemm = gemm_rates([tuple(s) for s in costs["weight_shapes"]], threads, 0.01 if args.smoke else 0.5)
+    limit = {kind: max(r["gops"] for r in gemm if r["kind"] == kind) for kind in ("int8", "fp32")}
+
+    sample = texts(args.smoke, args.passages)
+    sample["query"] = sample["query"][: args.queries]
+    results = {}
+    for kind in ("query", "passage"):
+        batch = sample[kind]
+        lengths = token_counts(encoder, batch, kind)
+        work = float(sum(n * ops_per_token(costs, n) for n in lengths))
+        times = time_batchings(encoder, batch, kind, args.rounds)
+        rows = []
+        for label, size, budget in BATCHINGS:
+            best, median = min(times[label]), statistics.median(times[label])
+            rows.append({"batching": label, "batch_size": size, "batch_tokens": budget, "seconds": best,
+                         "median_seconds": median, "texts_per_s": len(batch) / best,
+                         "tokens_per_s": float(lengths.sum()) / best, "gops": work / best / 1e9,
+                         "efficiency": work / best / 1e9 / limit["int8"]})
+        results[kind] = {"texts": len(batch), "mean_tokens": float(lengths.mean()), "max_tokens": int(lengths.max()),
+                         "ops": work, "rows": rows,
+                         "profile_before": op_profile(encoder, batch, kind, 64, None),
+                         "profile_after": op_profile(encoder, batch, kind, 256, BATCH_TOKENS)}
+        for row in rows:
+            print(f"{kind:8s} {row['batching']:>12s}: {row['texts_per_s']:8.1f} texts/s  {row['gops']:6.1f} GOP/s  "
+                  f"{100 * row['efficiency']:5.1f}% of int8", file=sys.stderr)
+    if args.smoke:
+        print("smoke run: nothing written", file=sys.stderr)
+        return 0
+    payload = {"command": f"{COMMAND} --model {args.model} --rounds {args.rounds} --passages {args.passages}",
+               "cpu": machine, "int8_kernel": int8_kernel(machine["flags"]), "onnxruntime": onnxruntime.__version__,
+               "threads": threads, "model": args.model, "costs": costs, "gemm": gemm, "limit_gops": limit,
+               "batch_tokens_default": BATCH_TOKENS, "results": results}
+    write_results("encoder_roofline", payload, markdown(payload))
+    return 0
+
+
+def markdown(p: dict) -> str:
+    c, lim = p["costs"], p["limit_gops"]
+    lines = [
+        f"# The CPU encoder against this machine's limit ({p['model']}, onnx-int8)", "",
+        f"Command: `{p['command']}`. CPU: {p['cpu']['model']} (family {p['cpu']['family']}, model "
+        f"{p['cpu']['model_number']}), flags {', '.join(p['cpu']['flags']) or 'none of ' + ', '.join(INT8_FLAGS)}; "
+        f"int8 kernel: {p['int8_kernel']}; {p['cpu']['physical_cores']} physical core(s), {p['threads']} encoder "
+        f"thread(s); onnxruntime {p['onnxruntime']}. Every figure is a ratio to a baseline measured in the same run.",
+        "",
+        "## The machine's GEMM rates at the model's weight shapes (ONNX Runtime, GOP/s = 2·M·K·N per second)", "",
+        "| kind | K × N | " + " | ".join(f"M = {m}" for m in GEMM_ROWS) + " |",
+        "|---|---|" + "---|" * len(GEMM_ROWS),
+    ]
+    for kind in ("int8", "fp32"):
+        for k, n in c["weight_shapes"]:
+            cells = [next(r["gops"] for r in p["gemm"] if (r["kind"], r["k"], r["n"], r["m"]) == (kind, k, n, m))
+                     for m in GEMM_ROWS]
+            lines.append(f"| {kind} | {k} × {n} | " + " | ".join(f"{v:.1f}" for v in cells) + " |")
+    lines += ["", f"**Limit used below: int8 {lim['int8']:.1f} GOP/s** (the best int8 cell; fp32 {lim['fp32']:.1f}, "
+              f"int8 ÷ fp32 = {lim['int8'] / lim['fp32']:.2f}).", "",
+              f"The model: {c['linear_ops_per_token'] / 1e6:.1f} M operations per token in its weight products, plus "
+              f"{c['attention_products']} attention products of 2 × {c['hidden']} × length operations per token "
+              "(the achieved rates below count real tokens only: padding is waste, not work).", ""]
+    for kind in ("query", "passage"):
+        r = p["results"][kind]
+        lines += [f"## {kind} texts ({r['texts']}, {r['mean_tokens']:.1f} tokens on average, longest {r['max_tokens']})",
+                  "", "| batching | texts/s best (median) | tokens/s | GOP/s | of the int8 limit |", "|---|---|---|---|---|"]
+        base = r["rows"][0]
+        for row in r["rows"]:
+            median = r["texts"] / row["median_seconds"]
+            lines.append(f"| {row['batching']} | {row['texts_per_s']:.1f} ({median:.1f}) | {row['tokens_per_s']:.0f} | "
+                         f"{row['gops']:.1f} | {100 * row['efficiency']:.1f}% |")
+        chosen = next(row for row in r["rows"] if row["batch_tokens"] == p["batch_tokens_default"])
+        lines += ["", f"Default batching `batch_tokens = {p['batch_tokens_default']}` against 64 texts a batch (the "
+                  f"runtime before): **{chosen['texts_per_s'] / base['texts_per_s']:.2f}×**.", "",
+                  "ONNX Runtime's profile (share of node time), 64 texts a batch → the default batching:", "",
+                  "| op | before | after |", "|---|---|---|"]
+        ops = list(r["profile_before"])[:12]
+        for op in ops:
+            lines.append(f"| {op} | {r['profile_before'][op]:.1f}% | {r['profile_after'].get(op, 0.0):.1f}% |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
