@@ -43,10 +43,14 @@ def reciprocal_rank(be: Backend, scores: Any, depth: int, k: int) -> Any:
 
 def fused_then_cosine(be: Backend, fused: Any, dense: Any | None) -> Any:
     """A fused reciprocal-rank block (chunks × B, > 0 where a list ranked the chunk) with the chunks
-    no list ranked after every ranked one: by cosine (`dense`) when given, else not ranked (-inf)."""
+    no list ranked after every ranked one: by cosine (`dense`) when given, else not ranked (-inf).
+    float64: the tail (cosine − 3) · 1e-6 sits below every fused score and keeps every distinct float32
+    cosine distinct (in float32 it kept only steps of 2.4e-7, so near-equal cosines fell back to id order)."""
     xp = be.xp
-    tail = (dense - 3.0) * 1e-6 if dense is not None else NEG_INF  # below every fused score (each > 0)
-    return xp.where(fused > 0, fused, tail).astype(xp.float32)
+    if dense is None:
+        return xp.where(fused > 0, fused, NEG_INF).astype(xp.float32)
+    tail = (dense.astype(xp.float64) - 3.0) * 1e-6  # below every fused score (each > 0)
+    return xp.where(fused > 0, fused.astype(xp.float64), tail)
 
 
 def query_term_matrix(be: Backend, seeds: Sequence[np.ndarray], n_vocab: int) -> Any:

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..backend import Backend
 from ..config import DenseSearchConfig
+from ..ops.dense_dot import query_dot
 from ..ops.topk import ranked_top_k
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ class FlatSearch:
         best_ids = xp.zeros((0, n_queries), dtype=xp.int64)
         best_vals = xp.zeros((0, n_queries), dtype=xp.float32)
         for start in range(0, n, rows):
-            block = self.embeddings[start:start + rows] @ vectors.T  # rows × B
+            block = query_dot(be, self.embeddings[start:start + rows], vectors)  # rows × B
             ids, vals = ranked_top_k(be, block, k)
             # the running best (lower ids) come first, so equal scores stay in chunk-id order
             merged_vals = xp.concatenate([best_vals, vals.astype(xp.float32)])

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ...ops.dense_dot import query_dot
 from ...ops.fusion import bm25_scores, fused_then_cosine, reciprocal_rank
 from ...retrieve.base import BaseRetriever, PreparedBatch
 from ...retrieve.first_stage import first_stage
@@ -84,7 +85,7 @@ class HybridRetriever(_FlatRetriever):
 
     def scores(self, batch: PreparedBatch) -> Any:
         be, xp = self.be, self.be.xp
-        dense = self.device.embeddings @ be.asarray(batch.vectors).T
+        dense = query_dot(be, self.device.embeddings, batch.vectors)
         bm25 = bm25_scores(be, self.device.bm25, batch.seeds, self.index.n_vocab)
         bm25 = xp.where(bm25 > 0, bm25, -np.inf).astype(xp.float32)
         fused = (reciprocal_rank(be, dense, HYBRID_DEPTH, HYBRID_RRF_K)

@@ -68,6 +68,7 @@ from ...backend import Backend
 from ...config import RetrievalConfig
 from .config import LitesemragQueryConfig
 from ...errors import TigragError
+from ...ops.dense_dot import query_dot
 from ...encoders import Encoder, VectorCache
 from ...index.index import Index
 from ...ops.fusion import bm25_scores, fused_then_cosine, reciprocal_rank
@@ -470,7 +471,7 @@ class LitesemragRetriever(BaseRetriever):
         fused[xp.asarray(rows), xp.asarray(cols)] = xp.asarray((1.0 / (cfg.fusion_rrf_k + ranks)).astype(np.float32))
         dense = None
         if cfg.dense_fusion > 0:
-            dense = self.device.embeddings @ be.asarray(batch.dense).T
+            dense = query_dot(be, self.device.embeddings, batch.dense)
             fused += np.float32(cfg.dense_fusion) * reciprocal_rank(be, dense, cfg.fusion_depth, cfg.fusion_rrf_k)
         if cfg.lexical_fusion > 0:
             lexical = bm25_scores(be, self.device.bm25, batch.seeds, self.index.n_vocab)

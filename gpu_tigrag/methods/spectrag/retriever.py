@@ -52,6 +52,7 @@ from ...config import RetrievalConfig
 from .config import SpectragQueryConfig
 from ...encoders import Encoder, VectorCache
 from ...errors import TigragError
+from ...ops.dense_dot import query_dot
 from ...ops.subgraph_ppr import CandidatePairs, subgraph_pagerank
 from ...index.index import Index
 from ...ops.rows import unit_rows
@@ -286,7 +287,7 @@ class SpectragRetriever(BaseRetriever):
         chunks × B, candidates after each hop)."""
         be, cfg = self.be, self.settings
         t = time.perf_counter()
-        dense = self.embeddings @ be.asarray(batch.vectors).T  # chunks × B cosine
+        dense = query_dot(be, self.embeddings, batch.vectors)  # chunks × B cosine
         lexical = bm25_scores(be, self.bm25, batch.seeds, self.n_terms)
         seeds = fused_seeds(be, dense, lexical, cfg.seeds, cfg.rrf_k)
         rel, matched = relevance(be, dense, lexical, cfg.dense_share)

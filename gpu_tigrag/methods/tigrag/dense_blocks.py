@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ...ops.dense_dot import query_dot
 from ...ops.fusion import NEG_INF, bm25_scores, reciprocal_rank
 from ...ops.topk import best_of_each_group
 from .fusion import hybrid_first_hop, link_mask
@@ -59,7 +60,7 @@ class DenseBlocks:
 
     def question_cosine(self, query_vectors: Any, hop: Any, k: int) -> Any:
         """The cosine of every chunk to each question (chunks × B; the embeddings are L2-normalised)."""
-        return self.r.embeddings @ query_vectors.T
+        return query_dot(self.be, self.r.embeddings, query_vectors)
 
     def pool_cosine(self, hop: Any, cosine: Any) -> Any:
         """The question's cosine on its pool, −inf elsewhere (section 3.6)."""

@@ -1,5 +1,5 @@
 """The max-cosine rerank of expanded queries (eq. 3.15). The hop-1 cosine rerank (section 3.6) is
-`where(pool, embeddings @ queries.T, -inf)` in the retriever, which keeps the full cosine for fusion."""
+`where(pool, cosine, -inf)` in the retriever, which keeps the full cosine for fusion."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import numpy as np
 
 from ...backend import Backend
 
+from ...ops.dense_dot import query_dot
 from ...ops.fusion import NEG_INF
 
 
@@ -16,7 +17,7 @@ def masked_max_cosine(be: Backend, embeddings: Any, vectors: Any, owner: Any, n_
     """For each query, the max cosine over its expanded-query embeddings (rows of `vectors`
     whose `owner`, a host array, is that query), on pooled chunks, −inf elsewhere: chunks × B."""
     xp = be.xp
-    sims = embeddings @ vectors.T  # chunks × M
+    sims = query_dot(be, embeddings, vectors)  # chunks × M
     best = xp.full((embeddings.shape[0], n_queries), NEG_INF, dtype=xp.float32)
     counts = np.bincount(owner, minlength=n_queries)
     for rank in range(int(counts.max()) if counts.size else 0):

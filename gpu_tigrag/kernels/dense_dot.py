@@ -1,0 +1,85 @@
+"""Dot products of chunk vectors with query vectors whose bits do not depend on the batch.
+
+    out[i, b] = Σ_k rows[i, k] · vectors_t[k, b]      (float32, terms added in k order)
+
+A BLAS sgemm picks its blocking, kernels and thread split from the matrix shapes, so the same
+query's cosines change in the last bits with the number of queries beside it or the rows sliced
+(OpenBLAS on an AVX2 EPYC: every batch size and every row slice differed), and near-ties then rank
+differently in a batch, a resumed run or another method's path. Here every entry is one fixed
+sequence of float32 multiplies and adds over k (no fused multiply-add, no reordering: numba's
+default IEEE semantics), the same in any batch, on any row slice and on any thread.
+
+CPU twin: a thread takes 4 rows at a time and streams each query-vector row once for all 4; about
+2-3× the time of sgemm, which is milliseconds beside the encoder. GPU kernel: one thread per entry.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .lazy_cuda import cuda
+
+#: rows a CPU thread updates together (each query-vector row is read once for them)
+ROWS = 4
+
+
+@njit(parallel=True, cache=True)
+def query_dot_cpu(rows, vectors_t, out):
+    """out[i, b] = Σ_k rows[i, k] · vectors_t[k, b], in k order (rows: n × d, vectors_t: d × B, out: n × B)."""
+    n, dim = rows.shape
+    width = vectors_t.shape[1]
+    for block in prange((n + ROWS - 1) // ROWS):
+        i0 = block * ROWS
+        i1 = min(n, i0 + ROWS)
+        for i in range(i0, i1):
+            for b in range(width):
+                out[i, b] = 0.0
+        if i1 - i0 == ROWS:
+            for k in range(dim):
+                e0 = np.float32(rows[i0, k])
+                e1 = np.float32(rows[i0 + 1, k])
+                e2 = np.float32(rows[i0 + 2, k])
+                e3 = np.float32(rows[i0 + 3, k])
+                for b in range(width):
+                    v = np.float32(vectors_t[k, b])
+                    out[i0, b] += e0 * v
+                    out[i0 + 1, b] += e1 * v
+                    out[i0 + 2, b] += e2 * v
+                    out[i0 + 3, b] += e3 * v
+        else:
+            for i in range(i0, i1):
+                for k in range(dim):
+                    e = np.float32(rows[i, k])
+                    for b in range(width):
+                        out[i, b] += e * np.float32(vectors_t[k, b])
+
+
+@cuda.jit
+def _query_dot_kernel(rows, vectors_t, out):
+    """Thread (b, i): out[i, b], its terms added in k order."""
+    b, i = cuda.grid(2)
+    n, dim = rows.shape
+    if i >= n or b >= vectors_t.shape[1]:
+        return
+    total = np.float32(0.0)
+    for k in range(dim):
+        total += np.float32(rows[i, k]) * np.float32(vectors_t[k, b])
+    out[i, b] = total
+
+
+def ptx_signatures():
+    """(kernel, argument types) pairs compiled to PTX in CI to catch type errors the simulator allows."""
+    from numba import types
+
+    f32 = types.float32
+    return [(_query_dot_kernel, (f32[:, ::1], f32[:, ::1], f32[:, ::1]))]
+
+
+def query_dot_cuda(rows, vectors_t, out, threads: tuple[int, int] = (32, 8)) -> None:
+    """Launch the GPU kernel (same contract as `query_dot_cpu`)."""
+    n, width = out.shape
+    if n == 0 or width == 0:
+        return
+    grid = ((width + threads[0] - 1) // threads[0], (n + threads[1] - 1) // threads[1])
+    _query_dot_kernel[grid, threads](rows, vectors_t, out)

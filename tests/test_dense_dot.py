@@ -1,0 +1,66 @@
+"""The batch-independent dense product (kernels/dense_dot.py, ops/dense_dot.py): a query's cosines are the same
+bits alone or in any batch, on any slice of the chunk rows, on the CPU twin and the CUDA kernel (simulator)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+from gpu_tigrag.backend import get_backend
+from gpu_tigrag.ops.dense_dot import query_dot
+
+
+def test_a_query_gets_the_same_bits_in_any_batch_and_on_any_row_slice():
+    be = get_backend("numpy")
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((1001, 96)).astype(np.float32)
+    vectors = rng.standard_normal((37, 96)).astype(np.float32)
+    full = query_dot(be, rows, vectors)
+    assert full.dtype == np.float32 and full.shape == (1001, 37)
+    np.testing.assert_allclose(full, rows.astype(np.float64) @ vectors.T.astype(np.float64), rtol=0, atol=1e-4)
+    for start, size in ((0, 1), (5, 1), (3, 7), (9, 28), (36, 1)):
+        np.testing.assert_array_equal(query_dot(be, rows, vectors[start:start + size]), full[:, start:start + size])
+    for lo, hi in ((0, 1), (1, 2), (3, 1000), (999, 1001), (500, 777)):
+        np.testing.assert_array_equal(query_dot(be, rows[lo:hi], vectors), full[lo:hi])
+    np.testing.assert_array_equal(query_dot(be, rows.astype(np.float64), vectors), full)  # taken as float32
+    assert query_dot(be, rows[:0], vectors).shape == (0, 37) and query_dot(be, rows, vectors[:0]).shape == (1001, 0)
+
+
+def test_blas_would_fail_this():
+    """Why the kernel exists: sgemm's result for one column moves with the batch on this machine's BLAS (a
+    machine whose BLAS happens to keep them equal passes trivially, hence no assertion on BLAS itself)."""
+    rng = np.random.default_rng(1)
+    rows = rng.standard_normal((5000, 384)).astype(np.float32)
+    vectors = rng.standard_normal((64, 384)).astype(np.float32)
+    blas_moves = not np.array_equal((rows @ vectors.T)[:, :1], rows @ vectors[:1].T)
+    ours = query_dot(get_backend("numpy"), rows, vectors)[:, :1]
+    np.testing.assert_array_equal(ours, query_dot(get_backend("numpy"), rows, vectors[:1]))
+    print("BLAS column moves with the batch:", blas_moves)
+
+
+SIM_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    from numba import cuda
+    from gpu_tigrag.kernels.dense_dot import query_dot_cpu, query_dot_cuda
+    rng = np.random.default_rng(2)
+    rows = rng.standard_normal((13, 8)).astype(np.float32)
+    vt = np.ascontiguousarray(rng.standard_normal((5, 8)).astype(np.float32).T)
+    cpu = np.empty((13, 5), np.float32)
+    query_dot_cpu(rows, vt, cpu)
+    out = cuda.to_device(np.zeros((13, 5), np.float32))
+    query_dot_cuda(cuda.to_device(rows), cuda.to_device(vt), out, threads=(4, 4))
+    gpu = out.copy_to_host()
+    assert np.allclose(gpu, cpu, atol=1e-6), (gpu, cpu)
+    one = cuda.to_device(np.zeros((13, 1), np.float32))
+    query_dot_cuda(cuda.to_device(rows), cuda.to_device(np.ascontiguousarray(vt[:, 2:3])), one, threads=(4, 4))
+    assert np.array_equal(one.copy_to_host()[:, 0], gpu[:, 2])
+    print("SIM-OK")
+""")
+
+
+def test_cuda_kernel_matches_the_cpu_twin_under_the_simulator():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    proc = subprocess.run([sys.executable, "-c", SIM_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "SIM-OK" in proc.stdout, proc.stderr[-3000:]
