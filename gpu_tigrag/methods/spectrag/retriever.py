@@ -171,14 +171,13 @@ def ppr_ranks(be: Backend, pairs: CandidatePairs, pi: Any) -> Any:
 
 
 def spectral_proximity(be: Backend, unit_coords: Any, pairs: CandidatePairs, seeds: Any) -> Any:
-    """spec per candidate pair (P,): the max over the query's seeds of ẑ_x·ẑ_s, as one batched
-    (B × width × d) @ (B × d × s) product."""
+    """spec per candidate pair (P,): the max over the query's seeds of ẑ_x·ẑ_s, one (P × d)·(P × s × d)
+    contraction over the pairs. Not a batched matmul over candidates padded to the batch's largest set: its
+    shape, and so the last bits of a query's products, would follow the batch-mates."""
     xp = be.xp
-    padded = pairs.padded(be, pairs.rows, 0)  # B × width chunk ids (pad: chunk 0, never read back)
-    cand = unit_coords[padded]  # B × width × d
+    cand = unit_coords[pairs.rows]  # P × d
     seed_coords = unit_coords[seeds.T]  # B × s × d
-    best = xp.matmul(cand, seed_coords.transpose(0, 2, 1)).max(axis=2)  # B × width
-    return best[pairs.cols, pairs.positions]
+    return xp.einsum("pd,psd->ps", cand, seed_coords[pairs.cols]).max(axis=1)
 
 
 def _chunk_graph(be: Backend, weights: Any) -> tuple[Any, Any, float]:
