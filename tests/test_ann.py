@@ -63,8 +63,10 @@ def test_flat_search_equals_a_full_sort_across_blocks_with_ties(monkeypatch):
 
 
 def old_naiverag(index, vectors, k):
-    """NaiveRAG before the first stage: one chunks × B cosine block, ranked."""
-    ids, vals = ranked_top_k(NUMPY, index.embeddings @ np.asarray(vectors).T, k)
+    """NaiveRAG before the first stage: one chunks × B cosine block (the engine's product), ranked."""
+    from gpu_tigrag.ops.dense_dot import query_dot
+
+    ids, vals = ranked_top_k(NUMPY, query_dot(NUMPY, index.embeddings, vectors), k)
     return ids.T, vals.T
 
 
