@@ -416,15 +416,16 @@ def _stage_tokenise(build: StreamBuild, submit: Submit, slots: int, show_progres
     """Tokenise every partition in the workers; `on_tokenised(p)` runs here as each one lands.
     A partition whose passages changed since an interrupted run gets a new key, so it is redone."""
     chunk, tokens = config_to_dict(build.config.chunk), config_to_dict(build.config.tokens)
-    bar = counter(0, "tokenise", show_progress, unit="passage")
+    bar = counter(0, "tokenise, embed", show_progress, unit="passage")  # advanced as partitions finish
     n_parts = 0
-    in_flight: list[tuple[int, Any]] = []
+    in_flight: list[tuple[int, Any, int]] = []
     repeats = RepeatedPassages()
 
     def finish_oldest() -> None:
-        p, future = in_flight.pop(0)
+        p, future, size = in_flight.pop(0)
         build.ledger.record(build.part(p, TOKENS), future.result())
         on_tokenised(p)
+        bar.update(size)
 
     build.keys = []
     for p, batch in enumerate(_iter_partitions(build.paths, build.size, repeats, build.drop_duplicates)):
@@ -436,8 +437,7 @@ def _stage_tokenise(build: StreamBuild, submit: Submit, slots: int, show_progres
         if build.has_earlier(p, TOKENS):
             log.info("partition %d: its passages changed since the interrupted build; recomputing it", p)
         records = [(x.title, x.text, x.doc_id) for x in batch]
-        in_flight.append((p, submit(_tokenise_partition, records, chunk, tokens, str(target))))
-        bar.update(len(batch))
+        in_flight.append((p, submit(_tokenise_partition, records, chunk, tokens, str(target)), len(batch)))
         while len(in_flight) >= 2 * slots:  # bounded: memory stays within the budget
             finish_oldest()
     while in_flight:
