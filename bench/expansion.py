@@ -97,10 +97,10 @@ def recall_rows(name: str, cache_dir: Path, weights: Sequence[float], limit: int
     return {"queries": len(queries), "first_half_queries": half, "variants": rows}
 
 
-def choose_weight(two_wiki: dict[str, Any], weights: Sequence[float]) -> float:
-    """w with the best mean of R@2, R@5, R@10 on 2Wiki's first half (ties: the smaller w)."""
+def choose_weight(selection: dict[str, Any], weights: Sequence[float]) -> float:
+    """w with the best mean of R@2, R@5, R@10 on the selection set's first half (ties: the smaller w)."""
     def score(w: float) -> float:
-        m = two_wiki["variants"][f"best (sum, w={w:g})"]["first_half"]
+        m = selection["variants"][f"best (sum, w={w:g})"]["first_half"]
         return float(np.mean([m[f"recall@{k}"] for k in KS]))
     return max(weights, key=lambda w: (round(score(w), 10), -w))
 
@@ -135,10 +135,10 @@ def timed_run(index, queries: list[str], config, encoder: Any) -> dict[str, Any]
             "expanded_queries": sum(len(r.hops) > 1 for r in results)}
 
 
-def speed(weight: float, limit: int | None, repeats: int) -> dict[str, Any]:
+def speed(dataset: str, weight: float, limit: int | None, repeats: int) -> dict[str, Any]:
     """Both presets before and after, alternating, in one process, no vector cache."""
-    index = dataset_index("2wikimultihopqa")
-    queries = [q.text for q in dataset_queries("2wikimultihopqa")][:limit]
+    index = dataset_index(dataset)
+    queries = [q.text for q in dataset_queries(dataset)][:limit]
     encoder = query_encoder(index)  # the index's encoder, loaded on its first text (outside every clock)
     runs = {"paper": preset("paper"), "best": preset("best"), "best (text)": text_config("best"),
             f"best (sum, w={weight:g})": sum_config("best", weight), "best (joint)": joint_config("best")}
@@ -150,7 +150,7 @@ def speed(weight: float, limit: int | None, repeats: int) -> dict[str, Any]:
             samples[name].append(timed_run(index, queries, runs[name], encoder))
             print(f"[speed {repeat}] {name}: {samples[name][-1]['queries_per_second']:.1f} q/s, "
                   f"{samples[name][-1]['encoder_texts_per_query']:.2f} texts/q", file=sys.stderr)
-    return {"queries": len(queries), "repeats": repeats, "load_average": os.getloadavg(),
+    return {"dataset": dataset, "queries": len(queries), "repeats": repeats, "load_average": os.getloadavg(),
             "runs": {name: {"samples": s, **{key: float(np.mean([x[key] for x in s])) for key in s[0]}}
                      for name, s in samples.items()}}
 
@@ -190,7 +190,7 @@ def markdown(payload: dict[str, Any]) -> str:
               f"bridge_entities = {fusion['bridge_entities']}.", "", DECISION, ""]
     if payload.get("speed"):
         sp = payload["speed"]
-        lines += [f"## Speed on 2Wiki ({sp['queries']} queries, end to end, index's encoder, no vector cache, "
+        lines += [f"## Speed on {sp.get('dataset', '2wikimultihopqa')} ({sp['queries']} queries, end to end, index's encoder, no vector cache, "
                   f"mean of {sp['repeats']} alternating runs)", "",
                   "| run | queries/s | encoder s/query | encoder share | encoder texts/query | runs (q/s) |",
                   "|---|---|---|---|---|---|"]
@@ -219,7 +219,9 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="VectorCache folder of the recall runs (default: a temporary one)")
     parser.add_argument("--skip-speed", action="store_true", help="recall only")
     parser.add_argument("--repeats", type=int, default=2, help="timed runs per speed variant")
-    parser.add_argument("--smoke", action="store_true", help="20 queries per dataset, two weights; writes nothing")
+    parser.add_argument("--smoke", action="store_true",
+                        help="20 queries of MuSiQue-100 only (its index builds in a minute; 2Wiki's in ten on a slow "
+                             "2-core machine), two weights; writes nothing")
     parser.add_argument("--render", action="store_true",
                         help="rewrite bench/results/expansion.md from expansion.json (no run)")
     args = parser.parse_args()
@@ -228,15 +230,16 @@ def main() -> None:
         (RESULTS / "expansion.md").write_text(markdown(json.loads(path.read_text())).rstrip() + "\n")
         return
     limit, weights = (20, (0.5, 1.0)) if args.smoke else (None, WEIGHTS)
+    datasets = ("musique_train100",) if args.smoke else DATASETS
     with tempfile.TemporaryDirectory(prefix="expansion_cache_") as scratch:
         cache = args.cache or Path(scratch)
-        recall = {name: recall_rows(name, cache, weights, limit) for name in DATASETS}
-    weight = choose_weight(recall["2wikimultihopqa"], weights)
+        recall = {name: recall_rows(name, cache, weights, limit) for name in datasets}
+    weight = choose_weight(recall[datasets[0]], weights)
     payload: dict[str, Any] = {"command": " ".join(["python bench/expansion.py", *sys.argv[1:]]), "weights": list(weights), "chosen_weight": weight, "recall": recall,
                                "target": {v: within_target(recall, v) for v in candidates(weight)},
                                "best_preset_fusion": dataclasses.asdict(preset("best").tigrag.fusion)}
     if not args.skip_speed:
-        payload["speed"] = speed(weight, limit, 1 if args.smoke else args.repeats)
+        payload["speed"] = speed(datasets[0], weight, limit, 1 if args.smoke else args.repeats)
     text = markdown(payload)
     print(text)
     if not args.smoke:
