@@ -17,7 +17,7 @@ from ..errors import TigragError
 from ..corpus import drop_duplicates
 from ..evaluate.report import code_version, write_run_or_keep
 from .display import one_line
-from .options import (check_method_sets, check_query_file, check_writable, encoder_options, parse_sets,
+from .options import (check_method_sets, check_query_file, check_writable, encoder_options, parse_sets, set_values,
                       retrieval_config, set_owners)
 
 log = logging.getLogger(__name__)
@@ -381,7 +381,8 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     results = run_experiment(index, dataset, systems, sweeps, backend=args.backend, base=base, qa=qa,
                              show_progress=not args.quiet, cutoffs=cutoffs, baseline=baseline,
-                             save_runs=args.save_runs, overwrite=args.force, **encoder_options(args))
+                             save_runs=args.save_runs, overwrite=args.force, settings=set_values(args.sets),
+                             **encoder_options(args))
     payload = {
         "run": {"dataset": dataset.name, "queries": len(dataset.queries), "chunks": index.n_chunks,
                 "match": dataset.match, "dataset_sha256": dataset.checksums, "index": str(args.index),

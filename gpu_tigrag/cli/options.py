@@ -23,6 +23,11 @@ def parse_sets(config: Any, assignments: Sequence[str]) -> Any:
     return config
 
 
+def set_values(assignments: Sequence[str] | None) -> dict[str, str]:
+    """{key: value} of the `--set KEY=VALUE` options (checked by `parse_sets` before)."""
+    return {key.strip(): value.strip() for key, _, value in (item.partition("=") for item in assignments or [])}
+
+
 def set_owners(config_cls: type, assignments: Sequence[str] | None) -> list[tuple[str, str, str]]:
     """(assignment, setting path, method) of each `--set` that belongs to a method's section (e.g.
     `spectrag.alpha`, or `th` = `tigrag.pool_threshold`); shared settings (beta, ...) are left out."""

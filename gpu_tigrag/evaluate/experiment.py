@@ -16,7 +16,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -102,6 +102,8 @@ class SystemRun:
     results: list[QueryResult] = field(default_factory=list)
     throughput: dict[str, Any] = field(default_factory=dict)
     contexts: list[int] | None = None  # chunks of each query's adaptive context (SpectRAG); None: the top β
+    settings: dict[str, Any] = field(default_factory=dict)  # its settings that differ from the paper's defaults
+    fixed_settings: dict[str, Any] = field(default_factory=dict)  # user settings its definition overrides
 
 
 def parse_sweeps(specs: Sequence[str] | None, base: RetrievalConfig = RetrievalConfig()) -> dict[str, list[str]]:
@@ -249,11 +251,16 @@ class Experiment:
     def __init__(self, index: Index, dataset: Dataset, backend: str = "auto", base: RetrievalConfig = RetrievalConfig(),
                  show_progress: bool = False, encoder: CachingEncoder | Encoder | None = None,
                  vector_cache: VectorCache | None = None, allow_mixed_encoder: bool = False,
-                 cutoffs: Cutoffs = DEFAULT_CUTOFFS):
+                 cutoffs: Cutoffs = DEFAULT_CUTOFFS, settings: Mapping[str, Any] | None = None):
+        """`settings`: the user's settings (`--set`: {key: value}), applied on top of `base` and of every
+        system's own preset (`system_config`)."""
         if dataset.match == "doc_id" and not any(index.passage_ids):
             raise TigragError("this dataset matches gold by passage id, but the index has no passage ids")
         check_gold(index.passage_titles if dataset.match == "title" else index.passage_ids, dataset.queries,
                    dataset.match)
+        self.settings = setting_paths(settings)
+        for path, value in self.settings.items():
+            base = replace_path(base, path, value)
         self.index, self.dataset, self.backend, self.base = index, dataset, backend, base
         self.encoder = encoder if isinstance(encoder, CachingEncoder) else CachingEncoder(
             encoder or query_encoder(index, allow_mixed_encoder), vector_cache)
@@ -286,7 +293,14 @@ class Experiment:
         system = systems().get(name)
         if system is None:
             raise TigragError(f"unknown system {name!r}; choose from {', '.join(all_systems())}")
-        return self.run_config(name, system_config(system, self.base))
+        fixed = fixed_settings(system, self.settings)
+        if fixed:
+            log.warning("%s: its definition fixes %s, so the setting you gave for %s does not apply to it",
+                        name, ", ".join(f"{path}={value}" for path, value in fixed.items()),
+                        "it" if len(fixed) == 1 else "them")
+        run = self.run_config(name, system_config(system, self.base, self.settings))
+        run.fixed_settings = fixed
+        return run
 
     def run_config(self, name: str, config: RetrievalConfig, index: Index | None = None) -> SystemRun:
         """The method of `config` (on `index`, default the experiment's), with its throughput report."""
@@ -295,6 +309,7 @@ class Experiment:
             self.encode_queries()
         run = run_retriever(name, retriever, self.texts, self.show_progress, self.depth)
         run.throughput["uses_query_encoder"] = bool(retriever.uses_passage_encoder)
+        run.settings = non_default_settings(config)
         return run
 
     def report(self, run: SystemRun) -> dict[str, Any]:
@@ -303,7 +318,8 @@ class Experiment:
         per-query table (`per_query`: the query ids and each metric's value per query)."""
         n = len(self.dataset.queries)
         encoding = self.query_encode_seconds if run.throughput.get("uses_query_encoder") else 0.0
-        return {"config": run.config, "seconds": run.seconds,
+        return {"config": run.config, "settings": run.settings, "fixed_settings": run.fixed_settings,
+                "seconds": run.seconds,
                 "queries_per_second": n / run.seconds if run.seconds else None, **run.throughput,
                 "queries_per_second_with_query_encoding": n / (run.seconds + (encoding or 0.0)) if run.seconds else None,
                 "throughput_includes": THROUGHPUT_INCLUDES,
@@ -372,13 +388,47 @@ def with_window(index: Index, window: int) -> Index:
     return dataclasses.replace(index, graph=token_graph, config=config)
 
 
-def system_config(system: System, base: RetrievalConfig) -> RetrievalConfig:
-    """The configuration of `system`: its preset (or `base`) with its method and its settings."""
-    config = preset_with(system.preset, {}) if system.preset else base
+def setting_paths(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`settings` ({"th": "0.5", "tigrag.hops": 1, ...}) keyed by full setting paths (`th` ->
+    `tigrag.pool_threshold`); an unknown key is a TigragError."""
+    return {setting_path(RetrievalConfig, key): value for key, value in (settings or {}).items()}
+
+
+def system_config(system: System, base: RetrievalConfig,
+                  settings: Mapping[str, Any] | None = None) -> RetrievalConfig:
+    """The configuration of `system`: its preset with the user's `settings` (`--set`) on top, or `base`
+    (which carries them already) for a system without a preset; then its method and its own settings,
+    which win where they fix a key the user set (`fixed_settings` names those)."""
+    config = preset_with(system.preset, setting_paths(settings)) if system.preset else base
     config = dataclasses.replace(config, method=system.method)
     for path, value in system.overrides.items():
         config = replace_path(config, path, value)
     return config
+
+
+def fixed_settings(system: System, settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """{path: the system's value} of each of the user's `settings` that `system`'s definition fixes (the
+    system's value is the one it runs with: `TIGRAG 1-hop` stays one hop under `--set tigrag.hops=3`)."""
+    own = {setting_path(RetrievalConfig, key): value for key, value in system.overrides.items()}
+    return {path: own[path] for path in setting_paths(settings) if path in own}
+
+
+def non_default_settings(config: RetrievalConfig) -> dict[str, Any]:
+    """{setting path: value} of every setting of `config` (the shared ones and its method's) that differs
+    from the paper's default (`RetrievalConfig()` with the same method): what a report row says it ran."""
+    def flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            if isinstance(value, Mapping):
+                out.update(flat(value, f"{prefix}{key}."))
+            else:
+                out[f"{prefix}{key}"] = value
+        return out
+
+    sections = set(config.sections) - {config.method}
+    mine = {k: v for k, v in config_to_dict(config).items() if k not in sections}
+    default = flat(config_to_dict(dataclasses.replace(RetrievalConfig(), method=config.method)))
+    return {path: value for path, value in flat(mine).items() if default.get(path, object()) != value}
 
 
 def available_systems(index: Index, names: Sequence[str]) -> tuple[list[str], dict[str, str]]:
@@ -411,9 +461,14 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
                    show_progress: bool = False, vector_cache: VectorCache | None = None,
                    allow_mixed_encoder: bool = False, cutoffs: Cutoffs = DEFAULT_CUTOFFS,
                    baseline: str | None = None, save_runs: str | Path | None = None,
-                   overwrite: bool = False) -> dict[str, Any]:
+                   overwrite: bool = False, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """All systems, sweeps and (optionally) QA in one run; returns the `results.json` payload.
     Progress goes to this module's logger (the CLI configures logging).
+
+    `settings` ({key: value}, as `--set` gives them) apply on top of `base` and of the preset of every
+    system that has one (`TIGRAG paper`, `best without title links`, ...); where a system's definition
+    fixes a key, the system's value wins and its entry's `fixed_settings` says so. Each system's entry
+    lists its `settings` that differ from the paper's defaults.
 
     `cutoffs`: the metrics' cutoffs (retrieval goes to `depth_for(cutoffs)` chunks). With two systems or
     more, `significance` holds paired tests of every system against `baseline` (default: the first)
@@ -428,7 +483,7 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
         check_unique_ids([q.qid for q in dataset.queries], f"--save-runs {save_runs}")
         run_files_folder(save_runs, names, overwrite)  # before any work: nothing foreign is replaced
     experiment = Experiment(index, dataset, backend, base, show_progress, vector_cache=vector_cache,
-                            allow_mixed_encoder=allow_mixed_encoder, cutoffs=cutoffs)
+                            allow_mixed_encoder=allow_mixed_encoder, cutoffs=cutoffs, settings=settings)
     runs: dict[str, SystemRun] = {}
     out: dict[str, Any] = {"systems": {}, "sweeps": {}, "hop_gains": None, "qa": None,
                            "cutoffs": {"recall": list(cutoffs.recall), "rank": list(cutoffs.rank)},

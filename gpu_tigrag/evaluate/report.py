@@ -142,9 +142,10 @@ def markdown(payload: dict[str, Any]) -> str:
            f"Command: `{run['command']}`", ""]
     if "preset" in run:
         out += [f"Preset of the TIGRAG rows, the Table-10 ablations and the sweeps: `{run['preset']}` "
-                "(the `TIGRAG paper` / `TIGRAG best` rows and the mechanism ablations use their own preset). "
-                "Its full retrieval configuration:", "", "```json", json.dumps(run["retrieval_config"], indent=1),
-                "```", ""]
+                "(the `TIGRAG paper` / `TIGRAG best` rows and the mechanism ablations start from their own preset; "
+                "`--set` applies on top of every row's preset). [Settings of each row](#settings-of-each-row) "
+                "lists what each row runs with; the full configuration is in the [appendix]"
+                "(#appendix-the-full-retrieval-configuration).", ""]
     significance = payload["results"].get("significance")
     mark = markers(significance)
     out += ["## Retrieval (Table 2 layout)", "",
@@ -223,7 +224,28 @@ def markdown(payload: dict[str, Any]) -> str:
         out += ["", "## The paper's claims on this run", "", *found]
     if payload.get("plots"):
         out += ["", "## Plots", ""] + [f"![{p}]({p})" for p in payload["plots"]]
+    out += settings_table(systems)
+    if "retrieval_config" in run:
+        out += ["", "## Appendix: the full retrieval configuration", "",
+                f"Of the preset `{run.get('preset')}` with the command's `--set`s (the rows without a preset of "
+                "their own start from it):", "", "```json", json.dumps(run["retrieval_config"], indent=1), "```"]
     return "\n".join(out) + "\n"
+
+
+def settings_table(systems: dict[str, Any]) -> list[str]:
+    """Each row's settings that differ from the paper's defaults (`Experiment.report`), and the user's
+    settings that a row's definition overrides; nothing for results written before rows recorded them."""
+    if not any("settings" in s for s in systems.values()):
+        return []
+    out = ["", "## Settings of each row", "",
+           "What each row ran with, beyond the paper's defaults (the method's own settings and the shared ones).",
+           "", "| system | settings that differ from the paper's defaults | --set not applied (the row's definition "
+           "fixes it) |", "|---|---|---|"]
+    for name, s in systems.items():
+        changed = ", ".join(f"`{k}={v}`" for k, v in s.get("settings", {}).items()) or "none (the paper's method)"
+        fixed = ", ".join(f"`{k}` (stays {v})" for k, v in s.get("fixed_settings", {}).items()) or "–"
+        out.append(f"| {name} | {changed} | {fixed} |")
+    return out
 
 
 def save_png(fig: Any, path: Path) -> None:
