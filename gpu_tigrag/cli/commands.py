@@ -334,10 +334,25 @@ def cmd_eval(args: argparse.Namespace) -> int:
         print(f"{t} ({row['queries']} queries): recall@2 {row['recall@2']:.4f}, recall@5 {row['recall@5']:.4f}")
     for name, value in metrics.items():
         print(f"{name}: {value:.4f}")
-    print(f"{report['queries']} queries in {report['seconds']:.2f} s "
-          f"({report['queries_per_second']:.1f} q/s; {report['queries_per_second_without_encoder']:.1f} q/s "
-          f"without the encoder's {report['stage_seconds'].get('encode', 0.0):.2f} s)")
+    for line in throughput_lines(report["queries"], report, results.get("query_encode_seconds")):
+        print(line)
     return 0
+
+
+def throughput_lines(queries: int, row: dict[str, Any], query_encode_seconds: float | None) -> list[str]:
+    """The console's throughput of one system (an entry of `run_experiment`'s results), end to end first:
+    query encoding plus retrieval; then retrieval with the question vectors given (an expanded hop still
+    encodes its texts), then without any encoder second. Start-up, index and model loading are never in."""
+    encode = query_encode_seconds if row.get("uses_query_encoder") else 0.0
+    end_to_end = row["seconds"] + (encode or 0.0)
+    first = (f"{queries} queries in {end_to_end:.2f} s end to end: {queries / max(end_to_end, 1e-9):.1f} q/s "
+             + (f"(query encoding {encode:.2f} s + retrieval {row['seconds']:.2f} s; " if encode else "(")
+             + "start-up and loading not counted)")
+    given = [f"{row['queries_per_second']:.1f} q/s with the question vectors given"] if encode else []
+    encoder = row.get("stage_seconds", {}).get("encode", 0.0)
+    rest = f"{row['queries_per_second_without_encoder']:.1f} q/s without the encoder" + (
+        f" (its {encoder:.2f} s inside the retrieval left out too)" if encoder else "")
+    return [first, "; ".join(given + [rest])]
 
 
 def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
@@ -412,8 +427,12 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
             m = system["metrics"]
             mark = {key: "†" if flags.get(name, {}).get(key, {}).get("significant") else " "
                     for key in ("recall@2", "recall@5", "ndcg@10")}
+            encode = results.get("query_encode_seconds") if system.get("uses_query_encoder") else 0.0
+            end_to_end = len(dataset.queries) / max(system["seconds"] + (encode or 0.0), 1e-9)
             print(f"{name:<28} R@2 {m['recall@2']:.4f}{mark['recall@2']} R@5 {m['recall@5']:.4f}{mark['recall@5']} "
-                  f"nDCG@10 {m['ndcg@10']:.4f}{mark['ndcg@10']}")
+                  f"nDCG@10 {m['ndcg@10']:.4f}{mark['ndcg@10']} {end_to_end:8.1f} q/s")
+        print("q/s: end to end with query encoding (start-up and loading not counted); report.md's resources "
+              "table breaks it down")
         if significance:
             print(f"†: p < {significance['alpha']} against {significance['baseline']} in the "
                   f"{significance['marker_test']} ({significance['permutations']:,} random swaps, seed "

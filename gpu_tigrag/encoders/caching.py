@@ -263,6 +263,10 @@ class CachingEncoder:
         self.seconds = 0.0
         self.encoded = 0
 
+    def retain(self, keys: set[tuple[str, str]]) -> None:
+        """Forget every vector of the in-memory cache but those of `keys` ((kind, text) pairs)."""
+        self.cache = {key: vector for key, vector in self.cache.items() if key in keys}
+
     def encode(self, texts: Sequence[str], show_progress: bool = False, kind: str = PASSAGE) -> np.ndarray:
         check_kind(kind)
         missing = [t for t in dict.fromkeys(texts) if (kind, t) not in self.cache]

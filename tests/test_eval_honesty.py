@@ -1,10 +1,13 @@
-"""`--set` reaches every system of `tigrag eval` (issue 32, "wrong without a word" item 2): a row pinned to a
-preset (`TIGRAG paper`, `best without title links`) runs that preset with the user's settings on top, a row
-whose definition fixes a key keeps its own value and says so, and report.md lists each row's settings."""
+"""Evaluation that cannot mislead (issue 32, "wrong without a word"): `--set` reaches every system of `tigrag
+eval` (a row pinned to a preset runs that preset with the user's settings on top, a row whose definition fixes a
+key keeps its own value and says so, report.md lists each row's settings); the throughput line says what it
+counts, end to end first, and no system's q/s leans on vectors a warm-up or an earlier system encoded; the
+README's sample prints what the code prints."""
 
 from __future__ import annotations
 
 import json
+import re
 
 from conftest import EXAMPLES
 
@@ -62,3 +65,40 @@ def test_api_settings_reach_preset_rows(example_index):
                              settings={"tigrag.ppr.method": "push"})
     for row in results["systems"].values():
         assert row["config"]["tigrag"]["ppr"]["method"] == "push"
+
+
+def _masked(line: str) -> str:
+    return re.sub(r"\d+(\.\d+)?", "N", line)
+
+
+def test_throughput_lines_say_what_they_count_and_match_the_readme(example_index, capsys):
+    assert main(["eval", str(example_index.path), str(EXAMPLES / "questions.json")]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()[-2:]
+    assert "end to end" in printed[0] and "query encoding" in printed[0] and "loading not counted" in printed[0]
+    assert "with the question vectors given" in printed[1] and "without the encoder" in printed[1]
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    block = readme.split("$ tigrag eval my-index examples/questions.json\n", 1)[1].split("```", 1)[0]
+    sample = block.strip().splitlines()[-2:]
+    assert [_masked(line) for line in sample] == [_masked(line) for line in printed], (
+        "README's eval sample no longer matches what `tigrag eval` prints: run it on the example and paste the lines")
+
+
+def test_every_system_encodes_its_own_expanded_queries(example_index):
+    """Two identical systems in one run pay the same encoder texts: the second does not get the first's
+    expanded-query vectors for free (nor the timed call the warm-up's)."""
+    from gpu_tigrag.encoders import CachingEncoder, load_encoder
+    from gpu_tigrag.evaluate.experiment import Experiment
+
+    dataset = load_dataset(EXAMPLES / "questions.json")
+    encoder = CachingEncoder(load_encoder(example_index.index.config.encoder))
+    experiment = Experiment(example_index.index, dataset, backend="numpy", encoder=encoder)
+    encoded = []
+    for name in ("TIGRAG best", "TIGRAG best"):
+        before = encoder.encoded
+        run = experiment.run_system(name)
+        encoded.append(encoder.encoded - before)
+        assert run.throughput["stage_seconds"]["encode"] > 0
+    expanded = sum(len(h.new_entities) for r in run.results for h in r.hops[:-1])
+    # the first run encodes the questions once, then its expanded queries in the warm-up (the first 32 queries:
+    # all 15) and again in the timed call; the second finds them cached for its warm-up, not for its timed call
+    assert expanded > 0 and encoded == [len(dataset.queries) + 2 * expanded, expanded]
