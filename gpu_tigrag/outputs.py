@@ -240,14 +240,15 @@ class OutputFolder:
                           "since); refusing to overwrite it (nothing was written): choose another folder, or pass "
                           "--force to replace it")
 
-    def record(self, names: Iterable[str]) -> None:
-        """Add the files `names`, just written, to the folder's record."""
+    def record(self, names: Iterable[str], **facts: Any) -> None:
+        """Add the files `names`, just written, to the folder's record (`facts`: what they claim, e.g. how
+        they name passages)."""
         from .atomic import atomic_write_json
 
         for name in names:
             path = self.folder / name
             if path.is_file():
                 digest, size = _digest(path)
-                self.files[name] = {"sha256": digest, "bytes": size}
+                self.files[name] = {"sha256": digest, "bytes": size, **facts}
         atomic_write_json(self.folder / FOLDER_RECORD, {"format": RECORD_FORMAT, "kind": self.kind,
                                                        "files": self.files}, indent=1, sort_keys=True)

@@ -138,7 +138,13 @@ def _id(record: Mapping[str, Any], keys: Sequence[str], where: str) -> str | Non
     key = first_key(record, keys)
     if key is None:
         return None
-    value = record[key]
+    return id_text(record[key], where, key)
+
+
+def id_text(value: Any, where: str, key: str) -> str:
+    """An id (a passage's, a query's, a gold passage's) as text: a string as it is, a number as it was
+    written; null, a list, an object, a boolean, a non-finite or too long number are errors naming
+    `where` and the field `key`."""
     if value is None:
         raise CorpusError(f"{where}: field {key!r} is null (expected a string or a number; leave the field out "
                           "if there is none)")

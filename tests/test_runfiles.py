@@ -97,7 +97,7 @@ def test_eval_save_runs_scores_identically_in_ir_measures(example_index, tmp_pat
                  "TIGRAG paper", "--cutoffs", "1,2,5,10,20", "--save-runs", str(runs), "--json", "-q"]) == 0
     payload = json.loads(capsys.readouterr().out)
     files = payload["results"]["run_files"]
-    assert files["key"] == "title" and files["runs"] == {"NaiveRAG": "NaiveRAG.trec", "BM25": "BM25.trec",
+    assert files["key"] == "passage id" and files["runs"] == {"NaiveRAG": "NaiveRAG.trec", "BM25": "BM25.trec",
                                                          "TIGRAG": "TIGRAG.trec", "TIGRAG paper": "TIGRAG_paper.trec"}
     qrels = (runs / "qrels.tsv").read_text().splitlines()
     assert qrels[0] == "query-id\tcorpus-id\tscore" and qrels[1] == "q1\tThe%20Glass%20Orchard\t1"
@@ -138,7 +138,7 @@ def test_a_beir_dataset_exports_passage_ids_and_grades(tmp_path):
                         entity_extractor=string_entities)
     dataset = load_dataset(folder)
     results = run_experiment(index, dataset, ["BM25", "TIGRAG"], backend="numpy", save_runs=tmp_path / "runs")
-    assert results["run_files"]["key"] == "doc_id"
+    assert results["run_files"]["key"] == "passage id"
     assert "q1\t0\t" not in (tmp_path / "runs" / "qrels.tsv").read_text()
     assert "q1\tdoc%200\t2" in (tmp_path / "runs" / "qrels.tsv").read_text()
     for name, file in results["run_files"]["runs"].items():
@@ -368,3 +368,74 @@ def test_help_is_generated_from_the_code(capsys):
         main(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "{jsonl,trec,parquet}" in text and "JSON list" in text
+
+
+# -- one doc-id space (issue 32, "wrong without a word" item 1) ---------------------------------------------
+@pytest.fixture(scope="module")
+def id_corpus(tmp_path_factory):
+    """The example corpus with ids of its own (`doc-0`, ...) beside title gold: the shape where `tigrag run`
+    named passages by id and `eval --save-qrels` by title, so that every external score was 0."""
+    from gpu_tigrag.config import EncoderConfig, IndexConfig
+    from gpu_tigrag.corpus import load_corpus
+    from gpu_tigrag.encoders import load_encoder
+    from gpu_tigrag.index.build import build_index
+    from gpu_tigrag.index.store import save_index
+
+    folder = tmp_path_factory.mktemp("id_corpus")
+    passages = json.loads((EXAMPLES / "corpus.json").read_text())
+    ids = {p["title"]: f"doc-{i}" for i, p in enumerate(passages)}
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"id": ids[p["title"]], **p}) + "\n" for p in passages))
+    config = IndexConfig(encoder=EncoderConfig(model=EXAMPLE_ENCODER))
+    index = build_index(load_corpus([folder / "corpus.jsonl"]), config, encoder=load_encoder(config.encoder),
+                        entity_extractor=string_entities)
+    save_index(index, folder / "index")
+    return folder / "index", ids
+
+
+def test_run_and_save_qrels_name_passages_alike(id_corpus, tmp_path, capsys):
+    """`tigrag run`'s TREC run scored by ir_measures against `eval --save-qrels` gives eval's figures (on the
+    code before, 0.0000 on every measure: ids in the run, titles in the qrels)."""
+    index, ids = id_corpus
+    qrels = tmp_path / "gold.trec"
+    assert main(["eval", str(index), str(QUESTIONS), "--save-qrels", str(qrels), "--json", "-q"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert "q1 0 doc-" in qrels.read_text() and "Glass%20Orchard" not in qrels.read_text()
+    assert json.loads(qrels.with_name("gold.trec.meta.json").read_text())["doc_ids"].startswith("passage id")
+    run = tmp_path / "run.trec"
+    assert main(["run", str(index), str(QUESTIONS), "-o", str(run), "-k", "40", "-q"]) == 0
+    assert_external_agreement(report, run, qrels)
+    assert report["metrics"]["recall_dedup@5"] > 0.5
+
+
+def test_save_runs_name_passages_by_id_with_title_gold(id_corpus, tmp_path, capsys):
+    index, ids = id_corpus
+    runs = tmp_path / "runs"
+    assert main(["eval", str(index), str(QUESTIONS), "--systems", "BM25", "TIGRAG", "--save-runs", str(runs),
+                 "--json", "-q"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["results"]["run_files"]["key"] == "passage id"
+    assert (runs / "qrels.trec").read_text().splitlines()[0] == f"q1 0 {ids['The Glass Orchard']} 1"
+    for name, file in payload["results"]["run_files"]["runs"].items():
+        assert all(doc.startswith("doc-") for lines in read_trec(runs / file).values() for doc, *_ in lines)
+        assert_external_agreement(payload["results"]["systems"][name], runs / file, runs / "qrels.trec")
+
+
+def test_a_question_file_may_give_gold_ids(id_corpus, tmp_path, capsys):
+    """`gold_ids` name gold passages by the corpus's ids: the same figures as the titles give; a file mixing
+    the two ways, or a record giving both, is a one-line error."""
+    index, ids = id_corpus
+    questions = json.loads(QUESTIONS.read_text())
+    by_id = [{k: v for k, v in q.items() if k != "gold_titles"} | {"gold_ids": [ids[t] for t in q["gold_titles"]]}
+             for q in questions]
+    (tmp_path / "by_id.json").write_text(json.dumps(by_id))
+    figures = []
+    for file in (QUESTIONS, tmp_path / "by_id.json"):
+        assert main(["eval", str(index), str(file), "--json", "-q"]) == 0
+        figures.append(json.loads(capsys.readouterr().out)["metrics"])
+    assert figures[0] == figures[1]
+    (tmp_path / "mixed.json").write_text(json.dumps([by_id[0], questions[1]]))
+    assert main(["eval", str(index), str(tmp_path / "mixed.json"), "-q"]) == 2
+    assert "gold_ids" in capsys.readouterr().err
+    (tmp_path / "both.json").write_text(json.dumps([by_id[0] | {"gold_titles": ["X"]}]))
+    assert main(["eval", str(index), str(tmp_path / "both.json"), "-q"]) == 2
+    assert "both 'gold_ids' and 'gold_titles'" in capsys.readouterr().err

@@ -285,19 +285,20 @@ def _eval_outputs(args: argparse.Namespace):
     return cutoffs
 
 
-def _save_qrels(args: argparse.Namespace, dataset) -> None:
+def _save_qrels(args: argparse.Namespace, dataset, index) -> None:
+    """--save-qrels: the gold named by passage id, as every run file names passages (one doc-id space)."""
     if args.save_qrels:
+        from ..evaluate.experiment import RUN_KEY_NOTE, gold_as_passage_ids
         from ..evaluate.runfiles import write_qrels
 
-        write_qrels(args.save_qrels, dataset.queries, force=args.force)
+        write_qrels(args.save_qrels, gold_as_passage_ids(index, dataset), force=args.force, doc_ids=RUN_KEY_NOTE)
         log.info("wrote the qrels of %d queries to %s (passages named by %s)", len(dataset.queries),
-                 args.save_qrels, "title" if dataset.match == "title" else "passage id")
+                 args.save_qrels, RUN_KEY_NOTE)
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     cutoffs = _eval_outputs(args)
     dataset = _dataset(args)
-    _save_qrels(args, dataset)
     if _full_run_wanted(args):
         return _eval_experiment(args, dataset, cutoffs)
     # the quick path is the full run with the one system of the method with its settings (for TIGRAG:
@@ -307,6 +308,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     config = retrieval_config(args)
     index = load_index(args.index, verify_checksums=not args.no_verify)
+    _save_qrels(args, dataset, index)
     from ..methods.registry import get_method
 
     system = get_method(config.method).systems[0].name
@@ -370,6 +372,7 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
     check_method_sets(args.sets, used, "--systems " + ", ".join(systems))
     sweeps = parse_sweeps(args.sweep, base)
     index = load_index(args.index, verify_checksums=not args.no_verify)
+    _save_qrels(args, dataset, index)
     systems, missing = available_systems(index, systems)
     if missing:
         stages = ",".join(dict.fromkeys(missing.values()))

@@ -161,10 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "test); default: the first of --systems")
     p.add_argument("--save-runs", metavar="DIR",
                    help="write one TREC run per system (DIR/SYSTEM.trec: each passage once, at its best chunk) and "
-                        "the gold as qrels (DIR/qrels.tsv, BEIR; DIR/qrels.trec), keyed as the dataset matches gold "
-                        "(title, or BEIR passage id)")
+                        "the gold as qrels (DIR/qrels.tsv, BEIR; DIR/qrels.trec), every passage named by its passage "
+                        "id as `tigrag run` names it (the corpus's own id, the title where a passage has none; "
+                        "gold titles mapped to those ids)")
     p.add_argument("--save-qrels", metavar="FILE",
-                   help="write the gold of the queries as qrels: BEIR TSV for FILE.tsv, TREC qrels otherwise")
+                   help="write the gold of the queries as qrels (BEIR TSV for FILE.tsv, TREC qrels otherwise), named "
+                        "by passage id like every run file, so that `tigrag run`'s TREC runs score against it")
     p.add_argument("--sweep", action="append", metavar="NAME=V1,V2",
                    help="sensitivity sweep of th, beta, iota, h, gamma, damping or w, e.g. --sweep th=0.1,0.5,0.8")
     p.add_argument("--out", help="run directory for results.json, report.md and PNG plots (checked writable before "

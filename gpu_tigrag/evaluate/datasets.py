@@ -7,7 +7,8 @@ Two layouts are read:
   * BEIR: a folder with `corpus.jsonl`, `queries.jsonl` and `qrels/<split>.tsv`; gold are the
     qrels' corpus ids with their grades, matched by passage id. A query's id and text are read
     as `records.py` says (`_id` first); a BEIR query must have an id.
-A single query file (JSON/JSONL) with a separate corpus is also a dataset, matched by title.
+A single query file (JSON/JSONL) with a separate corpus is also a dataset, matched by title, or by
+passage id where its queries give `gold_ids`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ..checksums import sha256_file
 from ..corpus import iter_jsonl
 from ..errors import CorpusError
 from ..records import UniqueQueryIds, as_record, query_id, query_text
-from .queries import Query, load_queries
+from .queries import Query, gold_match, load_queries
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,9 @@ def load_hipporag(folder: Path) -> Dataset:
             f"{folder}: expected one *_corpus.json and one query .json file, found corpora "
             f"{[p.name for p in corpora]} and query files {[p.name for p in query_files]}"
         )
-    return Dataset(folder.name, corpora, load_queries(query_files[0]), "title", _checksums(corpora + query_files))
+    queries = load_queries(query_files[0])
+    return Dataset(folder.name, corpora, queries, gold_match(query_files[0], queries),
+                   _checksums(corpora + query_files))
 
 
 def query_file(path: str | Path) -> Path:
@@ -117,7 +120,8 @@ def load_dataset(path: str | Path, split: str = "test") -> Dataset:
         return load_beir(path, split) if is_beir(path) else load_hipporag(path)
     if not path.exists():
         raise CorpusError(f"{path}: no such dataset folder or query file")
-    return Dataset(path.stem, [], load_queries(path), "title", _checksums([path]))
+    queries = load_queries(path)
+    return Dataset(path.stem, [], queries, gold_match(path, queries), _checksums([path]))
 
 
 def check_gold(passage_keys: Iterable[str], queries: Sequence[Query], match: str = "title") -> int:

@@ -161,12 +161,17 @@ def per_query_run(index: Index, dataset: Dataset, run: SystemRun, beta: int = Re
     return {"qid": [q.qid for q in dataset.queries], **values}
 
 
-def passage_rankings(index: Index, run: SystemRun, match: str) -> list[list[tuple[str, float]]]:
-    """Each query's passage ranking (key, score) as a run file holds it: every passage once, at the
-    rank and score of its best chunk (`runfiles.passage_ranking`); keys as `match` says."""
+#: how every run file and qrels file the engine writes names a passage (one doc-id space, `tigrag run` included)
+RUN_KEY = "passage id"
+RUN_KEY_NOTE = "passage id: the corpus's own id (_id, id or idx), the title where a passage has none"
+
+
+def passage_rankings(index: Index, run: SystemRun) -> list[list[tuple[str, float]]]:
+    """Each query's passage ranking (passage id, score) as a run file holds it: every passage once, at
+    the rank and score of its best chunk (`runfiles.passage_ranking`), named as `tigrag run` names it."""
     from .runfiles import passage_ranking
 
-    keys = index.passage_titles if match == "title" else index.passage_ids
+    keys = index.passage_ids
     out = []
     for ids, result in zip(run.chunk_ids, run.results):
         pairs = [(keys[int(index.chunk_passage[c])], s) for c, s in zip(ids, result.scores) if c >= 0]
@@ -369,28 +374,60 @@ def run_files_folder(folder: str | Path, systems: Sequence[str], overwrite: bool
     return out
 
 
+def gold_as_passage_ids(index: Index, dataset: Dataset) -> list[Query]:
+    """The dataset's queries with their gold named as run files name passages (`RUN_KEY`), so that qrels
+    and runs share one doc-id space: a gold title becomes the ids of the index's passages of that title
+    (each with the title's grade); a title the index lacks stays as it is (a miss either way, still in
+    recall's denominator). Gold already given by id is returned as it is. Where a gold title names
+    several passages of different ids, an external scorer counts each as relevant and the engine the
+    title once: a warning says how many."""
+    if dataset.match != "title":
+        return list(dataset.queries)
+    ids_of: dict[str, list[str]] = {}
+    for title, doc_id in zip(index.passage_titles, index.passage_ids):
+        ids_of.setdefault(title, [])
+        if doc_id not in ids_of[title]:
+            ids_of[title].append(doc_id)
+    out, shared = [], set()
+    for q in dataset.queries:
+        grades: dict[str, int] = {}
+        for title, grade in q.grades().items():
+            ids = ids_of.get(title) or [title]
+            if len(ids) > 1:
+                shared.add(title)
+            for doc_id in ids:
+                grades[doc_id] = max(grade, grades.get(doc_id, 0))
+        out.append(dataclasses.replace(q, gold=tuple(grades), gold_grades=tuple(grades.values())))
+    if shared:
+        log.warning("%d gold title(s) name several passages of different ids (e.g. %r): the qrels list every one, "
+                    "so an external scorer's recall counts each, while the engine's counts the title once",
+                    len(shared), sorted(shared)[0])
+    return out
+
+
 def save_run_files(folder: str | Path, index: Index, dataset: Dataset, runs: dict[str, SystemRun],
                    overwrite: bool = False) -> dict[str, Any]:
     """Write into `folder` one TREC run per system (`runfiles.run_file_names`: the system's name in safe
     characters, `.trec`; tag: the same name) and the gold of the dataset's queries as BEIR qrels
-    (`qrels.tsv`) and TREC qrels (`qrels.trec`), all keyed as the dataset matches gold (title or
-    passage id). Returns {"folder", "key", "qrels": [...], "runs": {system: file name}}."""
+    (`qrels.tsv`) and TREC qrels (`qrels.trec`), all naming passages by passage id, as `tigrag run` does
+    (`RUN_KEY`; title gold mapped by `gold_as_passage_ids`). Returns {"folder", "key", "qrels": [...],
+    "runs": {system: file name}}."""
     from .runfiles import run_file_names, run_tag, write_qrels, write_trec_run
 
     out = run_files_folder(folder, list(runs), overwrite)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     qids = [q.qid for q in dataset.queries]
-    write_qrels(folder / "qrels.tsv", dataset.queries, record=False)
-    write_qrels(folder / "qrels.trec", dataset.queries, record=False)
+    gold = gold_as_passage_ids(index, dataset)
+    write_qrels(folder / "qrels.tsv", gold, record=False)
+    write_qrels(folder / "qrels.trec", gold, record=False)
     files = run_file_names(runs)
     for name, run in runs.items():
-        write_trec_run(folder / files[name], qids, passage_rankings(index, run, dataset.match), run_tag(name),
+        write_trec_run(folder / files[name], qids, passage_rankings(index, run), run_tag(name),
                        record=False)  # the folder's record lists it
-    out.record(["qrels.tsv", "qrels.trec", *files.values()])
-    log.info("wrote %d TREC run(s) and the qrels to %s (passages named by %s)", len(files), folder,
-             "title" if dataset.match == "title" else "passage id")
-    return {"folder": str(folder), "key": dataset.match, "qrels": ["qrels.tsv", "qrels.trec"], "runs": files}
+    out.record(["qrels.tsv", "qrels.trec", *files.values()], doc_ids=RUN_KEY_NOTE)
+    log.info("wrote %d TREC run(s) and the qrels to %s (passages named by %s)", len(files), folder, RUN_KEY_NOTE)
+    return {"folder": str(folder), "key": RUN_KEY, "qrels": ["qrels.tsv", "qrels.trec"], "runs": files}
 
 
 def with_window(index: Index, window: int) -> Index:

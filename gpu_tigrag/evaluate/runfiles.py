@@ -8,10 +8,10 @@ metrics are computed on (`recall_dedup@k`, `mrr@k`, `ndcg@k` in `metrics.py`), s
 scorer reproduces them from the run file and the qrels written here (`R@k`, `RR@k`, `nDCG@k`).
 The engine's `recall@k` (HippoRAG's, over the top-k chunks) has no equivalent in a passage run.
 
-Keys. A passage is named by its key: the corpus's own id (`_id`, `id`, `idx` as `records.py` reads
-it, else the title) in `tigrag run`; in `tigrag eval --save-runs`, the key the dataset matches gold
-by (`Dataset.match`: the title for HippoRAG-protocol sets and question files, the passage id for
-BEIR), and the qrels use the same key. TREC files are whitespace-separated, so an id is written
+Keys. Every run and qrels file the engine writes names a passage by its passage id: the corpus's own
+id (`_id`, `id`, `idx` as `records.py` reads it, else the title), in `tigrag run`, `tigrag trec` and
+`tigrag eval --save-runs` alike; gold given by title is written as the ids of the passages of that
+title (`experiment.gold_as_passage_ids`), so runs and qrels share one doc-id space. TREC files are whitespace-separated, so an id is written
 with every whitespace character, `%` and control character percent-encoded as UTF-8 bytes
 (`The Glass Orchard` -> `The%20Glass%20Orchard`; `urllib.parse.unquote` reverses it) and an empty
 id as `%00`; ids without such characters (BEIR's) are written as they are. Runs and qrels are
@@ -144,10 +144,13 @@ def qrels_trec(queries: Sequence[Query]) -> str:
     return "".join(f"{trec_id(q.qid)} 0 {trec_id(key)} {grade}\n" for q in queries for key, grade in q.grades().items())
 
 
-def write_qrels(path: str | Path, queries: Sequence[Query], record: bool = True, force: bool = False) -> Path:
-    """Write the gold of `queries` as qrels: BEIR TSV for a `.tsv` name, TREC qrels otherwise. With `record`
-    (a file of its own, not one of a folder the caller records), it follows `outputs.py`'s rule (an existing
-    file not written by the engine is refused unless `force`) and gets its record beside it."""
+def write_qrels(path: str | Path, queries: Sequence[Query], record: bool = True, force: bool = False,
+                doc_ids: str = "") -> Path:
+    """Write the gold of `queries` as qrels: BEIR TSV for a `.tsv` name, TREC qrels otherwise, each gold
+    passage named as the queries name it (`experiment.gold_as_passage_ids` gives them the run files' passage
+    ids; `doc_ids` says which, in the record). With `record` (a file of its own, not one of a folder the caller
+    records), it follows `outputs.py`'s rule (an existing file not written by the engine is refused unless
+    `force`) and gets its record beside it."""
     from ..outputs import check_file_output, record_file
 
     path = Path(path)
@@ -156,7 +159,7 @@ def write_qrels(path: str | Path, queries: Sequence[Query], record: bool = True,
         check_file_output(path, QRELS, str(path), force=force)
     atomic_write_text(path, qrels_beir(queries) if path.suffix.lower() == ".tsv" else qrels_trec(queries))
     if record:
-        record_file(path, QRELS, queries=len(queries))
+        record_file(path, QRELS, queries=len(queries), **({"doc_ids": doc_ids} if doc_ids else {}))
     return path
 
 
