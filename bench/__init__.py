@@ -78,6 +78,10 @@ REGISTRY: tuple[Benchmark, ...] = (
     Benchmark("litesemrag", "litesemrag.py", "quality",
               "LiteSemRAG and its recovery ablation beside the baselines, TIGRAG and SpectRAG on SciFact, 2Wiki and "
               "MuSiQue-100", ("litesemrag.json", "litesemrag.md"), smoke=("--datasets", "musique_train100", "--smoke")),
+    Benchmark("bm25_parity", "bm25_parity.py", "quality",
+              "the paper's BM25 and the BM25 passages baseline against bm25s (with and without stemming) on SciFact, "
+              "2Wiki and MuSiQue-100, one scorer (ir_measures): nDCG@10, R@5, R@100",
+              ("bm25_parity.json", "bm25_parity.md"), smoke=("--smoke",), data=False),
     # recurring benchmarks
     Benchmark("throughput", "throughput.py", "benchmark",
               "2Wiki build seconds per stage, queries/s of both presets, batched PPR against igraph",

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 #: the built-in methods, in the order reports list their systems
 BUILTIN_PACKAGES = ("baselines", "tigrag", "spectrag", "litesemrag")
-BUILTIN_METHODS = ("naiverag", "bm25", "hybrid", "tigrag", "spectrag", "litesemrag")
+BUILTIN_METHODS = ("naiverag", "bm25", "hybrid", "bm25passages", "tigrag", "spectrag", "litesemrag")
 ENTRY_POINT_GROUP = "gpu_tigrag.methods"
 
 

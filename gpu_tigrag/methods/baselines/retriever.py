@@ -91,3 +91,42 @@ class HybridRetriever(_FlatRetriever):
         fused = (reciprocal_rank(be, dense, HYBRID_DEPTH, HYBRID_RRF_K)
                  + reciprocal_rank(be, bm25, HYBRID_DEPTH, HYBRID_RRF_K))
         return fused_then_cosine(be, fused, dense)  # the unlisted chunks keep their cosine order
+
+
+class Bm25PassagesRetriever(BaseRetriever):
+    """BM25 of whole passages as bm25s and Lucene score them (`passage_bm25`: word tokens, stop words,
+    optional stemming); each passage answers with its first chunk, so a ranking holds each passage once.
+    Queries are not embedded."""
+
+    method = "bm25passages"
+    uses_passage_encoder = False
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        from .passage_bm25 import first_chunks, passage_bm25_of
+
+        settings = self.config.bm25passages
+        key = f"bm25passages:{settings.k1!r}:{settings.b!r}:{settings.stopwords}:{settings.stemmer}"
+        self.bm25 = self.device.get(key + ":host", lambda: passage_bm25_of(self.index, settings))
+        self.postings = self.device.get(key, lambda: self.be.csr(self.bm25.postings), source=self.bm25)
+        self.n_passages = len(self.index.passage_titles)
+        self.first_chunk = first_chunks(self.index.chunk_passage, self.n_passages)
+
+    #: passages × B blocks alive at once: the sparse product's dense copy, its transpose, the top-k temporaries
+    PASSAGE_BYTES_PER_QUERY = 4 * 4
+
+    def bytes_per_query(self) -> int:
+        return self.n_passages * self.PASSAGE_BYTES_PER_QUERY
+
+    def prepare(self, queries: Any) -> PreparedBatch:
+        queries = list(queries)
+        return PreparedBatch(queries, self.bm25.query_terms(queries), np.zeros((len(queries), 0), dtype=np.float32))
+
+    def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
+        if len(batch) == 0:
+            return []
+        from ...ops.fusion import bm25_postings_scores
+
+        scores = bm25_postings_scores(self.be, self.postings, batch.seeds, self.bm25.n_terms)
+        ids, vals = self.top_k(scores, min(k, self.n_passages))
+        return [self.result(query, self.first_chunk[ids[q]], vals[q]) for q, query in enumerate(batch.queries)]
