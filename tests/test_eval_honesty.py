@@ -102,3 +102,28 @@ def test_every_system_encodes_its_own_expanded_queries(example_index):
     # the first run encodes the questions once, then its expanded queries in the warm-up (the first 32 queries:
     # all 15) and again in the timed call; the second finds them cached for its warm-up, not for its timed call
     assert expanded > 0 and encoded == [len(dataset.queries) + 2 * expanded, expanded]
+
+
+def test_systems_of_the_users_choosing_run_beside_the_named_ones(example_index, tmp_path, capsys):
+    """`--system NAME=BASE,KEY=VALUE`: a variant of any system, compared with significance like the others; a
+    later spec builds on an earlier one; a setting of another method, an unknown base or a built-in name is a
+    one-line error before any work."""
+    out = tmp_path / "run"
+    assert main(["eval", str(example_index.path), str(EXAMPLES / "questions.json"), "-q", "--out", str(out),
+                 "--systems", "TIGRAG best", "--system", "best-th0.5=TIGRAG best,th=0.5",
+                 "--system", "labels=best-th0.5,tigrag.entity_labels=PERSON,ORG", "--baseline", "TIGRAG best"]) == 0
+    results = json.loads((out / "results.json").read_text())["results"]
+    rows = results["systems"]
+    assert list(rows) == ["TIGRAG best", "best-th0.5", "labels"]
+    assert rows["best-th0.5"]["config"]["tigrag"]["pool_threshold"] == 0.5
+    assert rows["best-th0.5"]["config"]["tigrag"]["fusion"]["first_hop"] == "hybrid"  # still best
+    assert rows["labels"]["config"]["tigrag"]["pool_threshold"] == 0.5
+    assert rows["labels"]["config"]["tigrag"]["entity_labels"] == ["PERSON", "ORG"]
+    assert set(results["significance"]["systems"]) == {"best-th0.5", "labels"}
+    capsys.readouterr()
+    for spec, message in (("x=TIGRAG best,bm25passages.k1=0.9", "is a setting of bm25passages"),
+                          ("x=no such system", "unknown system"), ("TIGRAG=BM25", "built-in system"),
+                          ("x=TIGRAG,bm25.k1=3", "--system 'x=TIGRAG,bm25.k1=3': unknown setting"),
+                          ("x=TIGRAG,th=7", "--system 'x=TIGRAG,th=7'")):
+        assert main(["eval", str(example_index.path), str(EXAMPLES / "questions.json"), "-q", "--system", spec]) == 2
+        assert message in capsys.readouterr().err, spec

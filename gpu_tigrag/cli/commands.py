@@ -235,7 +235,20 @@ def _dataset(args: argparse.Namespace):
 
 
 def _full_run_wanted(args: argparse.Namespace) -> bool:
-    return bool(args.systems or args.sweep or args.out or args.qa_endpoint)
+    return bool(args.systems or args.system or args.sweep or args.out or args.qa_endpoint)
+
+
+def _custom_systems(args: argparse.Namespace) -> dict:
+    """{name: System} of the --system specs, each checked (`experiment.parse_system`), in order."""
+    from ..evaluate.experiment import parse_system
+
+    custom: dict = {}
+    for spec in args.system or []:
+        system = parse_system(spec, custom)
+        if system.name in custom:
+            raise TigragError(f"--system {spec!r}: {system.name!r} is defined twice")
+        custom[system.name] = system
+    return custom
 
 
 def _eval_inputs(args: argparse.Namespace) -> list[Path]:
@@ -252,11 +265,12 @@ def _eval_systems(args: argparse.Namespace) -> list[str]:
     """The systems `eval` runs: --systems, else the first system of --method."""
     from ..methods.registry import get_method
 
+    custom = list(_custom_systems(args))
     if args.systems:
         from ..evaluate.experiment import resolve_systems
 
-        return list(resolve_systems(args.systems)[0])
-    return [get_method(args.method).systems[0].name]
+        return list(resolve_systems(args.systems)[0]) + custom
+    return custom or [get_method(args.method).systems[0].name]
 
 
 def _eval_outputs(args: argparse.Namespace):
@@ -365,15 +379,18 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
 
     from ..methods.registry import systems as system_table
 
-    systems, every = resolve_systems(args.systems)
+    custom = _custom_systems(args)
+    systems, every = resolve_systems(args.systems) if args.systems or not custom else ([], False)
+    systems += [name for name in custom if name not in systems]
     baseline = resolve_system(args.baseline, systems) if args.baseline else None
     base = retrieval_config(args, one_method=False)
-    used = list(dict.fromkeys(system_table()[s].method for s in systems))
+    table = {**system_table(), **custom}
+    used = list(dict.fromkeys(table[s].method for s in systems))
     check_method_sets(args.sets, used, "--systems " + ", ".join(systems))
     sweeps = parse_sweeps(args.sweep, base)
     index = load_index(args.index, verify_checksums=not args.no_verify)
     _save_qrels(args, dataset, index)
-    systems, missing = available_systems(index, systems)
+    systems, missing = available_systems(index, systems, custom)
     if missing:
         stages = ",".join(dict.fromkeys(missing.values()))
         if not every:
@@ -400,7 +417,7 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
     results = run_experiment(index, dataset, systems, sweeps, backend=args.backend, base=base, qa=qa,
                              show_progress=not args.quiet, cutoffs=cutoffs, baseline=baseline,
                              save_runs=args.save_runs, overwrite=args.force, settings=set_values(args.sets),
-                             **encoder_options(args))
+                             custom_systems=custom, **encoder_options(args))
     payload = {
         "run": {"dataset": dataset.name, "queries": len(dataset.queries), "chunks": index.n_chunks,
                 "match": dataset.match, "dataset_sha256": dataset.checksums, "index": str(args.index),

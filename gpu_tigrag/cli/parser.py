@@ -151,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"systems to run (case does not matter; quote names with spaces), or 'all', the {len(names)} "
                         "systems (those whose method's index stage the index lacks are skipped with a warning): "
                         + ", ".join(repr(n) for n in names))
+    p.add_argument("--system", action="append", metavar="NAME=BASE,KEY=VALUE,...",
+                   help="a system of your choosing, run beside --systems (alone without it): the system BASE with "
+                        "the query settings KEY=VALUE on top, e.g. --system \"best-th0.5=TIGRAG best,th=0.5\"; "
+                        "repeatable, a later one may build on an earlier NAME; compared with --baseline like any other")
     p.add_argument("--cutoffs", metavar="K1,K2,...",
                    help=f"cutoffs of every metric, e.g. 1,2,5,10,20,100, added to the default ones (recall at "
                         f"{recall_ks.replace('/', ', ')}; MRR and nDCG at {rank_ks}); retrieval goes to 4 × the "

@@ -67,6 +67,53 @@ def resolve_systems(names: Sequence[str] | None) -> tuple[list[str], bool]:
     return list(dict.fromkeys(resolve_system(n) for n in names)), False
 
 
+def parse_system(spec: str, known: Mapping[str, System] | None = None) -> System:
+    """A system of the user's choosing from `--system "NAME=BASE,KEY=VALUE,..."`: the named system BASE
+    (any of `all_systems()`, or an earlier spec's NAME in `known`) with the settings KEY=VALUE on top (a
+    part without `=` continues the value before it, so `tigrag.entity_labels=PERSON,ORG` is one setting).
+    Every key and value is checked here, before any work; NAME must not be a built-in system's."""
+    name, sep, rest = spec.partition("=")
+    name = " ".join(name.split())
+    parts = [p.strip() for p in rest.split(",")] if sep else []
+    if not name or not parts or not parts[0]:
+        raise TigragError(f"--system {spec!r}: expected NAME=BASE,KEY=VALUE,... (BASE: a system, e.g. "
+                          "\"TIGRAG best\")")
+    table = {**systems(), **(known or {})}
+    if name.casefold() in {n.casefold() for n in systems()}:
+        raise TigragError(f"--system {spec!r}: {name!r} is the name of a built-in system; choose another name")
+    base = table[resolve_system(parts[0], list(table))]
+    settings: dict[str, str] = {}
+    last = None
+    for part in parts[1:]:
+        key, eq, value = part.partition("=")
+        if eq:
+            try:
+                last = setting_path(RetrievalConfig, key.strip())
+            except TigragError as exc:
+                raise TigragError(f"--system {spec!r}: {exc}") from None
+            settings[last] = value.strip()
+        elif last is not None and part:
+            settings[last] += "," + part
+        elif part:
+            raise TigragError(f"--system {spec!r}: {part!r} is not KEY=VALUE")
+    system = System(name, base.method, {**base.overrides, **settings}, base.preset)
+    try:
+        system_config(system, RetrievalConfig())
+    except TigragError as exc:
+        raise TigragError(f"--system {spec!r}: {exc}") from None
+    foreign = [path for path in settings if path.split(".")[0] in {m.name for m in _methods()} - {base.method}]
+    if foreign:
+        raise TigragError(f"--system {spec!r}: {foreign[0]} is a setting of {foreign[0].split('.')[0]}, but "
+                          f"{base.name} runs {base.method}; it would change nothing")
+    return system
+
+
+def _methods():
+    from ..methods.registry import methods
+
+    return methods()
+
+
 def _sweepable(symbol: str) -> bool:
     """Retrieval settings, and the window w (the sweep rebuilds the token graph)."""
     if symbol == "w":
@@ -261,9 +308,12 @@ class Experiment:
     def __init__(self, index: Index, dataset: Dataset, backend: str = "auto", base: RetrievalConfig = RetrievalConfig(),
                  show_progress: bool = False, encoder: CachingEncoder | Encoder | None = None,
                  vector_cache: VectorCache | None = None, allow_mixed_encoder: bool = False,
-                 cutoffs: Cutoffs = DEFAULT_CUTOFFS, settings: Mapping[str, Any] | None = None):
+                 cutoffs: Cutoffs = DEFAULT_CUTOFFS, settings: Mapping[str, Any] | None = None,
+                 custom_systems: Mapping[str, System] | None = None):
         """`settings`: the user's settings (`--set`: {key: value}), applied on top of `base` and of every
-        system's own preset (`system_config`)."""
+        system's own preset (`system_config`). `custom_systems`: systems of the user's choosing
+        (`parse_system`), run by name beside the built-in ones."""
+        self.custom_systems = dict(custom_systems or {})
         if dataset.match == "doc_id" and not any(index.passage_ids):
             raise TigragError("this dataset matches gold by passage id, but the index has no passage ids")
         check_gold(index.passage_titles if dataset.match == "title" else index.passage_ids, dataset.queries,
@@ -309,7 +359,7 @@ class Experiment:
     def run_system(self, name: str) -> SystemRun:
         """A named system (`all_systems()`): its method with its settings on top of a preset, or of
         the experiment's `base` configuration."""
-        system = systems().get(name)
+        system = self.custom_systems.get(name) or systems().get(name)
         if system is None:
             raise TigragError(f"unknown system {name!r}; choose from {', '.join(all_systems())}")
         fixed = fixed_settings(system, self.settings)
@@ -483,11 +533,12 @@ def non_default_settings(config: RetrievalConfig) -> dict[str, Any]:
     return {path: value for path, value in flat(mine).items() if default.get(path, object()) != value}
 
 
-def available_systems(index: Index, names: Sequence[str]) -> tuple[list[str], dict[str, str]]:
+def available_systems(index: Index, names: Sequence[str],
+                      custom_systems: Mapping[str, System] | None = None) -> tuple[list[str], dict[str, str]]:
     """(`names` this index can run, {system it cannot: the method whose index stage it lacks or
     whose stored stage is damaged}); a damaged stage is logged with its error, which names the
     `tigrag extend` command that rebuilds it, and fails only the systems of its method."""
-    table = systems()
+    table = {**systems(), **(custom_systems or {})}
     missing = {s: table[s].method for s in names if s in table and not method_available(index, table[s].method)}
     damaged = set()
     for method in dict.fromkeys(table[s].method for s in names if s in table and s not in missing):
@@ -513,20 +564,26 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
                    show_progress: bool = False, vector_cache: VectorCache | None = None,
                    allow_mixed_encoder: bool = False, cutoffs: Cutoffs = DEFAULT_CUTOFFS,
                    baseline: str | None = None, save_runs: str | Path | None = None,
-                   overwrite: bool = False, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                   overwrite: bool = False, settings: Mapping[str, Any] | None = None,
+                   custom_systems: Mapping[str, System] | None = None) -> dict[str, Any]:
     """All systems, sweeps and (optionally) QA in one run; returns the `results.json` payload.
     Progress goes to this module's logger (the CLI configures logging).
 
     `settings` ({key: value}, as `--set` gives them) apply on top of `base` and of the preset of every
     system that has one (`TIGRAG paper`, `best without title links`, ...); where a system's definition
     fixes a key, the system's value wins and its entry's `fixed_settings` says so. Each system's entry
-    lists its `settings` that differ from the paper's defaults.
+    lists its `settings` that differ from the paper's defaults. `custom_systems` ({name: System}, from
+    `parse_system`) are systems of the caller's choosing that `systems` may name.
 
     `cutoffs`: the metrics' cutoffs (retrieval goes to `depth_for(cutoffs)` chunks). With two systems or
     more, `significance` holds paired tests of every system against `baseline` (default: the first)
     on every per-query metric (`significance.compare_systems`). `save_runs`: a folder that receives one
     TREC run per system and the gold as qrels (`save_run_files`)."""
     names = list(all_systems() if systems is None else systems)
+    unknown = [n for n in names if n not in all_systems() and n not in (custom_systems or {})]
+    if unknown:
+        raise TigragError(f"unknown system {unknown[0]!r}; choose from {', '.join(all_systems())} or define it "
+                          "(custom_systems, `--system NAME=BASE,KEY=VALUE`)")
     if baseline is not None and baseline not in names:
         raise TigragError(f"--baseline {baseline!r} is not one of the systems of this run ({', '.join(names)})")
     if save_runs is not None:
@@ -535,7 +592,8 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
         check_unique_ids([q.qid for q in dataset.queries], f"--save-runs {save_runs}")
         run_files_folder(save_runs, names, overwrite)  # before any work: nothing foreign is replaced
     experiment = Experiment(index, dataset, backend, base, show_progress, vector_cache=vector_cache,
-                            allow_mixed_encoder=allow_mixed_encoder, cutoffs=cutoffs, settings=settings)
+                            allow_mixed_encoder=allow_mixed_encoder, cutoffs=cutoffs, settings=settings,
+                            custom_systems=custom_systems)
     runs: dict[str, SystemRun] = {}
     out: dict[str, Any] = {"systems": {}, "sweeps": {}, "hop_gains": None, "qa": None,
                            "cutoffs": {"recall": list(cutoffs.recall), "rank": list(cutoffs.rank)},
