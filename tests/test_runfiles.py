@@ -439,3 +439,28 @@ def test_a_question_file_may_give_gold_ids(id_corpus, tmp_path, capsys):
     (tmp_path / "both.json").write_text(json.dumps([by_id[0] | {"gold_titles": ["X"]}]))
     assert main(["eval", str(index), str(tmp_path / "both.json"), "-q"]) == 2
     assert "both 'gold_ids' and 'gold_titles'" in capsys.readouterr().err
+
+
+def test_a_run_made_elsewhere_is_scored_as_a_system(id_corpus, tmp_path, capsys):
+    """`eval --run NAME=FILE`: a TREC run (here `tigrag run`'s, as pyserini or bm25s would write one) is scored
+    by the engine's functions and compared with significance; its figures equal the system that made it. A run
+    sharing no doc id with the index (titles against corpus ids) is a one-line error, not a row of zeros."""
+    index, ids = id_corpus
+    run = tmp_path / "bm25.trec"
+    assert main(["run", str(index), str(QUESTIONS), "-o", str(run), "--method", "bm25passages", "-k", "40", "-q"]) == 0
+    out = tmp_path / "out"
+    assert main(["eval", str(index), str(QUESTIONS), "-q", "--systems", "BM25 passages", "--run", f"theirs={run}",
+                 "--baseline", "theirs", "--out", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())["results"]
+    ours, theirs = results["systems"]["BM25 passages"], results["systems"]["theirs"]
+    for metric in ("recall_dedup@2", "recall_dedup@5", "mrr@10", "ndcg@10"):
+        assert theirs["metrics"][metric] == pytest.approx(ours["metrics"][metric], abs=1e-12), metric
+    assert results["significance"]["baseline"] == "theirs" and theirs["config"] == {"external_run": str(run)}
+    assert "a run made elsewhere" in (out / "report.md").read_text()
+    titles = tmp_path / "titles.trec"  # the same run naming passages by title: another doc-id space
+    names = {v: k for k, v in ids.items()}
+    titles.write_text("".join(" ".join([f[0], f[1], trec_id(names[f[2]]), *f[3:]]) + "\n"
+                              for f in (line.split() for line in run.read_text().splitlines())))
+    capsys.readouterr()
+    assert main(["eval", str(index), str(QUESTIONS), "-q", "--run", f"titles={titles}"]) == 2
+    assert "none of its" in capsys.readouterr().err

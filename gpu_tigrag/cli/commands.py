@@ -235,7 +235,20 @@ def _dataset(args: argparse.Namespace):
 
 
 def _full_run_wanted(args: argparse.Namespace) -> bool:
-    return bool(args.systems or args.system or args.sweep or args.out or args.qa_endpoint)
+    return bool(args.systems or args.system or args.run or args.sweep or args.out or args.qa_endpoint)
+
+
+def _external_runs(args: argparse.Namespace) -> dict:
+    """{name: file} of the --run specs (`external.parse_run_spec`), names unique."""
+    from ..evaluate.external import parse_run_spec
+
+    runs: dict = {}
+    for spec in args.run or []:
+        name, path = parse_run_spec(spec)
+        if name in runs:
+            raise TigragError(f"--run {spec!r}: {name!r} names two runs")
+        runs[name] = path
+    return runs
 
 
 def _custom_systems(args: argparse.Namespace) -> dict:
@@ -265,12 +278,12 @@ def _eval_systems(args: argparse.Namespace) -> list[str]:
     """The systems `eval` runs: --systems, else the first system of --method."""
     from ..methods.registry import get_method
 
-    custom = list(_custom_systems(args))
+    custom, external = list(_custom_systems(args)), list(_external_runs(args))
     if args.systems:
         from ..evaluate.experiment import resolve_systems
 
-        return list(resolve_systems(args.systems)[0]) + custom
-    return custom or [get_method(args.method).systems[0].name]
+        return list(resolve_systems(args.systems)[0]) + custom + external
+    return (custom + external) or [get_method(args.method).systems[0].name]
 
 
 def _eval_outputs(args: argparse.Namespace):
@@ -379,10 +392,10 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
 
     from ..methods.registry import systems as system_table
 
-    custom = _custom_systems(args)
-    systems, every = resolve_systems(args.systems) if args.systems or not custom else ([], False)
+    custom, external = _custom_systems(args), _external_runs(args)
+    systems, every = resolve_systems(args.systems) if args.systems or not (custom or external) else ([], False)
     systems += [name for name in custom if name not in systems]
-    baseline = resolve_system(args.baseline, systems) if args.baseline else None
+    baseline = resolve_system(args.baseline, [*systems, *external]) if args.baseline else None
     base = retrieval_config(args, one_method=False)
     table = {**system_table(), **custom}
     used = list(dict.fromkeys(table[s].method for s in systems))
@@ -417,7 +430,7 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
     results = run_experiment(index, dataset, systems, sweeps, backend=args.backend, base=base, qa=qa,
                              show_progress=not args.quiet, cutoffs=cutoffs, baseline=baseline,
                              save_runs=args.save_runs, overwrite=args.force, settings=set_values(args.sets),
-                             custom_systems=custom, **encoder_options(args))
+                             custom_systems=custom, external_runs=external, **encoder_options(args))
     payload = {
         "run": {"dataset": dataset.name, "queries": len(dataset.queries), "chunks": index.n_chunks,
                 "match": dataset.match, "dataset_sha256": dataset.checksums, "index": str(args.index),
@@ -448,9 +461,10 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
             mark = {key: "†" if flags.get(name, {}).get(key, {}).get("significant") else " "
                     for key in ("recall@2", "recall@5", "ndcg@10")}
             encode = results.get("query_encode_seconds") if system.get("uses_query_encoder") else 0.0
-            end_to_end = len(dataset.queries) / max(system["seconds"] + (encode or 0.0), 1e-9)
+            speed = (f"{len(dataset.queries) / max(system['seconds'] + (encode or 0.0), 1e-9):8.1f} q/s"
+                     if system["seconds"] else "    (run file)")
             print(f"{name:<28} R@2 {m['recall@2']:.4f}{mark['recall@2']} R@5 {m['recall@5']:.4f}{mark['recall@5']} "
-                  f"nDCG@10 {m['ndcg@10']:.4f}{mark['ndcg@10']} {end_to_end:8.1f} q/s")
+                  f"nDCG@10 {m['ndcg@10']:.4f}{mark['ndcg@10']} {speed}")
         print("q/s: end to end with query encoding (start-up and loading not counted); report.md's resources "
               "table breaks it down")
         if significance:

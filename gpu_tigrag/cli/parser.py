@@ -155,6 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a system of your choosing, run beside --systems (alone without it): the system BASE with "
                         "the query settings KEY=VALUE on top, e.g. --system \"best-th0.5=TIGRAG best,th=0.5\"; "
                         "repeatable, a later one may build on an earlier NAME; compared with --baseline like any other")
+    p.add_argument("--run", action="append", metavar="NAME=FILE",
+                   help="a TREC run made elsewhere (pyserini, bm25s, another engine; doc ids as the index's passage "
+                        "ids), scored and compared as a system beside the others (alone without --systems/--system); "
+                        "repeatable; a run sharing no doc id with the index is an error")
     p.add_argument("--cutoffs", metavar="K1,K2,...",
                    help=f"cutoffs of every metric, e.g. 1,2,5,10,20,100, added to the default ones (recall at "
                         f"{recall_ks.replace('/', ', ')}; MRR and nDCG at {rank_ks}); retrieval goes to 4 × the "

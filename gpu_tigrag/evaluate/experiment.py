@@ -382,6 +382,14 @@ class Experiment:
         run.settings = non_default_settings(config)
         return run
 
+    def run_external(self, name: str, path: str | Path) -> SystemRun:
+        """The TREC run file at `path`, made elsewhere, as a system (`external.external_results`): scored
+        like every system, not timed (its seconds are 0: no throughput is claimed for it)."""
+        from .external import external_results
+
+        results = external_results(self.index, self.dataset.queries, path, self.depth)
+        return SystemRun(name, {"external_run": str(path)}, [r.chunk_ids for r in results], 0.0, results)
+
     def report(self, run: SystemRun) -> dict[str, Any]:
         """A system's entry of the results: configuration, retrieval seconds and queries/s, the
         throughput report (TIGRAG systems), context size of the top β, every metric and the
@@ -565,7 +573,8 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
                    allow_mixed_encoder: bool = False, cutoffs: Cutoffs = DEFAULT_CUTOFFS,
                    baseline: str | None = None, save_runs: str | Path | None = None,
                    overwrite: bool = False, settings: Mapping[str, Any] | None = None,
-                   custom_systems: Mapping[str, System] | None = None) -> dict[str, Any]:
+                   custom_systems: Mapping[str, System] | None = None,
+                   external_runs: Mapping[str, str | Path] | None = None) -> dict[str, Any]:
     """All systems, sweeps and (optionally) QA in one run; returns the `results.json` payload.
     Progress goes to this module's logger (the CLI configures logging).
 
@@ -573,7 +582,8 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
     system that has one (`TIGRAG paper`, `best without title links`, ...); where a system's definition
     fixes a key, the system's value wins and its entry's `fixed_settings` says so. Each system's entry
     lists its `settings` that differ from the paper's defaults. `custom_systems` ({name: System}, from
-    `parse_system`) are systems of the caller's choosing that `systems` may name.
+    `parse_system`) are systems of the caller's choosing that `systems` may name. `external_runs` ({name: TREC
+    run file}, `tigrag eval --run`) are runs made elsewhere, scored and compared as systems after them.
 
     `cutoffs`: the metrics' cutoffs (retrieval goes to `depth_for(cutoffs)` chunks). With two systems or
     more, `significance` holds paired tests of every system against `baseline` (default: the first)
@@ -584,13 +594,14 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
     if unknown:
         raise TigragError(f"unknown system {unknown[0]!r}; choose from {', '.join(all_systems())} or define it "
                           "(custom_systems, `--system NAME=BASE,KEY=VALUE`)")
-    if baseline is not None and baseline not in names:
-        raise TigragError(f"--baseline {baseline!r} is not one of the systems of this run ({', '.join(names)})")
+    if baseline is not None and baseline not in names and baseline not in (external_runs or {}):
+        raise TigragError(f"--baseline {baseline!r} is not one of the systems of this run "
+                          f"({', '.join([*names, *(external_runs or {})])})")
     if save_runs is not None:
         from .runfiles import check_unique_ids
 
         check_unique_ids([q.qid for q in dataset.queries], f"--save-runs {save_runs}")
-        run_files_folder(save_runs, names, overwrite)  # before any work: nothing foreign is replaced
+        run_files_folder(save_runs, [*names, *(external_runs or {})], overwrite)  # before any work: nothing foreign is replaced
     experiment = Experiment(index, dataset, backend, base, show_progress, vector_cache=vector_cache,
                             allow_mixed_encoder=allow_mixed_encoder, cutoffs=cutoffs, settings=settings,
                             custom_systems=custom_systems)
@@ -598,18 +609,25 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
     out: dict[str, Any] = {"systems": {}, "sweeps": {}, "hop_gains": None, "qa": None,
                            "cutoffs": {"recall": list(cutoffs.recall), "rank": list(cutoffs.rank)},
                            "depth": experiment.depth, "significance": None, "run_files": None}
+    clash = [n for n in (external_runs or {}) if n in names]
+    if clash:
+        raise TigragError(f"--run {clash[0]!r}: a system of this run has that name; name the run file another way")
     for name in names:
         log.info("system %s", name)
         run = experiment.run_system(name)
         runs[name] = run
         out["systems"][name] = experiment.report(run)
+    for name, path in (external_runs or {}).items():
+        log.info("external run %s (%s)", name, path)
+        runs[name] = experiment.run_external(name, path)
+        out["systems"][name] = experiment.report(runs[name])
     if len(runs) > 1:
         from .significance import compare_systems
 
         per_query = {name: {m: v for m, v in s["per_query"].items() if m != "qid"}
                      for name, s in out["systems"].items()}
         metrics = list(next(iter(per_query.values())))
-        out["significance"] = compare_systems(per_query, baseline or names[0], metrics)
+        out["significance"] = compare_systems(per_query, baseline or next(iter(runs)), metrics)
     if save_runs is not None:
         out["run_files"] = save_run_files(save_runs, index, dataset, runs, overwrite)
     if "TIGRAG" in runs and "TIGRAG 1-hop" in runs:

@@ -242,7 +242,9 @@ def settings_table(systems: dict[str, Any]) -> list[str]:
            "", "| system | settings that differ from the paper's defaults | --set not applied (the row's definition "
            "fixes it) |", "|---|---|---|"]
     for name, s in systems.items():
-        changed = ", ".join(f"`{k}={v}`" for k, v in s.get("settings", {}).items()) or "none (the paper's method)"
+        changed = ", ".join(f"`{k}={v}`" for k, v in s.get("settings", {}).items()) or "none (the method's defaults)"
+        if "external_run" in s.get("config", {}):
+            changed = f"a run made elsewhere: `{s['config']['external_run']}`"
         fixed = ", ".join(f"`{k}` (stays {v})" for k, v in s.get("fixed_settings", {}).items()) or "–"
         out.append(f"| {name} | {changed} | {fixed} |")
     return out
