@@ -283,6 +283,34 @@ def test_significance_tests_are_seeded_and_match_their_definitions():
     assert result == compare_systems(table, "base", ["m"])
 
 
+def test_corrections_wilcoxon_and_intervals_match_their_definitions(example_index, tmp_path, capsys):
+    from scipy.stats import t, wilcoxon
+
+    from gpu_tigrag.evaluate.significance import adjust, compare_systems, confidence_interval, wilcoxon_test
+
+    p = [0.01, 0.04, 0.03, 0.005]
+    assert adjust(p, "holm") == pytest.approx([0.03, 0.06, 0.06, 0.02])  # Holm's step-down, by hand
+    assert adjust(p, "bonferroni") == pytest.approx([0.04, 0.16, 0.12, 0.02]) and adjust(p, "none") == p
+    rng = np.random.default_rng(1)
+    a, b = rng.random(20), rng.random(20) * 0.7
+    assert wilcoxon_test(a, b) == pytest.approx(wilcoxon(a - b).pvalue, rel=1e-12) and wilcoxon_test(a, a) == 1.0
+    low, high = confidence_interval(a, b)
+    half = t.ppf(0.975, 19) * np.std(a - b, ddof=1) / math.sqrt(20)
+    assert (low, high) == pytest.approx((np.mean(a - b) - half, np.mean(a - b) + half))
+    table = {"base": {"m": list(b)}, "x": {"m": list(a)}, "y": {"m": list(b + 0.01 * rng.random(20))}}
+    plain = compare_systems(table, "base", ["m"], test="t")
+    holm = compare_systems(table, "base", ["m"], test="t", correction="holm")
+    for name in ("x", "y"):
+        raw = plain["systems"][name]["m"]["p_t_test"]
+        assert plain["systems"][name]["m"]["p_marker"] == raw <= holm["systems"][name]["m"]["p_marker"]
+    assert holm["correction"] == "holm" and holm["marker_test"] == "paired t-test"
+    out = tmp_path / "run"
+    assert main(["eval", str(example_index.path), str(QUESTIONS), "--systems", "BM25", "NaiveRAG", "TIGRAG",
+                 "--test", "wilcoxon", "--correction", "holm", "--out", str(out), "-q"]) == 0
+    assert "Wilcoxon signed-rank test, p-values corrected by Holm" in capsys.readouterr().out
+    assert "corrected by Holm" in (out / "report.md").read_text()
+
+
 def test_cutoffs_are_checked(example_index, capsys):
     from gpu_tigrag.evaluate.metrics import Cutoffs
 

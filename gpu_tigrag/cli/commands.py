@@ -430,7 +430,8 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
     results = run_experiment(index, dataset, systems, sweeps, backend=args.backend, base=base, qa=qa,
                              show_progress=not args.quiet, cutoffs=cutoffs, baseline=baseline,
                              save_runs=args.save_runs, overwrite=args.force, settings=set_values(args.sets),
-                             custom_systems=custom, external_runs=external, **encoder_options(args))
+                             custom_systems=custom, external_runs=external, test=args.test,
+                             correction=args.correction, **encoder_options(args))
     payload = {
         "run": {"dataset": dataset.name, "queries": len(dataset.queries), "chunks": index.n_chunks,
                 "match": dataset.match, "dataset_sha256": dataset.checksums, "index": str(args.index),
@@ -468,9 +469,9 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
         print("q/s: end to end with query encoding (start-up and loading not counted); report.md's resources "
               "table breaks it down")
         if significance:
-            print(f"†: p < {significance['alpha']} against {significance['baseline']} in the "
-                  f"{significance['marker_test']} ({significance['permutations']:,} random swaps, seed "
-                  f"{significance['seed']})")
+            from ..evaluate.report import marker_phrase
+
+            print(f"†: p < {significance['alpha']} against {significance['baseline']} in the {marker_phrase(significance)}")
     return 0
 
 

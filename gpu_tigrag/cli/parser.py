@@ -159,6 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a TREC run made elsewhere (pyserini, bm25s, another engine; doc ids as the index's passage "
                         "ids), scored and compared as a system beside the others (alone without --systems/--system); "
                         "repeatable; a run sharing no doc id with the index is an error")
+    p.add_argument("--test", choices=("randomization", "t", "wilcoxon"), default="randomization",
+                   help="the paired test the significance markers follow (every test's p-values are in results.json)")
+    p.add_argument("--correction", choices=("none", "holm", "bonferroni"), default="none",
+                   help="multiple-comparison correction of the marker test's p-values, over the systems compared "
+                        "with --baseline on each metric (default none, as ranx; the report says which)")
     p.add_argument("--cutoffs", metavar="K1,K2,...",
                    help=f"cutoffs of every metric, e.g. 1,2,5,10,20,100, added to the default ones (recall at "
                         f"{recall_ks.replace('/', ', ')}; MRR and nDCG at {rank_ks}); retrieval goes to 4 × the "

@@ -574,7 +574,8 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
                    baseline: str | None = None, save_runs: str | Path | None = None,
                    overwrite: bool = False, settings: Mapping[str, Any] | None = None,
                    custom_systems: Mapping[str, System] | None = None,
-                   external_runs: Mapping[str, str | Path] | None = None) -> dict[str, Any]:
+                   external_runs: Mapping[str, str | Path] | None = None, test: str = "randomization",
+                   correction: str = "none") -> dict[str, Any]:
     """All systems, sweeps and (optionally) QA in one run; returns the `results.json` payload.
     Progress goes to this module's logger (the CLI configures logging).
 
@@ -584,11 +585,18 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
     lists its `settings` that differ from the paper's defaults. `custom_systems` ({name: System}, from
     `parse_system`) are systems of the caller's choosing that `systems` may name. `external_runs` ({name: TREC
     run file}, `tigrag eval --run`) are runs made elsewhere, scored and compared as systems after them.
+    `test` (randomization, t, wilcoxon) and `correction` (none, holm, bonferroni) choose what the significance
+    markers follow (`significance.compare_systems`).
 
     `cutoffs`: the metrics' cutoffs (retrieval goes to `depth_for(cutoffs)` chunks). With two systems or
     more, `significance` holds paired tests of every system against `baseline` (default: the first)
     on every per-query metric (`significance.compare_systems`). `save_runs`: a folder that receives one
     TREC run per system and the gold as qrels (`save_run_files`)."""
+    from .significance import CORRECTIONS, TESTS
+
+    if test not in TESTS or correction not in CORRECTIONS:
+        raise TigragError(f"significance: test must be one of {', '.join(TESTS)} and correction one of "
+                          f"{', '.join(CORRECTIONS)}; got {test!r}, {correction!r}")
     names = list(all_systems() if systems is None else systems)
     unknown = [n for n in names if n not in all_systems() and n not in (custom_systems or {})]
     if unknown:
@@ -627,7 +635,8 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
         per_query = {name: {m: v for m, v in s["per_query"].items() if m != "qid"}
                      for name, s in out["systems"].items()}
         metrics = list(next(iter(per_query.values())))
-        out["significance"] = compare_systems(per_query, baseline or next(iter(runs)), metrics)
+        out["significance"] = compare_systems(per_query, baseline or next(iter(runs)), metrics, test=test,
+                                              correction=correction)
     if save_runs is not None:
         out["run_files"] = save_run_files(save_runs, index, dataset, runs, overwrite)
     if "TIGRAG" in runs and "TIGRAG 1-hop" in runs:

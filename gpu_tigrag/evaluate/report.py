@@ -98,22 +98,40 @@ def p_value(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def marker_phrase(significance: dict[str, Any]) -> str:
+    """What the markers follow: the test (with its swaps where it is the randomisation test) and the
+    multiple-comparison correction, or that none was applied."""
+    test = significance["marker_test"]
+    if "randomisation" in test:
+        test += f" ({significance['permutations']:,} random swaps, seed {significance['seed']})"
+    correction = significance.get("correction", "none")
+    return test + (f", p-values corrected by {correction.capitalize()} over the systems compared on each metric"
+                   if correction != "none" else ", no correction for multiple comparisons (--correction holm adds one)")
+
+
 def significance_table(significance: dict[str, Any], systems: dict[str, Any]) -> list[str]:
     """Each system against the baseline on the main metrics: the difference in points and both p-values."""
     keys = [k for k in MAIN_METRICS if any(k in row for row in significance["systems"].values())]
     tests = significance["tests"]
     out = ["", "## Significance", "",
            f"Each system against the baseline `{significance['baseline']}`, on the same queries: the difference in "
-           f"points (system − baseline), then the p-values of the {tests['p_randomization']} and of the "
-           f"{tests['p_t_test']}. {MARKER}: p < {significance['alpha']} in the {significance['marker_test']}. "
-           "No correction for multiple comparisons.", "",
+           f"points (system − baseline) with its 95% confidence interval, then the p-values of the "
+           f"{tests['p_randomization']} and of the {tests['p_t_test']}"
+           + (f", and of the marker test after {significance['correction'].capitalize()}'s correction"
+              if significance.get("correction", "none") != "none" else "")
+           + f". {MARKER}: p < {significance['alpha']} in the {marker_phrase(significance)}. results.json holds the "
+           "Wilcoxon signed-rank p-values too.", "",
            "| system | " + " | ".join(metric_label(k) for k in keys) + " |", "|---|" + "---|" * len(keys)]
     for name, rows in significance["systems"].items():
         cells = []
         for key in keys:
             row = rows.get(key)
-            cells.append("–" if row is None else f"{100 * row['delta']:+.2f}{MARKER if row['significant'] else ''} "
-                                                 f"(p {p_value(row['p_randomization'])} / {p_value(row['p_t_test'])})")
+            interval = (f" [{100 * row['ci95'][0]:+.2f}, {100 * row['ci95'][1]:+.2f}]" if row and "ci95" in row else "")
+            corrected = (f" / {p_value(row['p_marker'])}" if row and significance.get("correction", "none") != "none"
+                         else "")
+            cells.append("–" if row is None else f"{100 * row['delta']:+.2f}{MARKER if row['significant'] else ''}"
+                                                 f"{interval} (p {p_value(row['p_randomization'])} / "
+                                                 f"{p_value(row['p_t_test'])}{corrected})")
         out.append(f"| {name} | " + " | ".join(cells) + " |")
     return out
 
@@ -162,8 +180,7 @@ def markdown(payload: dict[str, Any]) -> str:
             "its size (SpectRAG's token-budgeted selection)."]
     if significance:
         out += ["", f"{MARKER}: p < {significance['alpha']} against the baseline `{significance['baseline']}` in the "
-                f"{significance['marker_test']} ({significance['permutations']:,} random swaps, seed "
-                f"{significance['seed']}); both tests' p-values are in [Significance](#significance)."]
+                f"{marker_phrase(significance)}; every test's p-values are in [Significance](#significance)."]
     out += every_cutoff(payload["results"], systems, mark)
     if significance:
         out += significance_table(significance, systems)

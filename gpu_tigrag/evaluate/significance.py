@@ -11,8 +11,14 @@
 The randomisation test is seeded (`seed`, default 42 as in ranx) and its swaps are drawn from
 NumPy's PCG64 in a fixed order, so a run gives the same p-values every time, whatever the machine;
 every comparison of a run uses the same swaps (ranx re-seeds each comparison with the same seed).
-Identical per-query values (no difference at all) have p = 1 in both tests. No correction for
-multiple comparisons is applied (nor does ranx apply one by default).
+Identical per-query values (no difference at all) have p = 1 in both tests.
+
+Beside them: the Wilcoxon signed-rank test (`scipy.stats.wilcoxon`, two-sided, zero differences
+dropped as Wilcoxon's original method), and the 95% confidence interval of the mean difference (the
+t distribution's, the paired t-test's own). The report's markers follow one test (`test`:
+randomisation by default, or t or wilcoxon), its p-values corrected for the comparisons of each metric
+against the baseline when `correction` is `holm` (Holm-Bonferroni, step-down) or `bonferroni`; the
+default `none` corrects nothing, as ranx by default, and the report says so.
 """
 
 from __future__ import annotations
@@ -29,6 +35,10 @@ PERMUTATIONS = 10_000
 SEED = 42
 #: the test whose p-value decides the report's markers
 MARKER_TEST = "paired randomisation test"
+#: the tests a marker may follow, and their names in reports
+TESTS = {"randomization": MARKER_TEST, "t": "paired t-test", "wilcoxon": "Wilcoxon signed-rank test"}
+#: multiple-comparison corrections of the marker test's p-values (per metric, over the systems compared)
+CORRECTIONS = ("none", "holm", "bonferroni")
 #: rows of random swaps drawn at a time (fixed, so the p-values do not depend on memory)
 _BLOCK = 512
 
@@ -82,21 +92,71 @@ def randomization_test(a: Sequence[float], b: Sequence[float], permutations: int
     return float(randomization_pvalues((a - b)[:, None], permutations, seed)[0])
 
 
+def wilcoxon_test(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided p-value of the Wilcoxon signed-rank test of `a` vs `b` (zero differences dropped; 1.0
+    when every difference is zero)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    _check(a, b)
+    diff = a - b
+    if not np.any(diff):
+        return 1.0
+    from scipy.stats import wilcoxon
+
+    return float(wilcoxon(diff, zero_method="wilcox", alternative="two-sided").pvalue)
+
+
+def confidence_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """The `level` confidence interval of the mean of a − b (Student's t; a point where the differences
+    do not vary)."""
+    diff = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    mean = float(diff.mean()) if diff.size else 0.0
+    if diff.size < 2 or not np.any(diff - diff[0]):
+        return mean, mean
+    from scipy.stats import t
+
+    half = float(t.ppf(0.5 + level / 2, diff.size - 1)) * float(diff.std(ddof=1)) / np.sqrt(diff.size)
+    return mean - half, mean + half
+
+
+def adjust(pvalues: Sequence[float], correction: str) -> list[float]:
+    """`pvalues` of one family corrected for multiple comparisons: `holm` (step-down), `bonferroni`, `none`."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    m = p.size
+    if correction == "none" or m == 0:
+        return p.tolist()
+    if correction == "bonferroni":
+        return np.minimum(1.0, p * m).tolist()
+    if correction != "holm":
+        raise ValueError(f"unknown correction {correction!r}; choose from {', '.join(CORRECTIONS)}")
+    order = np.argsort(p, kind="stable")
+    stepped = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * p[order]))
+    out = np.empty(m)
+    out[order] = stepped
+    return out.tolist()
+
+
 def _check(a: np.ndarray, b: np.ndarray) -> None:
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError("paired tests need one value per query for both systems")
 
 
 def compare_systems(per_query: dict[str, dict[str, Sequence[float]]], baseline: str, metrics: Sequence[str],
-                    permutations: int = PERMUTATIONS, seed: int = SEED, alpha: float = ALPHA) -> dict[str, Any]:
+                    permutations: int = PERMUTATIONS, seed: int = SEED, alpha: float = ALPHA,
+                    test: str = "randomization", correction: str = "none") -> dict[str, Any]:
     """Every system of `per_query` ({system: {metric: values}}) against `baseline` on each of `metrics`
-    (those both carry): the difference of the means (system − baseline), both p-values, and
-    `significant` (randomisation test p < alpha). The result records the test settings."""
+    (those both carry): the difference of the means (system − baseline) and its 95% confidence interval,
+    the p-values of the three tests, the marker test's p-value after `correction` (`p_marker`, over the
+    systems compared on that metric) and `significant` (p_marker < alpha). The result records the settings."""
+    if test not in TESTS:
+        raise ValueError(f"unknown test {test!r}; choose from {', '.join(TESTS)}")
+    if correction not in CORRECTIONS:
+        raise ValueError(f"unknown correction {correction!r}; choose from {', '.join(CORRECTIONS)}")
     base = per_query[baseline]
-    out: dict[str, Any] = {"baseline": baseline, "alpha": alpha, "marker_test": MARKER_TEST,
+    out: dict[str, Any] = {"baseline": baseline, "alpha": alpha, "marker_test": TESTS[test], "correction": correction,
                            "tests": {"p_t_test": "paired t-test (two-sided)",
                                      "p_randomization": f"paired randomisation test ({permutations:,} random swaps, "
-                                                        f"seed {seed})"},
+                                                        f"seed {seed})",
+                                     "p_wilcoxon": "Wilcoxon signed-rank test (two-sided)"},
                            "permutations": permutations, "seed": seed, "systems": {}}
     for name, values in per_query.items():
         if name == baseline:
@@ -109,8 +169,16 @@ def compare_systems(per_query: dict[str, dict[str, Sequence[float]]], baseline: 
         b = np.array([base[m] for m in shared], dtype=np.float64).T
         _check(a[:, 0], b[:, 0])
         p_rand = randomization_pvalues(a - b, permutations, seed)
-        out["systems"][name] = {
-            m: {"delta": float(np.mean(a[:, j])) - float(np.mean(b[:, j])), "p_t_test": paired_t_test(a[:, j], b[:, j]),
-                "p_randomization": float(p_rand[j]), "significant": bool(p_rand[j] < alpha)}
-            for j, m in enumerate(shared)}
+        rows = {}
+        for j, m in enumerate(shared):
+            low, high = confidence_interval(a[:, j], b[:, j])
+            rows[m] = {"delta": float(np.mean(a[:, j])) - float(np.mean(b[:, j])), "ci95": [low, high],
+                       "p_t_test": paired_t_test(a[:, j], b[:, j]), "p_randomization": float(p_rand[j]),
+                       "p_wilcoxon": wilcoxon_test(a[:, j], b[:, j])}
+        out["systems"][name] = rows
+    key = {"randomization": "p_randomization", "t": "p_t_test", "wilcoxon": "p_wilcoxon"}[test]
+    for metric in dict.fromkeys(m for rows in out["systems"].values() for m in rows):
+        family = [rows[metric] for rows in out["systems"].values() if metric in rows]
+        for row, p in zip(family, adjust([row[key] for row in family], correction)):
+            row["p_marker"], row["significant"] = p, bool(p < alpha)
     return out
