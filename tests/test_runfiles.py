@@ -492,3 +492,30 @@ def test_a_run_made_elsewhere_is_scored_as_a_system(id_corpus, tmp_path, capsys)
     capsys.readouterr()
     assert main(["eval", str(index), str(QUESTIONS), "-q", "--run", f"titles={titles}"]) == 2
     assert "none of its" in capsys.readouterr().err
+
+
+def test_metrics_of_the_users_choosing_are_ir_measures_on_the_saved_runs(id_corpus, tmp_path, capsys):
+    """`eval --metrics`: every measure's per-query values are ir_measures' on the `--save-runs` files (the same
+    passage runs and qrels), they join the significance tests and the report, and the runs reach their depth."""
+    ir_measures = pytest.importorskip("ir_measures")
+    index, _ = id_corpus
+    out, runs = tmp_path / "out", tmp_path / "runs"
+    assert main(["eval", str(index), str(QUESTIONS), "-q", "--systems", "BM25", "TIGRAG", "--metrics", "AP P@5,R@100",
+                 "--save-runs", str(runs), "--out", str(out), "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert results["measures"] == ["AP", "P@5", "R@100"] and results["depth"] == 400
+    qrels = list(ir_measures.read_trec_qrels(str(runs / "qrels.trec")))
+    for name, file in results["run_files"]["runs"].items():
+        system = results["systems"][name]
+        expected = {(m.query_id, str(m.measure)): m.value for m in ir_measures.iter_calc(
+            [ir_measures.AP, ir_measures.P @ 5, ir_measures.R @ 100], qrels,
+            list(ir_measures.read_trec_run(str(runs / file))))}
+        for measure in ("AP", "P@5", "R@100"):
+            values = system["per_query"][measure]
+            assert values == pytest.approx([expected.get((trec_id(q), measure), 0.0) for q in system["per_query"]["qid"]],
+                                           abs=1e-12)
+            assert system["metrics"][measure] == pytest.approx(float(np.mean(values)), abs=1e-15)
+    assert "AP" in results["significance"]["systems"]["TIGRAG"]
+    assert "## Measures of your choosing (ir_measures)" in (out / "report.md").read_text()
+    assert main(["eval", str(index), str(QUESTIONS), "-q", "--metrics", "NoSuchMeasure"]) == 2
+    assert "is not a measure ir_measures knows" in capsys.readouterr().err

@@ -333,6 +333,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from ..evaluate.experiment import run_experiment
     from ..index.store import load_index
 
+    from ..evaluate.measures import parse_measures
+
+    measures = parse_measures(args.metrics)
     config = retrieval_config(args)
     index = load_index(args.index, verify_checksums=not args.no_verify)
     _save_qrels(args, dataset, index)
@@ -343,7 +346,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise TigragError("--baseline needs two systems or more (--systems)")
     results = run_experiment(index, dataset, [system], backend=args.backend, base=config,
                              show_progress=not args.quiet, cutoffs=cutoffs, save_runs=args.save_runs, overwrite=args.force,
-                             **encoder_options(args))
+                             measures=measures, **encoder_options(args))
     report = {"queries": len(dataset.queries), **results["systems"][system]}
     for key in ("vector_cache", "run_files"):
         if results.get(key):
@@ -392,6 +395,9 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
 
     from ..methods.registry import systems as system_table
 
+    from ..evaluate.measures import parse_measures
+
+    measures = parse_measures(args.metrics)
     custom, external = _custom_systems(args), _external_runs(args)
     systems, every = resolve_systems(args.systems) if args.systems or not (custom or external) else ([], False)
     systems += [name for name in custom if name not in systems]
@@ -431,7 +437,7 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
                              show_progress=not args.quiet, cutoffs=cutoffs, baseline=baseline,
                              save_runs=args.save_runs, overwrite=args.force, settings=set_values(args.sets),
                              custom_systems=custom, external_runs=external, test=args.test,
-                             correction=args.correction, **encoder_options(args))
+                             correction=args.correction, measures=measures, **encoder_options(args))
     payload = {
         "run": {"dataset": dataset.name, "queries": len(dataset.queries), "chunks": index.n_chunks,
                 "match": dataset.match, "dataset_sha256": dataset.checksums, "index": str(args.index),

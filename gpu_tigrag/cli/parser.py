@@ -159,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a TREC run made elsewhere (pyserini, bm25s, another engine; doc ids as the index's passage "
                         "ids), scored and compared as a system beside the others (alone without --systems/--system); "
                         "repeatable; a run sharing no doc id with the index is an error")
+    p.add_argument("--metrics", metavar="\"AP P@5 nDCG@10 ...\"",
+                   help="measures computed by ir_measures on each system's passage run against the qrels (both named "
+                        "by passage id, as --save-runs writes them), beside the built-in metrics and in the "
+                        "significance tests; e.g. \"AP P@5 nDCG@10 R@100 Judged@10\" (needs `pip install ir-measures`)")
     p.add_argument("--test", choices=("randomization", "t", "wilcoxon"), default="randomization",
                    help="the paired test the significance markers follow (every test's p-values are in results.json)")
     p.add_argument("--correction", choices=("none", "holm", "bonferroni"), default="none",

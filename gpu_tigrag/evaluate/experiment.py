@@ -309,10 +309,11 @@ class Experiment:
                  show_progress: bool = False, encoder: CachingEncoder | Encoder | None = None,
                  vector_cache: VectorCache | None = None, allow_mixed_encoder: bool = False,
                  cutoffs: Cutoffs = DEFAULT_CUTOFFS, settings: Mapping[str, Any] | None = None,
-                 custom_systems: Mapping[str, System] | None = None):
+                 custom_systems: Mapping[str, System] | None = None, measures: Sequence[Any] = ()):
         """`settings`: the user's settings (`--set`: {key: value}), applied on top of `base` and of every
         system's own preset (`system_config`). `custom_systems`: systems of the user's choosing
-        (`parse_system`), run by name beside the built-in ones."""
+        (`parse_system`), run by name beside the built-in ones. `measures`: ir_measures measures
+        (`measures.parse_measures`) computed on every system's passage run beside the built-in metrics."""
         self.custom_systems = dict(custom_systems or {})
         if dataset.match == "doc_id" and not any(index.passage_ids):
             raise TigragError("this dataset matches gold by passage id, but the index has no passage ids")
@@ -326,7 +327,11 @@ class Experiment:
             encoder or query_encoder(index, allow_mixed_encoder), vector_cache)
         self.allow_mixed_encoder = allow_mixed_encoder
         self.show_progress = show_progress
-        self.cutoffs, self.depth = cutoffs, depth_for(cutoffs)
+        from .measures import measure_depth
+
+        self.measures = list(measures)
+        self.cutoffs, self.depth = cutoffs, max(depth_for(cutoffs), 4 * measure_depth(self.measures))
+        self._qrels: dict[str, dict[str, int]] | None = None
         self.texts = [q.text for q in dataset.queries]
         self.query_encode_seconds: float | None = None
 
@@ -390,6 +395,18 @@ class Experiment:
         results = external_results(self.index, self.dataset.queries, path, self.depth)
         return SystemRun(name, {"external_run": str(path)}, [r.chunk_ids for r in results], 0.0, results)
 
+    def measure_values(self, run: SystemRun) -> dict[str, list[float]]:
+        """{measure: per-query values} of the experiment's ir_measures `measures` on `run`'s passage run
+        against the dataset's qrels, both named by passage id (`measures.score_measures`)."""
+        if not self.measures:
+            return {}
+        from .measures import score_measures
+
+        if self._qrels is None:
+            self._qrels = {q.qid: q.grades() for q in gold_as_passage_ids(self.index, self.dataset)}
+        return score_measures(self.measures, [q.qid for q in self.dataset.queries], passage_rankings(self.index, run),
+                              self._qrels)
+
     def report(self, run: SystemRun) -> dict[str, Any]:
         """A system's entry of the results: configuration, retrieval seconds and queries/s, the
         throughput report (TIGRAG systems), context size of the top β, every metric and the
@@ -402,8 +419,16 @@ class Experiment:
                 "queries_per_second_with_query_encoding": n / (run.seconds + (encoding or 0.0)) if run.seconds else None,
                 "throughput_includes": THROUGHPUT_INCLUDES,
                 "context_tokens": context_tokens(self.index, run, self.base.beta),
-                "metrics": score_run(self.index, self.dataset, run, self.base.beta, self.cutoffs),
-                "per_query": per_query_run(self.index, self.dataset, run, self.base.beta, self.cutoffs)}
+                **self._metrics(run)}
+
+    def _metrics(self, run: SystemRun) -> dict[str, Any]:
+        """The built-in metrics and per-query table of `run`, with the user's ir_measures measures added."""
+        metrics = score_run(self.index, self.dataset, run, self.base.beta, self.cutoffs)
+        per_query = per_query_run(self.index, self.dataset, run, self.base.beta, self.cutoffs)
+        for name, values in self.measure_values(run).items():
+            metrics[name] = float(np.mean(values)) if values else 0.0
+            per_query[name] = values
+        return {"metrics": metrics, "per_query": per_query}
 
     def sweep(self, key: str, values: Sequence[str]) -> list[dict[str, Any]]:
         rows = []
@@ -575,7 +600,7 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
                    overwrite: bool = False, settings: Mapping[str, Any] | None = None,
                    custom_systems: Mapping[str, System] | None = None,
                    external_runs: Mapping[str, str | Path] | None = None, test: str = "randomization",
-                   correction: str = "none") -> dict[str, Any]:
+                   correction: str = "none", measures: Sequence[Any] = ()) -> dict[str, Any]:
     """All systems, sweeps and (optionally) QA in one run; returns the `results.json` payload.
     Progress goes to this module's logger (the CLI configures logging).
 
@@ -586,7 +611,8 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
     `parse_system`) are systems of the caller's choosing that `systems` may name. `external_runs` ({name: TREC
     run file}, `tigrag eval --run`) are runs made elsewhere, scored and compared as systems after them.
     `test` (randomization, t, wilcoxon) and `correction` (none, holm, bonferroni) choose what the significance
-    markers follow (`significance.compare_systems`).
+    markers follow (`significance.compare_systems`). `measures` (ir_measures measures, `measures.parse_measures`)
+    are computed on every system's passage run and join its metrics and per-query table.
 
     `cutoffs`: the metrics' cutoffs (retrieval goes to `depth_for(cutoffs)` chunks). With two systems or
     more, `significance` holds paired tests of every system against `baseline` (default: the first)
@@ -612,9 +638,10 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
         run_files_folder(save_runs, [*names, *(external_runs or {})], overwrite)  # before any work: nothing foreign is replaced
     experiment = Experiment(index, dataset, backend, base, show_progress, vector_cache=vector_cache,
                             allow_mixed_encoder=allow_mixed_encoder, cutoffs=cutoffs, settings=settings,
-                            custom_systems=custom_systems)
+                            custom_systems=custom_systems, measures=measures)
     runs: dict[str, SystemRun] = {}
     out: dict[str, Any] = {"systems": {}, "sweeps": {}, "hop_gains": None, "qa": None,
+                           "measures": [str(m) for m in measures],
                            "cutoffs": {"recall": list(cutoffs.recall), "rank": list(cutoffs.rank)},
                            "depth": experiment.depth, "significance": None, "run_files": None}
     clash = [n for n in (external_runs or {}) if n in names]

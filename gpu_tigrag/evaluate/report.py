@@ -181,6 +181,14 @@ def markdown(payload: dict[str, Any]) -> str:
     if significance:
         out += ["", f"{MARKER}: p < {significance['alpha']} against the baseline `{significance['baseline']}` in the "
                 f"{marker_phrase(significance)}; every test's p-values are in [Significance](#significance)."]
+    chosen = payload["results"].get("measures") or []
+    if chosen:
+        out += ["", "## Measures of your choosing (ir_measures)", "",
+                "Computed by ir_measures on each system's passage run (each passage at its best chunk) against the "
+                "qrels, both named by passage id, as an external scorer computes them from `--save-runs`.", "",
+                "| system | " + " | ".join(chosen) + " |", "|---|" + "---|" * len(chosen)]
+        for name, s in systems.items():
+            out.append(f"| {name} | " + " | ".join(f"{pct(s['metrics'].get(m))}{mark(name, m)}" for m in chosen) + " |")
     out += every_cutoff(payload["results"], systems, mark)
     if significance:
         out += significance_table(significance, systems)
