@@ -127,3 +127,28 @@ def test_systems_of_the_users_choosing_run_beside_the_named_ones(example_index, 
                           ("x=TIGRAG,th=7", "--system 'x=TIGRAG,th=7'")):
         assert main(["eval", str(example_index.path), str(EXAMPLES / "questions.json"), "-q", "--system", spec]) == 2
         assert message in capsys.readouterr().err, spec
+
+
+def test_reciprocal_rank_fusion_of_any_systems(example_index, tmp_path):
+    """`--system "NAME=rrf(A,B)"`: each passage scores the sum over the members of 1 / (60 + its rank in that
+    member's passage ranking); an unknown member is a one-line error."""
+    from gpu_tigrag.evaluate.fused import fuse
+
+    assert fuse([[[3, 1, 2]], [[1, 3]]]) == [[(1, 1 / 62 + 1 / 61), (3, 1 / 61 + 1 / 62), (2, 1 / 63)]]  # tie: best rank
+    out, runs = tmp_path / "run", tmp_path / "runs"
+    assert main(["eval", str(example_index.path), str(EXAMPLES / "questions.json"), "-q", "--out", str(out),
+                 "--systems", "BM25", "NaiveRAG", "--system", "fused=rrf(bm25, NaiveRAG)", "--save-runs", str(runs)]) == 0
+    rows = json.loads((out / "results.json").read_text())["results"]["systems"]
+    assert rows["fused"]["config"] == {"fusion": "rrf", "members": ["BM25", "NaiveRAG"], "k": 60}
+    assert "reciprocal-rank fusion (k 60) of `BM25`, `NaiveRAG`" in (out / "report.md").read_text()
+
+    def ranking(file):  # the passages of q1, best first, as the saved TREC run holds them
+        lines = [line.split() for line in (runs / file).read_text().splitlines() if line.split()[0] == "q1"]
+        return [fields[2] for fields in sorted(lines, key=lambda fields: int(fields[3]))]
+
+    members = [ranking("BM25.trec"), ranking("NaiveRAG.trec")]
+    ids = {doc: i for i, doc in enumerate(dict.fromkeys(members[0] + members[1]))}
+    expected = fuse([[[ids[d] for d in member]] for member in members])[0]
+    assert ranking("fused.trec")[:10] == [next(d for d, i in ids.items() if i == p) for p, _ in expected][:10]
+    assert main(["eval", str(example_index.path), str(EXAMPLES / "questions.json"), "-q", "--systems", "BM25",
+                 "--system", "fused=rrf(bm25, hybrid)"]) == 2

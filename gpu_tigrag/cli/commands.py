@@ -251,17 +251,28 @@ def _external_runs(args: argparse.Namespace) -> dict:
     return runs
 
 
-def _custom_systems(args: argparse.Namespace) -> dict:
-    """{name: System} of the --system specs, each checked (`experiment.parse_system`), in order."""
+def _custom_systems(args: argparse.Namespace) -> tuple[dict, dict]:
+    """({name: System}, {name: [member, ...]}) of the --system specs: systems with settings, each checked
+    (`experiment.parse_system`), and reciprocal-rank fusions `NAME=rrf(A,B,...)` (`evaluate.fused`)."""
     from ..evaluate.experiment import parse_system
+    from ..evaluate.fused import fusion_members
 
     custom: dict = {}
+    fusions: dict = {}
     for spec in args.system or []:
+        name, _, rest = spec.partition("=")
+        members = fusion_members(rest)
+        name = " ".join(name.split())
+        if name in custom or name in fusions:
+            raise TigragError(f"--system {spec!r}: {name!r} is defined twice")
+        if members is not None:
+            if not name:
+                raise TigragError(f"--system {spec!r}: expected NAME=rrf(A,B,...)")
+            fusions[name] = members
+            continue
         system = parse_system(spec, custom)
-        if system.name in custom:
-            raise TigragError(f"--system {spec!r}: {system.name!r} is defined twice")
         custom[system.name] = system
-    return custom
+    return custom, fusions
 
 
 def _eval_inputs(args: argparse.Namespace) -> list[Path]:
@@ -278,12 +289,13 @@ def _eval_systems(args: argparse.Namespace) -> list[str]:
     """The systems `eval` runs: --systems, else the first system of --method."""
     from ..methods.registry import get_method
 
-    custom, external = list(_custom_systems(args)), list(_external_runs(args))
+    custom, fusions = (list(d) for d in _custom_systems(args))
+    external = list(_external_runs(args))
     if args.systems:
         from ..evaluate.experiment import resolve_systems
 
-        return list(resolve_systems(args.systems)[0]) + custom + external
-    return (custom + external) or [get_method(args.method).systems[0].name]
+        return list(resolve_systems(args.systems)[0]) + custom + external + fusions
+    return (custom + external + fusions) or [get_method(args.method).systems[0].name]
 
 
 def _eval_outputs(args: argparse.Namespace):
@@ -398,10 +410,11 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
     from ..evaluate.measures import parse_measures
 
     measures = parse_measures(args.metrics)
-    custom, external = _custom_systems(args), _external_runs(args)
-    systems, every = resolve_systems(args.systems) if args.systems or not (custom or external) else ([], False)
+    (custom, fusions), external = _custom_systems(args), _external_runs(args)
+    systems, every = (resolve_systems(args.systems) if args.systems or not (custom or external or fusions)
+                      else ([], False))
     systems += [name for name in custom if name not in systems]
-    baseline = resolve_system(args.baseline, [*systems, *external]) if args.baseline else None
+    baseline = resolve_system(args.baseline, [*systems, *external, *fusions]) if args.baseline else None
     base = retrieval_config(args, one_method=False)
     table = {**system_table(), **custom}
     used = list(dict.fromkeys(table[s].method for s in systems))
@@ -437,7 +450,7 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
                              show_progress=not args.quiet, cutoffs=cutoffs, baseline=baseline,
                              save_runs=args.save_runs, overwrite=args.force, settings=set_values(args.sets),
                              custom_systems=custom, external_runs=external, test=args.test,
-                             correction=args.correction, measures=measures, **encoder_options(args))
+                             correction=args.correction, measures=measures, fusions=fusions, **encoder_options(args))
     payload = {
         "run": {"dataset": dataset.name, "queries": len(dataset.queries), "chunks": index.n_chunks,
                 "match": dataset.match, "dataset_sha256": dataset.checksums, "index": str(args.index),
@@ -469,7 +482,7 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
                     for key in ("recall@2", "recall@5", "ndcg@10")}
             encode = results.get("query_encode_seconds") if system.get("uses_query_encoder") else 0.0
             speed = (f"{len(dataset.queries) / max(system['seconds'] + (encode or 0.0), 1e-9):8.1f} q/s"
-                     if system["seconds"] else "    (run file)")
+                     if system["seconds"] else ("     (fused)" if "fusion" in system["config"] else "  (run file)"))
             print(f"{name:<28} R@2 {m['recall@2']:.4f}{mark['recall@2']} R@5 {m['recall@5']:.4f}{mark['recall@5']} "
                   f"nDCG@10 {m['ndcg@10']:.4f}{mark['ndcg@10']} {speed}")
         print("q/s: end to end with query encoding (start-up and loading not counted); report.md's resources "

@@ -407,6 +407,14 @@ class Experiment:
         return score_measures(self.measures, [q.qid for q in self.dataset.queries], passage_rankings(self.index, run),
                               self._qrels)
 
+    def run_fusion(self, name: str, members: Sequence[SystemRun]) -> SystemRun:
+        """The reciprocal-rank fusion of `members`' runs (`fused.fused_results`), not timed."""
+        from .fused import RRF_K, fused_results
+
+        results = fused_results(self.index, self.dataset.queries, [m.chunk_ids for m in members], self.depth)
+        return SystemRun(name, {"fusion": "rrf", "members": [m.name for m in members], "k": RRF_K},
+                         [r.chunk_ids for r in results], 0.0, results)
+
     def report(self, run: SystemRun) -> dict[str, Any]:
         """A system's entry of the results: configuration, retrieval seconds and queries/s, the
         throughput report (TIGRAG systems), context size of the top β, every metric and the
@@ -600,7 +608,8 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
                    overwrite: bool = False, settings: Mapping[str, Any] | None = None,
                    custom_systems: Mapping[str, System] | None = None,
                    external_runs: Mapping[str, str | Path] | None = None, test: str = "randomization",
-                   correction: str = "none", measures: Sequence[Any] = ()) -> dict[str, Any]:
+                   correction: str = "none", measures: Sequence[Any] = (),
+                   fusions: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """All systems, sweeps and (optionally) QA in one run; returns the `results.json` payload.
     Progress goes to this module's logger (the CLI configures logging).
 
@@ -612,7 +621,9 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
     run file}, `tigrag eval --run`) are runs made elsewhere, scored and compared as systems after them.
     `test` (randomization, t, wilcoxon) and `correction` (none, holm, bonferroni) choose what the significance
     markers follow (`significance.compare_systems`). `measures` (ir_measures measures, `measures.parse_measures`)
-    are computed on every system's passage run and join its metrics and per-query table.
+    are computed on every system's passage run and join its metrics and per-query table. `fusions` ({name:
+    [member, ...]}, `--system "NAME=rrf(A,B)"`) are reciprocal-rank fusions of systems or runs of this run
+    (members resolved ignoring case; a fusion may fuse an earlier one), scored after them.
 
     `cutoffs`: the metrics' cutoffs (retrieval goes to `depth_for(cutoffs)` chunks). With two systems or
     more, `significance` holds paired tests of every system against `baseline` (default: the first)
@@ -628,14 +639,22 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
     if unknown:
         raise TigragError(f"unknown system {unknown[0]!r}; choose from {', '.join(all_systems())} or define it "
                           "(custom_systems, `--system NAME=BASE,KEY=VALUE`)")
-    if baseline is not None and baseline not in names and baseline not in (external_runs or {}):
+    others = [*(external_runs or {}), *(fusions or {})]
+    for name, members in (fusions or {}).items():
+        known = [*names, *(external_runs or {}), *list(fusions or {})[:list(fusions or {}).index(name)]]
+        try:
+            fusions = {**fusions, name: [resolve_system(m, known) for m in members]}
+        except TigragError as exc:
+            raise TigragError(f"--system {name}=rrf(...): {exc} (a fusion fuses systems or runs of this run, "
+                              "or an earlier fusion)") from None
+    if baseline is not None and baseline not in names and baseline not in others:
         raise TigragError(f"--baseline {baseline!r} is not one of the systems of this run "
-                          f"({', '.join([*names, *(external_runs or {})])})")
+                          f"({', '.join([*names, *others])})")
     if save_runs is not None:
         from .runfiles import check_unique_ids
 
         check_unique_ids([q.qid for q in dataset.queries], f"--save-runs {save_runs}")
-        run_files_folder(save_runs, [*names, *(external_runs or {})], overwrite)  # before any work: nothing foreign is replaced
+        run_files_folder(save_runs, [*names, *others], overwrite)  # before any work: nothing foreign is replaced
     experiment = Experiment(index, dataset, backend, base, show_progress, vector_cache=vector_cache,
                             allow_mixed_encoder=allow_mixed_encoder, cutoffs=cutoffs, settings=settings,
                             custom_systems=custom_systems, measures=measures)
@@ -644,9 +663,10 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
                            "measures": [str(m) for m in measures],
                            "cutoffs": {"recall": list(cutoffs.recall), "rank": list(cutoffs.rank)},
                            "depth": experiment.depth, "significance": None, "run_files": None}
-    clash = [n for n in (external_runs or {}) if n in names]
-    if clash:
-        raise TigragError(f"--run {clash[0]!r}: a system of this run has that name; name the run file another way")
+    clash = [n for n in [*(external_runs or {}), *(fusions or {})] if n in names]
+    if clash or set(external_runs or {}) & set(fusions or {}):
+        raise TigragError(f"{(clash or sorted(set(external_runs or {}) & set(fusions or {})))[0]!r} names two systems "
+                          "of this run (a --run, a --system or a named system); give each its own name")
     for name in names:
         log.info("system %s", name)
         run = experiment.run_system(name)
@@ -655,6 +675,10 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
     for name, path in (external_runs or {}).items():
         log.info("external run %s (%s)", name, path)
         runs[name] = experiment.run_external(name, path)
+        out["systems"][name] = experiment.report(runs[name])
+    for name, members in (fusions or {}).items():
+        log.info("fusion %s = rrf(%s)", name, ", ".join(members))
+        runs[name] = experiment.run_fusion(name, [runs[m] for m in members])
         out["systems"][name] = experiment.report(runs[name])
     if len(runs) > 1:
         from .significance import compare_systems

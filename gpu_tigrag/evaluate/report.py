@@ -270,6 +270,9 @@ def settings_table(systems: dict[str, Any]) -> list[str]:
         changed = ", ".join(f"`{k}={v}`" for k, v in s.get("settings", {}).items()) or "none (the method's defaults)"
         if "external_run" in s.get("config", {}):
             changed = f"a run made elsewhere: `{s['config']['external_run']}`"
+        if "fusion" in s.get("config", {}):
+            changed = (f"reciprocal-rank fusion (k {s['config']['k']}) of "
+                       + ", ".join(f"`{m}`" for m in s["config"]["members"]))
         fixed = ", ".join(f"`{k}` (stays {v})" for k, v in s.get("fixed_settings", {}).items()) or "–"
         out.append(f"| {name} | {changed} | {fixed} |")
     return out
