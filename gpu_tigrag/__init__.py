@@ -35,6 +35,10 @@ _EXPORTS: dict[str, str] = {
     "Query": ".evaluate.queries",
     "load_queries": ".evaluate.queries",
     "load_dataset": ".evaluate.datasets",
+    # evaluation
+    "run_experiment": ".evaluate.experiment",
+    "parse_system": ".evaluate.experiment",
+    "to_run": ".retrieve.results",
     # indexes
     "Index": ".index.index",
     "build_index": ".index.build",
@@ -66,7 +70,8 @@ __all__ = [
     "BaseRetriever", "Index", "IndexConfig", "Method", "LitesemragRetriever", "PRESETS", "Passage", "Query", "QueryResult", "RetrievalConfig", "Retriever",
     "SpectragRetriever", "TigragError", "TigragQueryConfig", "TigragRetriever", "__version__", "add_method", "add_passages", "build_index",
     "build_index_streaming", "get_backend", "load_corpus", "load_dataset", "load_index", "load_queries",
-    "make_retriever", "preset", "register_method", "replace_path", "run_distributed", "run_queries", "save_index",
+    "make_retriever", "parse_system", "preset", "register_method", "replace_path", "run_distributed", "run_experiment",
+    "run_queries", "save_index", "to_run",
 ]
 
 
@@ -92,7 +97,9 @@ if TYPE_CHECKING:  # for type checkers and editors; never executed
     from .dask_run import run_distributed
     from .errors import TigragError
     from .evaluate.datasets import load_dataset
+    from .evaluate.experiment import parse_system, run_experiment
     from .evaluate.queries import Query, load_queries
+    from .retrieve.results import to_run
     from .index.add import add_passages
     from .index.build import add_method, build_index
     from .index.index import Index

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from .errors import CorpusError
+from .errors import CorpusError, TigragError
 from .records import (PASSAGE_ID_KEYS, PASSAGE_TEXT_KEYS, TITLE_KEY, as_record, first_key, parse_json, passage_fields,
                       string_value)
 
@@ -58,6 +58,27 @@ class Passage:
     def describe(self, position: int) -> str:
         """Where this passage came from, or its position (0-based) in a list built in code."""
         return self.where or f"passage {position} (title {self.title!r})"
+
+
+def as_passages(items: Any) -> list[Passage]:
+    """`items` as Passage records: Passages as they are, dicts read as a corpus record is (`title`, `text`,
+    an optional `_id`/`id`/`idx`), `(title, text)` pairs; anything else is a TigragError naming the item."""
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise TigragError(f"passages must be a sequence (list) of Passage records, dicts or (title, text) pairs, got "
+                          f"{type(items).__name__}")
+    out = []
+    for position, item in enumerate(items):
+        where = f"passage {position}"
+        if isinstance(item, Passage):
+            out.append(item)
+        elif isinstance(item, dict):
+            out.append(_passage_from_record(item, where))
+        elif isinstance(item, tuple) and len(item) == 2 and all(isinstance(x, str) for x in item):
+            out.append(_passage_from_record({"title": item[0], "text": item[1]}, where))
+        else:
+            raise TigragError(f"{where} is a {type(item).__name__}; give Passage records, dicts with 'title' and "
+                              "'text' (and an optional 'id'), or (title, text) pairs")
+    return out
 
 
 def content_digest(passage: Passage) -> int:

@@ -54,12 +54,40 @@ def test_public_entry_points_check_their_arguments(example_index):
     from gpu_tigrag import Passage, TigragError, build_index, make_retriever, preset
 
     retriever = make_retriever(example_index.index, preset("paper"), backend="numpy")
-    for queries, message in [("a question", "wrap a single query in a list"), (["film", "  "], "query 2 is empty"),
+    for queries, message in [(b"a question", "not bytes"), (["film", "  "], "query 2 is empty"),
                              (["film", 7], "query 2 is a int, not a string"), (42, "sequence .* got int")]:
         with pytest.raises(TigragError, match=message):
             retriever.retrieve(queries)
     for passages, message in [([], "no passage has any text"), ([Passage("", " ", "x")], "no passage has any text"),
-                              ([{"title": "t", "text": "x"}], "passage 1 is a dict, not a gpu_tigrag.Passage"),
+                              ([["t", "x"]], "passage 0 is a list; give Passage records, dicts"),
+                              ([{"title": "t"}], "passage 0: missing field 'text'"),
                               ("corpus.json", "sequence .* got str")]:
         with pytest.raises(TigragError, match=message):
             build_index(passages)
+
+
+def test_the_api_takes_what_a_user_has(example_index):
+    """`retrieve` takes one string (a list of one result, the same as in a list); `build_index` takes dicts and
+    (title, text) pairs; `to_run` gives {qid: {doc id: score}} for ranx and ir_measures, each passage once."""
+    import json
+
+    from conftest import EXAMPLES, QUESTIONS, EXAMPLE_ENCODER, string_entities
+
+    from gpu_tigrag import IndexConfig, build_index, make_retriever, preset, to_run
+    from gpu_tigrag.config import EncoderConfig
+    from gpu_tigrag.encoders import load_encoder
+
+    retriever = make_retriever(example_index.index, preset("paper"), backend="numpy")
+    one = retriever.retrieve(QUESTIONS[0], k=5)
+    assert len(one) == 1 and one[0].chunk_ids == retriever.retrieve([QUESTIONS[0]], k=5)[0].chunk_ids
+    records = json.loads((EXAMPLES / "corpus.json").read_text())
+    config = IndexConfig(encoder=EncoderConfig(model=EXAMPLE_ENCODER))
+    encoder = load_encoder(config.encoder)
+    by_dict = build_index(records, config, encoder=encoder, entity_extractor=string_entities)
+    by_pair = build_index([(r["title"], r["text"]) for r in records], config, encoder=encoder,
+                          entity_extractor=string_entities)
+    assert by_dict.chunk_texts == by_pair.chunk_texts == example_index.index.chunk_texts
+    results = retriever.retrieve(QUESTIONS[:2], k=10)
+    run = to_run(results, ["q1", "q2"])
+    assert list(run) == ["q1", "q2"] and len(run["q1"]) == len(set(results[0].doc_ids))
+    assert next(iter(run["q1"])) == results[0].doc_ids[0] and run["q1"][results[0].doc_ids[0]] == results[0].scores[0]

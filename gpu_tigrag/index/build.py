@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from ..backend import Backend, get_backend
 from ..config import IndexConfig
 from ..errors import TigragError
-from ..corpus import Passage, check_unique_ids, duplicate_passages
+from ..corpus import Passage, as_passages, check_unique_ids, duplicate_passages
 from ..text.pipeline import assemble_chunks, chunk_and_tokenise, split_passages
 from .ann import ann_for
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
@@ -48,7 +48,7 @@ def check_passages(passages: Any) -> None:
 
 
 def build_index(
-    passages: Sequence[Passage],
+    passages: Sequence[Passage | dict | tuple[str, str]],
     config: IndexConfig = IndexConfig(),
     encoder: Encoder | None = None,
     backend: Backend | None = None,
@@ -60,9 +60,11 @@ def build_index(
 
     `entity_extractor` maps chunk texts to (surface form, label) lists; the default runs the
     spaCy model of `config.entities`. `methods` naming "spectrag" also builds SpectRAG's chunk
-    graph (settings `config.spectrag`) over the finished base index.
+    graph (settings `config.spectrag`) over the finished base index. `passages` may be Passage
+    records, dicts read as corpus records (`title`, `text`, an optional `id`) or `(title, text)` pairs.
     """
     methods = check_methods(methods)
+    passages = as_passages(passages)
     check_passages(passages)
     warn_duplicates(passages)
     be = backend or get_backend("numpy")

@@ -65,8 +65,10 @@ def check_queries(queries: Any) -> list[str]:
     """The queries, checked: TigragError unless `queries` is a sequence of non-empty strings (as the
     CLI requires); a lone surrogate (invalid Unicode, which tokenizers refuse) is replaced by
     U+FFFD with a warning, as the query files' reader does (`records.py`)."""
-    if isinstance(queries, (str, bytes)):
-        raise TigragError("retrieve() takes a sequence of queries; wrap a single query in a list")
+    if isinstance(queries, str):
+        queries = [queries]  # one query: a list of one result
+    if isinstance(queries, bytes):
+        raise TigragError("retrieve() takes query strings (str), not bytes: decode them first")
     if not isinstance(queries, Sequence):
         raise TigragError(f"retrieve() takes a sequence (list, tuple) of query strings, got {type(queries).__name__}")
     for position, query in enumerate(queries, start=1):
@@ -165,8 +167,10 @@ class BaseRetriever:
         return PreparedBatch(queries, self.query_seeds(queries), self.encode_queries(queries))
 
     # -- batches -----------------------------------------------------------------------------
-    def retrieve(self, queries: Sequence[str], k: int | None = None, show_progress: bool = False) -> list[QueryResult]:
-        """The ranked chunks of every query, to depth k (default: the method's, `default_k`)."""
+    def retrieve(self, queries: str | Sequence[str], k: int | None = None,
+                 show_progress: bool = False) -> list[QueryResult]:
+        """The ranked chunks of every query, to depth k (default: the method's, `default_k`); one string
+        is one query (a list of one result)."""
         queries = check_queries(queries)
         k = self._check_k(k)
         size = self.batch_size()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 
 @dataclass
@@ -39,3 +39,21 @@ class QueryResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def to_run(results: Sequence[QueryResult], qids: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
+    """{query id: {passage id: score}} of `results`, for ranx, ir_measures or pytrec_eval: each passage once, at
+    its best chunk's score, named by its passage id (`doc_ids`) as every run file of the engine names it. Query
+    ids default to the positions ("0", "1", ...). A run of the engine's own run files (`tigrag run`) has
+    the same passages and order; scorers sort by score, so tied scores may be ordered by doc id there."""
+    if qids is None:
+        qids = [str(i) for i in range(len(results))]
+    if len(qids) != len(results):
+        raise ValueError(f"{len(qids)} query ids for {len(results)} results")
+    out: dict[str, dict[str, float]] = {}
+    for qid, result in zip(qids, results):
+        ranking: dict[str, float] = {}
+        for doc_id, score in zip(result.doc_ids, result.scores):
+            ranking.setdefault(doc_id, float(score))
+        out[str(qid)] = ranking
+    return out
