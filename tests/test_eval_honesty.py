@@ -152,3 +152,17 @@ def test_reciprocal_rank_fusion_of_any_systems(example_index, tmp_path):
     assert ranking("fused.trec")[:10] == [next(d for d, i in ids.items() if i == p) for p, _ in expected][:10]
     assert main(["eval", str(example_index.path), str(EXAMPLES / "questions.json"), "-q", "--systems", "BM25",
                  "--system", "fused=rrf(bm25, hybrid)"]) == 2
+
+
+def test_datasets_by_name(example_index, tmp_path, capsys):
+    """A registry name that is not local says how to fetch it; with --data-dir the fetched folder is found."""
+    import shutil
+
+    assert main(["eval", str(example_index.path), "scifact", "-q"]) == 2
+    assert "tigrag datasets fetch scifact --to DIR" in capsys.readouterr().err
+    folder = tmp_path / "data" / "example"
+    folder.mkdir(parents=True)
+    shutil.copy(EXAMPLES / "corpus.json", folder / "example_corpus.json")
+    shutil.copy(EXAMPLES / "questions.json", folder / "questions.json")
+    assert main(["eval", str(example_index.path), "example", "--data-dir", str(tmp_path / "data"), "--json", "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)["queries"] == 15

@@ -223,12 +223,9 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def _dataset(args: argparse.Namespace):
-    from ..evaluate.datasets import load_dataset
+    from ..evaluate.datasets import dataset_path, load_dataset
 
-    path = Path(args.queries)
-    if not path.exists() and args.data_dir:
-        path = Path(args.data_dir) / args.queries
-    dataset = load_dataset(path, split=args.split)
+    dataset = load_dataset(dataset_path(args.queries, args.data_dir), split=args.split)
     if args.limit:
         dataset.queries = dataset.queries[: args.limit]
     return dataset
@@ -277,9 +274,9 @@ def _custom_systems(args: argparse.Namespace) -> tuple[dict, dict]:
 
 def _eval_inputs(args: argparse.Namespace) -> list[Path]:
     """The files `eval` reads (the query file, or a dataset folder's files): no output may be one of them."""
-    path = Path(args.queries)
-    if not path.exists() and args.data_dir:
-        path = Path(args.data_dir) / args.queries
+    from ..evaluate.datasets import dataset_path
+
+    path = dataset_path(args.queries, args.data_dir)
     if path.is_dir():
         return [p for p in path.rglob("*") if p.is_file()][:10_000]
     return [path]

@@ -138,3 +138,26 @@ def check_gold(passage_keys: Iterable[str], queries: Sequence[Query], match: str
         log.warning("%d of %d gold passages (of %d of the %d queries) are not in the index (matched by %s); they "
                     "count as misses", len(missing), len(gold), affected, len(queries), match)
     return len(missing)
+
+
+def dataset_path(name_or_path: str | Path, data_dir: str | Path | None = None) -> Path:
+    """Where the dataset `name_or_path` is: the path itself when it exists; else, with `data_dir`, the folder
+    `tigrag datasets fetch NAME --to DATA_DIR` made (DATA_DIR/NAME, or DATA_DIR/NAME/NAME where a BEIR zip
+    holds its own folder). A registry name found nowhere is an error saying how to fetch it."""
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    name = str(name_or_path)
+    if data_dir is not None:
+        for candidate in (Path(data_dir) / name / name, Path(data_dir) / name):
+            if candidate.is_dir() and (is_beir(candidate) or any(candidate.glob("*_corpus.json"))):
+                return candidate
+        if (Path(data_dir) / name).exists():
+            return Path(data_dir) / name
+    from .fetch import REGISTRY
+
+    if name in REGISTRY:
+        where = f" in --data-dir {data_dir}" if data_dir is not None else ""
+        raise CorpusError(f"{name}: a dataset of the registry, not found here{where}; fetch it with `tigrag datasets "
+                          f"fetch {name} --to DIR` and pass `--data-dir DIR` (or give its folder)")
+    return path
