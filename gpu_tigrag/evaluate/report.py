@@ -283,6 +283,27 @@ def save_png(fig: Any, path: Path) -> None:
     atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"), suffix=".png")
 
 
+def legend_figsize(n_systems: int, width: float = 7.0) -> tuple[float, float]:
+    """A figure that fits its plot and, to the right, a legend of `n_systems` entries (one column up to 24)."""
+    columns = 1 if n_systems <= 24 else 2
+    return width + 2.6 * columns, max(3.8, 0.2 * n_systems / columns + 1.2)
+
+
+def line_style(i: int) -> dict[str, Any]:
+    """Color, line style and marker of the i-th line: 10 colors × 4 dashes × 7 markers, no two of 280 alike."""
+    import matplotlib.pyplot as plt
+
+    colors = plt.get_cmap("tab10").colors
+    return {"color": colors[i % 10], "linestyle": ("-", "--", ":", "-.")[(i // 10) % 4],
+            "marker": "osD^vPX"[i % 7], "markersize": 4, "linewidth": 1.3}
+
+
+def legend_outside(ax: Any, n_systems: int) -> None:
+    """The legend right of the axes, out of the data's way."""
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+              ncol=1 if n_systems <= 24 else 2, frameon=False)
+
+
 def plot(payload: dict[str, Any], folder: Path) -> list[str]:
     """PNG plots next to the report; returns their file names."""
     import matplotlib
@@ -292,13 +313,18 @@ def plot(payload: dict[str, Any], folder: Path) -> list[str]:
 
     results, names = payload["results"], []
     systems = results["systems"]
-    fig, ax = plt.subplots(figsize=(5, 3.5), dpi=100)
-    for name, s in systems.items():
-        ks = sorted(int(m.partition("@")[2]) for m in s["metrics"] if m.startswith("recall@"))
-        ax.plot(ks, [100 * s["metrics"][f"recall@{k}"] for k in ks], marker="o", label=name)
-    ax.set(xlabel="k", ylabel="recall@k (%)", title="Recall@k per system")
-    ax.legend(fontsize=6)
-    fig.tight_layout()
+    fig, ax = plt.subplots(figsize=legend_figsize(len(systems)), dpi=110)
+    ks = sorted({int(m.partition("@")[2]) for s in systems.values() for m in s["metrics"] if m.startswith("recall@")})
+    for i, (name, s) in enumerate(systems.items()):
+        ax.plot(range(len(ks)), [100 * s["metrics"].get(f"recall@{k}", float("nan")) for k in ks], label=name,
+                **line_style(i))
+    ax.set_xticks(range(len(ks)), [str(k) for k in ks])
+    ax.set(xlabel="k (chunks)", ylabel="recall@k (%)", title="Recall@k per system")
+    ax.grid(alpha=0.3)
+    fig.text(0.01, 0.01, "HippoRAG's recall: the share of gold passages among the passages of the top-k chunks",
+             fontsize=7, color="0.3")
+    legend_outside(ax, len(systems))
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     save_png(fig, folder / "recall_at_k.png")
     plt.close(fig)
     names.append("recall_at_k.png")
@@ -315,14 +341,17 @@ def plot(payload: dict[str, Any], folder: Path) -> list[str]:
         names.append(f"sweep_{key}.png")
     types = systems.get("TIGRAG", {}).get("metrics", {}).get("by_type")
     if types:
-        fig, ax = plt.subplots(figsize=(6, 3.5), dpi=100)
+        fig, ax = plt.subplots(figsize=legend_figsize(len(systems), 7 + 0.15 * len(systems) * len(types)), dpi=110)
         width = 0.8 / max(len(systems), 1)
+        colors = plt.get_cmap("tab20").colors
         for i, (name, s) in enumerate(systems.items()):
             ax.bar([j + i * width for j in range(len(types))],
-                   [100 * s["metrics"]["by_type"][t]["recall@5"] for t in types], width, label=name)
-        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(types))], list(types), fontsize=7)
+                   [100 * s["metrics"]["by_type"][t]["recall@5"] for t in types], width, label=name,
+                   color=colors[i % len(colors)], hatch=("", "//", "..", "xx")[(i // len(colors)) % 4])
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(types))], list(types), fontsize=8)
         ax.set(ylabel="recall@5 (%)", title="Recall@5 by question type")
-        ax.legend(fontsize=6)
+        ax.grid(axis="y", alpha=0.3)
+        legend_outside(ax, len(systems))
         fig.tight_layout()
         save_png(fig, folder / "by_type.png")
         plt.close(fig)
