@@ -194,8 +194,10 @@ def test_cli_eval_reports_vector_cache_hits_on_a_second_run(index, tmp_path, cap
     first = json.loads(capsys.readouterr().out)
     assert main(command) == 0
     second = json.loads(capsys.readouterr().out)
-    assert first["vector_cache"]["hits"] == 0 and second["vector_cache"]["hits"] > 0
-    assert second["vector_cache"]["misses"] == 0
+    # the first run encodes every text once (the timed call finds the expanded queries its warm-up encoded on
+    # disk: the cache the user asked for); the second encodes none
+    assert first["vector_cache"]["misses"] > 0 and second["vector_cache"]["misses"] == 0
+    assert second["vector_cache"]["hits"] > first["vector_cache"]["hits"]
     assert second["metrics"] == first["metrics"]
 
 

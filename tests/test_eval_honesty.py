@@ -166,3 +166,22 @@ def test_datasets_by_name(example_index, tmp_path, capsys):
     shutil.copy(EXAMPLES / "questions.json", folder / "questions.json")
     assert main(["eval", str(example_index.path), "example", "--data-dir", str(tmp_path / "data"), "--json", "-q"]) == 0
     assert json.loads(capsys.readouterr().out)["queries"] == 15
+
+
+def test_tables_as_csv_and_latex_and_report_with_a_metric_choice(example_index, tmp_path, capsys):
+    import csv
+
+    out = tmp_path / "run"
+    assert main(["eval", str(example_index.path), str(EXAMPLES / "questions.json"), "-q", "--out", str(out),
+                 "--systems", "BM25", "TIGRAG best", "--metrics", "AP"]) == 0
+    results = json.loads((out / "results.json").read_text())["results"]
+    rows = list(csv.DictReader((out / "tables.csv").open()))
+    assert [r["system"] for r in rows] == ["BM25", "TIGRAG best"]
+    assert float(rows[1]["AP"]) == results["systems"]["TIGRAG best"]["metrics"]["AP"]
+    tex = (out / "tables.tex").read_text()
+    assert "\\begin{tabular}{l" in tex and "TIGRAG best &" in tex and "\\bottomrule" in tex
+    capsys.readouterr()
+    assert main(["report", str(out), "--metrics", "AP ndcg@10", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "system,run:AP,run:ndcg@10"
+    assert main(["report", str(out), "--metrics", "nosuch"]) == 2
+    assert "is in none of the runs" in capsys.readouterr().err

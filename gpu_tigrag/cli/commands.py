@@ -581,7 +581,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.out:
         inputs = [Path(run) / "results.json" for run in args.runs]
         check_file_output(args.out, "a comparison table", f"--out {args.out}", inputs, args.force)
-    table = compare(args.runs)
+    table = compare(args.runs, args.metrics.replace(",", " ").split(), args.format)
     if args.out:
         from ..errors import OutputError
 

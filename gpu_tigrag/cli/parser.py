@@ -259,6 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="compare evaluation runs side by side",
                        description="Print a Markdown table of R@2 / R@5 / nDCG@10 per system for each run directory.")
     p.add_argument("runs", nargs="+", help="run directories written by `tigrag eval --out`")
+    p.add_argument("--metrics", default="recall@2 recall@5 ndcg@10", metavar="\"M1 M2 ...\"",
+                   help="the metrics compared (any the runs hold, ir_measures measures of `eval --metrics` included; "
+                        "default: recall@2 recall@5 ndcg@10)")
+    p.add_argument("--format", choices=("markdown", "csv", "latex"), default="markdown",
+                   help="the table's format (default markdown); † / $^\\dagger$ mark what each run's own significance "
+                        "test marked")
     p.add_argument("--out", help="also write the table to this file (an existing file gpu_tigrag did not write is "
                                  "refused, unless --force)")
     p.add_argument("--force", action="store_true", help="let --out replace a file gpu_tigrag did not write")

@@ -377,7 +377,53 @@ PER_QUERY_FILE = "per_query.tsv"
 #: the kind of artefact an evaluation run folder records (`outputs.py`)
 REPORT_KIND = "an evaluation run"
 #: the files `write_run` may write, besides one sweep_NAME.png per sweep
-REPORT_FILES = ("results.json", "report.md", "per_query.tsv", "recall_at_k.png", "by_type.png", "latency.png")
+REPORT_FILES = ("results.json", "report.md", "per_query.tsv", "tables.csv", "tables.tex", "recall_at_k.png", "by_type.png", "latency.png")
+
+
+def table_metrics(results: dict[str, Any]) -> list[str]:
+    """The columns of the tables files: the main metrics, then the user's ir_measures measures."""
+    return [*MAIN_METRICS, *(results.get("measures") or [])]
+
+
+def table_rows(results: dict[str, Any], metrics: Sequence[str]) -> list[tuple[str, list[float | None], list[bool]]]:
+    """(system, values, significant) per system: the figures of `metrics` (None where a system has none) and
+    whether each differs from the baseline in the run's marker test."""
+    mark = markers(results.get("significance"))
+    return [(name, [s["metrics"].get(m) for m in metrics], [bool(mark(name, m)) for m in metrics])
+            for name, s in results["systems"].items()]
+
+
+def tables_csv(results: dict[str, Any], metrics: Sequence[str] | None = None) -> str:
+    """The systems × metrics table as CSV (values as fractions, full precision; `*_significant` columns)."""
+    import csv
+    import io
+
+    metrics = list(metrics or table_metrics(results))
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["system", *metrics, *(f"{m}_significant" for m in metrics)])
+    for name, values, significant in table_rows(results, metrics):
+        writer.writerow([name, *("" if v is None else repr(float(v)) for v in values), *map(int, significant)])
+    return buffer.getvalue()
+
+
+def _latex(text: str) -> str:
+    return "".join("\\" + c if c in "&%$#_{}" else ("\\textasciitilde{}" if c == "~" else c) for c in text)
+
+
+def tables_latex(results: dict[str, Any], metrics: Sequence[str] | None = None) -> str:
+    """The systems × metrics table as a LaTeX tabular (booktabs rules; percentages; $^\\dagger$ on figures
+    that differ from the baseline in the run's marker test)."""
+    metrics = list(metrics or table_metrics(results))
+    lines = ["% gpu_tigrag: systems x metrics (percent); needs \\usepackage{booktabs}",
+             "\\begin{tabular}{l" + "r" * len(metrics) + "}", "\\toprule",
+             "System & " + " & ".join(_latex(metric_label(m)) for m in metrics) + " \\\\", "\\midrule"]
+    for name, values, significant in table_rows(results, metrics):
+        cells = ["--" if v is None else f"{100 * v:.2f}" + ("$^\\dagger$" if s else "")
+                 for v, s in zip(values, significant)]
+        lines.append(_latex(name) + " & " + " & ".join(cells) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    return "\n".join(lines) + "\n"
 
 
 def report_files(folder: Path, sweeps: Sequence[str] = ()) -> list[str]:
@@ -403,7 +449,10 @@ def write_run(folder: str | Path, payload: dict[str, Any], overwrite: bool = Fal
         payload["per_query_file"] = PER_QUERY_FILE
     atomic_write_text(folder / "results.json", json.dumps(payload, indent=2, default=float) + "\n")
     atomic_write_text(folder / "report.md", markdown(payload))
-    out.record(["results.json", "report.md", *payload["plots"], *([PER_QUERY_FILE] if table is not None else [])])
+    atomic_write_text(folder / "tables.csv", tables_csv(payload["results"]))
+    atomic_write_text(folder / "tables.tex", tables_latex(payload["results"]))
+    out.record(["results.json", "report.md", "tables.csv", "tables.tex", *payload["plots"],
+                *([PER_QUERY_FILE] if table is not None else [])])
     return folder
 
 
@@ -417,17 +466,55 @@ def load_run(folder: str | Path) -> dict[str, Any]:
         raise TigragError(f"{path}: damaged results ({exc})") from None
 
 
-def compare(folders: Sequence[str | Path]) -> str:
-    """Markdown table of R@2 / R@5 / nDCG@10 per system (rows) and run (columns)."""
+#: the metrics `tigrag report` compares by default
+COMPARE_METRICS = ("recall@2", "recall@5", "ndcg@10")
+#: the formats of `tigrag report`
+COMPARE_FORMATS = ("markdown", "csv", "latex")
+
+
+def compare(folders: Sequence[str | Path], metrics: Sequence[str] = COMPARE_METRICS, fmt: str = "markdown") -> str:
+    """The systems (rows) of every run (columns) on `metrics` (any metric or ir_measures measure the runs
+    hold; † where the run's own significance test marks the figure), as Markdown, CSV or LaTeX."""
+    if fmt not in COMPARE_FORMATS:
+        raise TigragError(f"--format must be one of {', '.join(COMPARE_FORMATS)}, got {fmt!r}")
     runs = [(Path(f).name, load_run(f)) for f in folders]
+    held = {m for _, r in runs for s in r["results"]["systems"].values() for m in s["metrics"] if m != "by_type"}
+    unknown = [m for m in metrics if m not in held]
+    if unknown:
+        raise TigragError(f"--metrics: {unknown[0]!r} is in none of the runs; they hold " + ", ".join(sorted(held)))
     systems = list(dict.fromkeys(s for _, r in runs for s in r["results"]["systems"]))
-    head = "| system | " + " | ".join(f"{name} ({r['run']['dataset']}) R@2 / R@5 / nDCG@10" for name, r in runs) + " |"
+    columns = [(name, r, m) for name, r in runs for m in metrics]
+
+    def cell(system: str, r: dict, metric: str, latex: bool = False) -> str:
+        value = r["results"]["systems"].get(system, {}).get("metrics", {}).get(metric)
+        if value is None:
+            return "--" if latex else "–"
+        flag = markers(r["results"].get("significance"))(system, metric)
+        return f"{100 * value:.2f}" + (("$^\\dagger$" if latex else MARKER) if flag else "")
+
+    if fmt == "csv":
+        import csv
+        import io
+
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(["system", *(f"{name}:{m}" for name, _, m in columns)])
+        for s in systems:
+            writer.writerow([s, *(repr(float(v)) if (v := r["results"]["systems"].get(s, {}).get("metrics", {}).get(m))
+                                  is not None else "" for _, r, m in columns)])
+        return buffer.getvalue()
+    if fmt == "latex":
+        lines = ["% gpu_tigrag report: systems x (run, metric), percent; needs \\usepackage{booktabs}",
+                 "\\begin{tabular}{l" + "r" * len(columns) + "}", "\\toprule",
+                 "System & " + " & ".join(_latex(f"{name} {metric_label(m)}") for name, _, m in columns) + " \\\\",
+                 "\\midrule"]
+        lines += [_latex(s) + " & " + " & ".join(cell(s, r, m, True) for _, r, m in columns) + " \\\\" for s in systems]
+        return "\n".join([*lines, "\\bottomrule", "\\end{tabular}"]) + "\n"
+    labels = " / ".join(metric_label(m) for m in metrics)
+    head = "| system | " + " | ".join(f"{name} ({r['run']['dataset']}) {labels}" for name, r in runs) + " |"
     lines = [head, "|---|" + "---|" * len(runs)]
     for s in systems:
-        cells = []
-        for _, r in runs:
-            m = r["results"]["systems"].get(s, {}).get("metrics")
-            cells.append(f"{pct(m['recall@2'])} / {pct(m['recall@5'])} / {pct(m['ndcg@10'])}" if m else "–")
+        cells = [" / ".join(cell(s, r, m) for m in metrics) if s in r["results"]["systems"] else "–" for _, r in runs]
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
