@@ -601,7 +601,7 @@ def query_dataset(name: str, queries: Sequence[Query], match: str = "title") -> 
 
 def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None = None,
                    sweeps: dict[str, list[str]] | None = None, backend: str = "auto",
-                   base: RetrievalConfig = RetrievalConfig(), qa: Any = None,
+                   base: RetrievalConfig | None = None, qa: Any = None,
                    show_progress: bool = False, vector_cache: VectorCache | None = None,
                    allow_mixed_encoder: bool = False, cutoffs: Cutoffs = DEFAULT_CUTOFFS,
                    baseline: str | None = None, save_runs: str | Path | None = None,
@@ -611,7 +611,9 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
                    correction: str = "none", measures: Sequence[Any] = (),
                    fusions: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """All systems, sweeps and (optionally) QA in one run; returns the `results.json` payload.
-    Progress goes to this module's logger (the CLI configures logging).
+    Progress goes to this module's logger (the CLI configures logging). `base` (default: the default
+    preset, `best`, as `tigrag eval` and `Retriever`) is the configuration of the systems without a
+    preset of their own and of the sweeps.
 
     `settings` ({key: value}, as `--set` gives them) apply on top of `base` and of the preset of every
     system that has one (`TIGRAG paper`, `best without title links`, ...); where a system's definition
@@ -629,8 +631,10 @@ def run_experiment(index: Index, dataset: Dataset, systems: Sequence[str] | None
     more, `significance` holds paired tests of every system against `baseline` (default: the first)
     on every per-query metric (`significance.compare_systems`). `save_runs`: a folder that receives one
     TREC run per system and the gold as qrels (`save_run_files`)."""
+    from ..presets import preset
     from .significance import CORRECTIONS, TESTS
 
+    base = preset() if base is None else base
     if test not in TESTS or correction not in CORRECTIONS:
         raise TigragError(f"significance: test must be one of {', '.join(TESTS)} and correction one of "
                           f"{', '.join(CORRECTIONS)}; got {test!r}, {correction!r}")
