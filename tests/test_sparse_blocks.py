@@ -196,3 +196,27 @@ def test_pool_kernel_and_batch_sorts_agree(seed, pool_max, depth):
     listed = np.bincount(np.repeat(np.arange(9), np.diff(shuffled.indptr))[kind_rows > 0], minlength=9)
     positives = (dense > 0).sum(axis=1)
     assert listed.tolist() == np.maximum(pooled_rows, np.minimum(depth, positives)).tolist()
+
+
+def test_gather_max_dot_costs_each_entry_its_own_count_and_ignores_its_batch_mates():
+    """Each entry's best dot over its own vectors (−inf with none), across slices; an entry's value is the same
+    bits alone as among entries with many more vectors (issue 33: the work was entries × the slice's largest count)."""
+    from gpu_tigrag.backend import get_backend
+    from gpu_tigrag.ops.sparse_scores import gather_max_dot
+
+    be = get_backend("numpy")
+    rng = np.random.default_rng(3)
+    embeddings = rng.standard_normal((50, 16)).astype(np.float32)
+    vectors = rng.standard_normal((40, 16)).astype(np.float32)
+    chunks = rng.integers(0, 50, 300)
+    counts = rng.choice([0, 1, 2, 9], 300)
+    first = rng.integers(0, 30, 300)
+    got = gather_max_dot(be, embeddings, vectors, chunks, first, counts, slice_entries=7)
+    for i in range(300):
+        if counts[i] == 0:
+            assert got[i] == -np.inf
+        else:
+            expected = max(float(embeddings[chunks[i]] @ vectors[first[i] + r]) for r in range(counts[i]))
+            assert got[i] == pytest.approx(expected, rel=1e-5, abs=1e-5)
+            alone = gather_max_dot(be, embeddings, vectors, chunks[i:i + 1], first[i:i + 1], counts[i:i + 1])
+            assert alone[0] == got[i]

@@ -301,18 +301,30 @@ def gather_dot(be: Backend, embeddings: Any, vectors: Any, chunks: Any, vector_i
 def gather_max_dot(be: Backend, embeddings: Any, vectors: Any, chunks: Any, first: Any, counts: Any,
                    slice_entries: int = 1 << 15) -> Any:
     """max over r < counts[i] of embeddings[chunks[i]] · vectors[first[i] + r] for every i (float32; −inf
-    where counts[i] is 0): each entry's best cosine over its query's vectors. The passage rows of a
-    slice are gathered once for all r."""
+    where counts[i] is 0): each entry's best cosine over its query's vectors.
+
+    The work is each entry's own count: the entries are ordered by count, most first (a stable sort), so the
+    entries with more than r vectors are a prefix and step r computes only their dots; a slice's passage rows
+    are gathered once for all r. Each dot is one row against one vector, whatever the other entries, so an
+    entry's value does not depend on its batch-mates."""
     xp = be.xp
     out = xp.full(chunks.size, NEG_INF, dtype=xp.float32)
+    if chunks.size == 0:
+        return out
+    order = be.argsort_stable(-counts.astype(xp.int64), axis=0)
+    chunks, first, counts = chunks[order], first[order], counts[order]
+    best_all = xp.full(chunks.size, NEG_INF, dtype=xp.float32)
     for start in range(0, int(chunks.size), slice_entries):
-        stop = start + slice_entries
-        rows = embeddings[chunks[start:stop]]
-        first_s, counts_s = first[start:stop], counts[start:stop]
-        best = out[start:stop]
-        for r in range(int(counts_s.max()) if counts_s.size else 0):
-            ids = first_s + xp.minimum(r, xp.maximum(counts_s - 1, 0))  # past its count, an entry repeats its last
-            dots = xp.einsum("ij,ij->i", rows, vectors[ids].astype(rows.dtype))
-            best = xp.where(counts_s > 0, xp.maximum(best, dots), best)
-        out[start:stop] = best
+        stop = min(start + slice_entries, int(chunks.size))
+        counts_s = be.to_host(counts[start:stop]).astype(np.int64)
+        if not counts_s.size or counts_s[0] <= 0:
+            break  # sorted: every entry from here has no vector
+        rows = embeddings[chunks[start:stop][: int(np.count_nonzero(counts_s > 0))]]
+        first_s = first[start:stop]
+        best = best_all[start:stop]
+        for r in range(int(counts_s[0])):
+            n = int(np.count_nonzero(counts_s > r))  # the prefix of entries with more than r vectors
+            dots = xp.einsum("ij,ij->i", rows[:n], vectors[first_s[:n] + r].astype(rows.dtype))
+            best[:n] = xp.maximum(best[:n], dots)
+    out[order] = best_all
     return out
