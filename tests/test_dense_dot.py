@@ -56,6 +56,16 @@ SIM_SCRIPT = textwrap.dedent("""
     one = cuda.to_device(np.zeros((13, 1), np.float32))
     query_dot_cuda(cuda.to_device(rows), cuda.to_device(np.ascontiguousarray(vt[:, 2:3])), one, threads=(4, 4))
     assert np.array_equal(one.copy_to_host()[:, 0], gpu[:, 2])
+    from gpu_tigrag.kernels.dense_dot import gather_max_dot_cpu, gather_max_dot_cuda
+    vectors = np.ascontiguousarray(vt.T)
+    chunks, first, counts = (np.array(x, dtype=np.int64) for x in ([0, 12, 5, 5], [0, 1, 3, 0], [2, 0, 1, 4]))
+    want = np.empty(4, np.float32)
+    gather_max_dot_cpu(rows, vectors, chunks, first, counts, want)
+    got = cuda.to_device(np.zeros(4, np.float32))
+    gather_max_dot_cuda(cuda.to_device(rows), cuda.to_device(vectors), cuda.to_device(chunks), cuda.to_device(first),
+                        cuda.to_device(counts), got, threads=2)
+    assert np.allclose(got.copy_to_host(), want, atol=1e-6) and want[1] == -np.inf, (got.copy_to_host(), want)
+    assert want[0] == max(cpu[0, 0], cpu[0, 1]) and want[3] == cpu[5, :4].max()  # the dense product's bits
     print("SIM-OK")
 """)
 

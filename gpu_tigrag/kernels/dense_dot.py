@@ -11,6 +11,11 @@ default IEEE semantics), the same in any batch, on any row slice and on any thre
 
 CPU twin: a thread takes 4 rows at a time and streams each query-vector row once for all 4; about
 2-3× the time of sgemm, which is milliseconds beside the encoder. GPU kernel: one thread per entry.
+
+`gather_max_dot_*` is the sparse mode's product: for each (chunk, query) entry of a pool, the best dot of
+the chunk's row with its query's vectors (rows gathered by id, no chunks × B block), each dot added in k
+order as above, so a sparse-mode cosine has the dense mode's bits. CPU: one entry per loop turn over
+all threads; GPU: one thread per entry.
 """
 
 from __future__ import annotations
@@ -68,12 +73,58 @@ def _query_dot_kernel(rows, vectors_t, out):
     out[i, b] = total
 
 
+@njit(parallel=True, cache=True)
+def gather_max_dot_cpu(embeddings, vectors, chunks, first, counts, out):
+    """out[i] = max over r < counts[i] of Σ_k embeddings[chunks[i], k] · vectors[first[i] + r, k] (k order);
+    −inf where counts[i] is 0."""
+    dim = embeddings.shape[1]
+    for i in prange(chunks.shape[0]):
+        c = chunks[i]
+        best = np.float32(-np.inf)
+        for r in range(counts[i]):
+            v = first[i] + r
+            total = np.float32(0.0)
+            for k in range(dim):
+                total += np.float32(embeddings[c, k]) * np.float32(vectors[v, k])
+            if total > best:
+                best = total
+        out[i] = best
+
+
+@cuda.jit
+def _gather_max_dot_kernel(embeddings, vectors, chunks, first, counts, out):
+    """Thread i: out[i] (the CPU twin's contract)."""
+    i = cuda.grid(1)
+    if i >= chunks.shape[0]:
+        return
+    dim = embeddings.shape[1]
+    c = chunks[i]
+    best = np.float32(-np.inf)
+    for r in range(counts[i]):
+        v = first[i] + r
+        total = np.float32(0.0)
+        for k in range(dim):
+            total += np.float32(embeddings[c, k]) * np.float32(vectors[v, k])
+        if total > best:
+            best = total
+    out[i] = best
+
+
+def gather_max_dot_cuda(embeddings, vectors, chunks, first, counts, out, threads: int = 128) -> None:
+    """Launch the GPU kernel (same contract as `gather_max_dot_cpu`)."""
+    n = out.shape[0]
+    if n == 0:
+        return
+    _gather_max_dot_kernel[(n + threads - 1) // threads, threads](embeddings, vectors, chunks, first, counts, out)
+
+
 def ptx_signatures():
     """(kernel, argument types) pairs compiled to PTX in CI to catch type errors the simulator allows."""
     from numba import types
 
-    f32 = types.float32
-    return [(_query_dot_kernel, (f32[:, ::1], f32[:, ::1], f32[:, ::1]))]
+    f32, i64 = types.float32, types.int64
+    return [(_query_dot_kernel, (f32[:, ::1], f32[:, ::1], f32[:, ::1])),
+            (_gather_max_dot_kernel, (f32[:, ::1], f32[:, ::1], i64[::1], i64[::1], i64[::1], f32[::1]))]
 
 
 def query_dot_cuda(rows, vectors_t, out, threads: tuple[int, int] = (32, 8)) -> None:

@@ -301,16 +301,21 @@ def gather_dot(be: Backend, embeddings: Any, vectors: Any, chunks: Any, vector_i
 def gather_max_dot(be: Backend, embeddings: Any, vectors: Any, chunks: Any, first: Any, counts: Any,
                    slice_entries: int = 1 << 15) -> Any:
     """max over r < counts[i] of embeddings[chunks[i]] · vectors[first[i] + r] for every i (float32; −inf
-    where counts[i] is 0): each entry's best cosine over its query's vectors.
+    where counts[i] is 0): each entry's best cosine over its query's vectors (`kernels.dense_dot`: no row
+    gathered into a block, each entry costs its own count, each dot added in k order as the dense mode's
+    `query_dot`, so an entry's value has the dense mode's bits and never depends on its batch-mates).
+    `slice_entries` is accepted for callers of the earlier gather; the kernel needs no slicing."""
+    from ..kernels.dense_dot import gather_max_dot_cpu, gather_max_dot_cuda
 
-    The work is each entry's own count: the entries are ordered by count, most first (a stable sort), so the
-    entries with more than r vectors are a prefix and step r computes only their dots; a slice's passage rows
-    are gathered once for all r. Each dot is one row against one vector, whatever the other entries, so an
-    entry's value does not depend on its batch-mates."""
     xp = be.xp
-    out = xp.full(chunks.size, NEG_INF, dtype=xp.float32)
+    out = xp.empty(int(chunks.size), dtype=xp.float32)
     if chunks.size == 0:
         return out
+    be.kernel(cpu=gather_max_dot_cpu, cuda=gather_max_dot_cuda)(
+        xp.ascontiguousarray(embeddings, dtype=xp.float32), xp.ascontiguousarray(vectors, dtype=xp.float32),
+        xp.ascontiguousarray(chunks, dtype=xp.int64), xp.ascontiguousarray(first, dtype=xp.int64),
+        xp.ascontiguousarray(counts, dtype=xp.int64), out)
+    return out
     order = be.argsort_stable(-counts.astype(xp.int64), axis=0)
     chunks, first, counts = chunks[order], first[order], counts[order]
     best_all = xp.full(chunks.size, NEG_INF, dtype=xp.float32)
