@@ -387,8 +387,9 @@ def probes(small_disk: Path | None = None, read_only: Path | None = None) -> lis
         Probe("API: make_retriever(index, 'tigrag')", expect="error", api="make_retriever(idx, 'tigrag')"),
         Probe("API: Retriever('idx') (a path)", expect="error", api="Retriever('idx')"),
         Probe("API: build_index('c.json') (a path)", expect="error", api="build_index('c.json')"),
-        Probe("API: retrieve('a question') (a string)", expect="error",
-              api="make_retriever(idx).retrieve('a question')"),
+        Probe("API: retrieve('a question') (a string: one question, a list of one result)",
+              api="r = make_retriever(idx)\none, listed = r.retrieve('film'), r.retrieve(['film'])\n"
+                  "assert len(one) == 1 and list(one[0].chunk_ids) == list(listed[0].chunk_ids)"),
         Probe("query ... | head -1 (a closed stdout)", expect="exit:141",
               shell="tigrag query idx " + " ".join(f"film{i}" for i in range(300)) + " --json -q | head -1 "
                     ">/dev/null; exit ${PIPESTATUS[0]}"),

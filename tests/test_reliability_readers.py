@@ -54,6 +54,16 @@ def corpus_file(path, extra):
     return path
 
 
+def wait_for_first_loads(logs, readers, limit_s: float = 300.0) -> None:
+    """Block until every reader has logged one load: a cold reader (imports, kernels compiled on first use)
+    can take longer than all the writes together, and then it never races them."""
+    deadline = time.monotonic() + limit_s
+    while not all(log.exists() and log.read_text().strip() for log in logs):
+        assert all(proc.poll() is None for proc in readers), "a reader process exited before its first load"
+        assert time.monotonic() < deadline, f"the readers did not load the index within {limit_s:.0f} s"
+        time.sleep(0.2)
+
+
 def test_readers_in_loops_never_see_a_write(tmp_path):
     index = tmp_path / "index"
     subprocess.run([*CLI, "index", str(EXAMPLES / "corpus.json"), "-o", str(index), "-q", *FAST,
@@ -72,7 +82,7 @@ def test_readers_in_loops_never_see_a_write(tmp_path):
                              QUESTIONS[i]], cwd=ROOT) for i in range(2)]
     cli_failures, cli_seen, cli_runs = [], [], 0
     try:
-        time.sleep(2)
+        wait_for_first_loads([tmp_path / f"api{i}.jsonl" for i in range(2)], api)
         for command in writes:
             writer = subprocess.Popen([*CLI, *command], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                       text=True)
