@@ -52,8 +52,10 @@ def test_identity_and_cache_manifest(encoder, cache):
     folder = cache / "onnx" / f"{resolved.fingerprint.split(':', 1)[1]}-int8"
     assert encoder.cache_folder == folder
     manifest = json.loads((folder / MANIFEST_FILE).read_text())
-    # the same weights, and the quantised model that computed the vectors
-    assert encoder.fingerprint == f"{resolved.fingerprint}+int8:{manifest['sha256'][:16]}"
+    # the same weights, and the quantised model that computed the vectors (before its attention was fused:
+    # the fusion changes no bit of them, so a FORMAT 2 copy's fingerprint stays valid)
+    assert encoder.fingerprint == f"{resolved.fingerprint}+int8:{manifest['vectors_sha256'][:16]}"
+    assert manifest["attention"] == "fused" and manifest["vectors_sha256"] != manifest["sha256"]
     import onnxruntime
 
     assert manifest["source_fingerprint"] == resolved.fingerprint
@@ -65,8 +67,10 @@ def test_identity_and_cache_manifest(encoder, cache):
 
     ops = [n.op_type for n in onnx.load(str(folder / MODEL_FILE)).graph.node]
     # every MatMul with a weight is int8 (6 per layer), its activations quantised per row: no per-tensor
-    # DynamicQuantizeLinear is left, and the 2 attention products per layer stay float
-    assert ops.count("MatMulIntegerToFloat") == 6 * 6 and ops.count("MatMul") == 6 * 2
+    # DynamicQuantizeLinear is left; the 2 float attention products and the softmax of each layer are
+    # one fused MultiHeadAttention, with no transposes left
+    assert ops.count("MatMulIntegerToFloat") == 6 * 6 and ops.count("MultiHeadAttention") == 6
+    assert "MatMul" not in ops and "Softmax" not in ops and "Transpose" not in ops
     assert "DynamicQuantizeLinear" not in ops and "MatMulInteger" not in ops
     assert ops.count("QuantizeLinear") == 6 * 4  # q/k/v share one input; attention output, FFN in and out
     assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no temporaries
@@ -194,8 +198,9 @@ def test_concurrent_build_keeps_the_first_copy(encoder, tmp_path, monkeypatch):
     real_quantize = onnx_int8._quantize
 
     def quantize_while_another_finishes(source, out):
-        real_quantize(source, out)
+        found = real_quantize(source, out)
         shutil.copytree(encoder.cache_folder, target)
+        return found
 
     monkeypatch.setattr(onnx_int8, "_quantize", quantize_while_another_finishes)
     before = None
@@ -204,6 +209,52 @@ def test_concurrent_build_keeps_the_first_copy(encoder, tmp_path, monkeypatch):
     assert data == before and inputs == encoder.inputs
     assert (target / MODEL_FILE).read_bytes() == before
     assert not [p for p in target.parent.iterdir() if p.name.startswith(".")]
+
+
+def test_fused_attention_gives_the_unfused_vectors_bit_for_bit(encoder, tmp_path, monkeypatch):
+    """The unfused model (the attention rewrite refused) computes every vector of the fused one exactly,
+    in several batchings, and carries the same fingerprint: indexes of either are queried by the other."""
+    from gpu_tigrag.encoders import onnx_attention
+
+    def refuse(model):
+        raise onnx_attention.AttentionPatternError("refused by the test")
+
+    monkeypatch.setattr(onnx_attention, "fuse_attention", refuse)
+    monkeypatch.setenv("TIGRAG_CACHE_DIR", str(tmp_path))
+    unfused = OnnxInt8Encoder(CONFIG)
+    manifest = json.loads((unfused.cache_folder / MANIFEST_FILE).read_text())
+    assert manifest["attention"] == "unfused" and manifest["vectors_sha256"] == manifest["sha256"]
+    assert unfused.fingerprint == encoder.fingerprint
+    texts = [TEXTS[i % len(TEXTS)] + " and more" * (i % 5) for i in range(24)]
+    for size, budget in ((64, None), (1, None), (5, 96)):
+        for runtime in (encoder, unfused):
+            monkeypatch.setattr(runtime, "batch_size", size)
+            monkeypatch.setattr(runtime, "batch_tokens", budget)
+        for kind in ("query", "passage"):
+            np.testing.assert_array_equal(encoder.encode(texts, kind=kind), unfused.encode(texts, kind=kind))
+
+
+def test_an_attention_of_another_shape_is_left_unfused():
+    """The rewrite changes nothing unless every attention block has the pattern it replaces."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from gpu_tigrag.encoders.onnx_attention import AttentionPatternError, fuse_attention
+
+    x = helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["b", "s"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s"])
+    graph = helper.make_graph([helper.make_node("Cast", ["attention_mask"], ["f"], to=TensorProto.FLOAT),
+                               helper.make_node("Softmax", ["f"], ["y"])], "g", [x], [y])
+    model = helper.make_model(graph)
+    before = model.SerializeToString()
+    with pytest.raises(AttentionPatternError, match="expected a Add producer"):
+        fuse_attention(model)
+    assert model.SerializeToString() == before
+    with pytest.raises(AttentionPatternError, match="no attention softmax"):
+        fuse_attention(helper.make_model(helper.make_graph([helper.make_node("Cast", ["attention_mask"], ["y"],
+                                                                                to=TensorProto.FLOAT)],
+                                                            "g", [x], [y])))
+    assert onnx.checker.check_model(model) is None
 
 
 def test_unsupported_modules_are_errors(tmp_path):

@@ -47,8 +47,9 @@ log = logging.getLogger(__name__)
 
 MODEL_FILE, MANIFEST_FILE = "model.onnx", "manifest.json"
 #: bump when the export or quantisation recipe changes: cached copies of another format are rebuilt
-#: (2: per-row activation scales, every MatMul with a weight quantised)
-FORMAT = 2
+#: (2: per-row activation scales, every MatMul with a weight quantised; 3: fused attention, the
+#: manifest's `vectors_sha256` names the unfused model whose vectors the fused one reproduces bit for bit)
+FORMAT = 3
 OPSET = 17
 #: quantisation settings (chosen by measurement, bench/results/encoder_speed.md and determinism.md):
 #: signed int8 weights use the VNNI int8 dot products; one scale per output channel keeps the cosine
@@ -172,7 +173,8 @@ def _expected_manifest(resolved: ResolvedModel, pipeline: Pipeline) -> dict:
 
 
 def load_cached(folder: Path, expected: dict, report: bool = True) -> tuple[bytes, list[str], str] | None:
-    """The model bytes, input names and the bytes' sha256 of the cached copy in `folder`, or None when
+    """The model bytes, input names and the vectors' digest (`vectors_sha256`: the unfused model's
+    sha256, which the fingerprint carries) of the cached copy in `folder`, or None when
     there is none or it is damaged or outdated (logged if `report`). Bytes are checked against the
     manifest's sha256 as read, so a copy replaced while being read is never used half old, half new."""
     warn = log.warning if report else log.debug
@@ -200,7 +202,11 @@ def load_cached(folder: Path, expected: dict, report: bool = True) -> tuple[byte
     if not isinstance(inputs, list) or not inputs or not set(inputs) <= set(INPUTS):
         warn("%s: cached ONNX manifest lists no valid inputs; rebuilding it", folder)
         return None
-    return data, inputs, digest
+    vectors = manifest.get("vectors_sha256")
+    if not isinstance(vectors, str) or not re.fullmatch(r"[0-9a-f]{64}", vectors):
+        warn("%s: cached ONNX manifest names no vectors digest; rebuilding it", folder)
+        return None
+    return data, inputs, vectors
 
 
 def _export_fp32(pipeline: Pipeline, target: Path) -> list[str]:
@@ -261,9 +267,13 @@ def float_nodes(model_path: Path) -> list[str]:
     return [ffn[layer] for layer in sorted(ffn)[:keep]]
 
 
-def _quantize(source: Path, target: Path) -> None:
-    """int8 weights by ONNX Runtime's dynamic quantisation, then per-row activation scales."""
+def _quantize(source: Path, target: Path) -> tuple[str, str]:
+    """int8 weights by ONNX Runtime's dynamic quantisation, then per-row activation scales, then fused
+    attention. Returns the sha256 of the model before the fusion (the vectors' recipe: the fusion does
+    not change a bit of them, so the fingerprint of a FORMAT 2 copy stays valid) and "fused" or "unfused"."""
     import onnx
+
+    from .onnx_attention import AttentionPatternError, fuse_attention
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from .onnx_rows import RewriteError, per_row_activation_scales
@@ -284,7 +294,16 @@ def _quantize(source: Path, target: Path) -> None:
         per_row_activation_scales(model)
     except RewriteError as exc:
         raise ModelError(f"{source}: the quantised model has an unexpected structure ({exc})") from None
+    vectors_digest = _sha256_bytes(model.SerializeToString())
+    try:
+        blocks = fuse_attention(model)
+        attention = "fused"
+        log.info("onnx-int8: %d attention blocks fused", blocks)
+    except AttentionPatternError as exc:
+        attention = "unfused"
+        log.info("onnx-int8: attention left unfused (%s): slower, the same vectors", exc)
     onnx.save(model, str(target))
+    return vectors_digest, attention
 
 
 class _Redundant(Exception):
@@ -316,11 +335,11 @@ def build_cached(resolved: ResolvedModel, pipeline: Pipeline, folder: Path) -> t
         with atomic_directory(folder) as tmp:
             fp32 = tmp / "model.fp32.onnx"
             inputs = _export_fp32(pipeline, fp32)
-            _quantize(fp32, tmp / MODEL_FILE)
+            digest, attention = _quantize(fp32, tmp / MODEL_FILE)
             fp32.unlink()
             data = (tmp / MODEL_FILE).read_bytes()
-            digest = _sha256_bytes(data)
-            manifest = {**expected, "inputs": inputs, "sha256": digest, "created": time.time()}
+            manifest = {**expected, "inputs": inputs, "sha256": _sha256_bytes(data), "vectors_sha256": digest,
+                        "attention": attention, "created": time.time()}
             (tmp / MANIFEST_FILE).write_text(json.dumps(manifest, indent=1) + "\n")
             for path in (tmp / MODEL_FILE, tmp / MANIFEST_FILE):
                 with open(path, "rb") as handle:
@@ -338,7 +357,7 @@ def build_cached(resolved: ResolvedModel, pipeline: Pipeline, folder: Path) -> t
 
 
 def prepare(resolved: ResolvedModel, pipeline: Pipeline, root: Path | None = None) -> tuple[bytes, list[str], str]:
-    """The int8 ONNX model of `resolved` (bytes, input names, the bytes' sha256): from the cache,
+    """The int8 ONNX model of `resolved` (bytes, input names, the vectors' digest): from the cache,
     else built into it."""
     folder = cache_folder(resolved, root)
     found = load_cached(folder, _expected_manifest(resolved, pipeline))
