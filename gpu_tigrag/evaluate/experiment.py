@@ -273,8 +273,11 @@ def run_retriever(name: str, retriever: Any, texts: Sequence[str], show_progress
     results = retriever.retrieve(list(texts), k=depth, show_progress=show_progress)
     seconds = time.perf_counter() - start
     contexts = [r.context for r in results]
+    report = throughput(results, seconds, retriever.timer)
+    if getattr(retriever, "chosen_modes", None):  # what "auto" settings chose for this index (TIGRAG's modes)
+        report["auto_chose"] = dict(retriever.chosen_modes)
     return SystemRun(name, config_to_dict(retriever.config), [r.chunk_ids for r in results], seconds, results,
-                     throughput(results, seconds, retriever.timer),
+                     report,
                      None if any(c is None for c in contexts) or not contexts else contexts)
 
 

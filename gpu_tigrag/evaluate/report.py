@@ -273,6 +273,8 @@ def settings_table(systems: dict[str, Any]) -> list[str]:
         if "fusion" in s.get("config", {}):
             changed = (f"reciprocal-rank fusion (k {s['config']['k']}) of "
                        + ", ".join(f"`{m}`" for m in s["config"]["members"]))
+        if s.get("auto_chose"):
+            changed += "; auto chose " + ", ".join(f"`{k}={v}`" for k, v in s["auto_chose"].items())
         fixed = ", ".join(f"`{k}` (stays {v})" for k, v in s.get("fixed_settings", {}).items()) or "–"
         out.append(f"| {name} | {changed} | {fixed} |")
     return out

@@ -10,6 +10,7 @@ expansion tokens and texts are lookups in tables built at index time.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -18,7 +19,7 @@ import numpy as np
 
 from ...backend import Backend
 from ...config import RetrievalConfig
-from .config import TigragQueryConfig
+from .config import resolve_modes
 from ...ops.ppr import personalized_pagerank, seed_matrix, top_gamma
 from ...ops.push_ppr import PushGraph, push_bytes_per_query, push_pagerank
 from ...encoders import Encoder, VectorCache
@@ -31,6 +32,8 @@ from ...retrieve.results import HopTrace, QueryResult
 from .dense_blocks import DenseBlocks
 from .sparse_blocks import SparseBlocks
 from .titles import TitleIndex
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -78,7 +81,13 @@ class TigragRetriever(BaseRetriever):
         error unless `allow_mixed_encoder`. `vector_cache` keeps query and expansion vectors on
         disk across runs."""
         super().__init__(index, config, encoder, backend, vector_cache, allow_mixed_encoder)
-        self.settings: TigragQueryConfig = self.config.tigrag
+        self.settings, self.chosen_modes = resolve_modes(self.config.tigrag, index.n_chunks)
+        if self.chosen_modes:  # the retriever's config says what runs, not "auto"
+            self.config = self.config.with_section("tigrag", self.settings)
+            log.debug("tigrag: %s chunks %s tigrag.sparse_min_chunks (%s): auto chose %s", f"{index.n_chunks:,}",
+                      "≥" if index.n_chunks >= self.settings.sparse_min_chunks else "<",
+                      f"{self.settings.sparse_min_chunks:,}",
+                      ", ".join(f"{k}={v}" for k, v in self.chosen_modes.items()))
         config, device = self.settings, self.device
         self.transition = device.transition if config.ppr.method == "exact" else None
         self.push_graph = None
