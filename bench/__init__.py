@@ -93,6 +93,10 @@ REGISTRY: tuple[Benchmark, ...] = (
               "TIGRAG's q/s and peak memory at 10k-1M synthetic passages, exact mode (dense blocks, exact PPR) vs "
               "sparse mode (tigrag.blocks=sparse, push PPR), both presets; recall of both modes on 2Wiki and "
               "MuSiQue-100", ("query_scale.json", "query_scale.md")),
+    Benchmark("sparse_rerank", "sparse_rerank.py", "benchmark",
+              "the sparse mode's rerank against the dense mode's on 2Wiki and MuSiQue-100, both presets, before and "
+              "after a change (--code DIR: the checkout before), each in fresh processes, rankings compared",
+              ("sparse_rerank.json", "sparse_rerank.md"), smoke=("--smoke",)),
     Benchmark("latency", "latency.py", "benchmark",
               "one query at a time on 2Wiki (NaiveRAG, BM25, both TIGRAG presets), thread settings before/after the "
               "thread policy, PPR on 1 vs 2 threads, BM25 against bm25s, tigrag query wall time",

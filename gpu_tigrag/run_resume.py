@@ -82,10 +82,23 @@ def _current_layout(config: Any) -> Any:
     if not isinstance(config, dict):
         return config
     try:
-        full = config_to_dict(config_from_dict(RetrievalConfig, upgrade_config_dict(RetrievalConfig, config)))
+        full = config_to_dict(config_from_dict(RetrievalConfig, _before_auto(upgrade_config_dict(RetrievalConfig, config))))
         return json.loads(json.dumps(full))  # as the sidecar holds it (tuples as lists)
     except TigragError:
         return config
+
+
+def _before_auto(config: dict[str, Any]) -> dict[str, Any]:
+    """A stored config without TIGRAG's modes was written when they were "dense" and "exact" whatever
+    the index (before their "auto" defaults): it resumes only where the modes that run now are those."""
+    tigrag = config.get("tigrag")
+    if not isinstance(tigrag, dict):
+        return config
+    ppr = tigrag.get("ppr", {})
+    if not isinstance(ppr, dict):
+        return config
+    return {**config, "tigrag": {**tigrag, "blocks": tigrag.get("blocks", "dense"),
+                                 "ppr": {**ppr, "method": ppr.get("method", "exact")}}}
 
 
 def check_meta(output: Path, identity: dict[str, Any], has_rows: bool) -> None:

@@ -789,8 +789,8 @@ def test_deeper_k_keeps_the_top_k_and_blocks_split_alike(retriever, monkeypatch)
     assert [r.chunk_ids for r in split] == [r.chunk_ids for r in ten]
     with pytest.raises(TigragError, match="k"):
         retriever.retrieve(QUERIES, k=0)
-    with pytest.raises(TigragError, match="sequence"):
-        retriever.retrieve("one query")
+    one = retriever.retrieve("one query")  # one string: one question, a list of one result
+    assert len(one) == 1 and one[0].chunk_ids == retriever.retrieve(["one query"])[0].chunk_ids
 
 
 def test_cupy_results_equal_numpy(staged, token_encoder, backend):
@@ -854,7 +854,7 @@ def test_config_validation_and_set_parsing():
         LitesemragIndexConfig(layer=0)
     with pytest.raises(TigragError, match="litesemrag.min_samples_offset must be in \\[0, 2147483647\\]"):
         LitesemragIndexConfig(min_samples_offset=-1)
-    with pytest.raises(TigragError, match="method must be one of naiverag, bm25, hybrid, tigrag, spectrag, litesemrag"):
+    with pytest.raises(TigragError, match="method must be one of naiverag, bm25, hybrid, bm25passages, tigrag, spectrag, litesemrag"):
         RetrievalConfig(method="lite")
     config = replace_path(RetrievalConfig(), "litesemrag.level_weights", "1,1,1,1")
     assert config.litesemrag.level_weights == (1.0, 1.0, 1.0, 1.0)

@@ -203,7 +203,7 @@ def test_push_settings_are_checked():
                 {"push_threshold": "degree"}):
         with pytest.raises(TigragError, match="tigrag.ppr"):
             PPRConfig(**bad)
-    assert (PPRConfig().method, PPRConfig().push_threshold) == ("exact", "edges")
+    assert (PPRConfig().method, PPRConfig().push_threshold) == ("auto", "edges")  # auto: exact below 50k chunks
 
 
 @pytest.mark.parametrize("name", ["paper", "best"])

@@ -333,7 +333,7 @@ def test_token_counts_are_cl100k():
 
 def test_check_methods():
     assert check_methods("tigrag, spectrag") == ("tigrag", "spectrag")
-    with pytest.raises(TigragError, match="unknown method.*'lightrag'.*known: naiverag, bm25, hybrid, tigrag, spectrag"):
+    with pytest.raises(TigragError, match="unknown method.*'lightrag'.*known: naiverag, bm25, hybrid, bm25passages, tigrag, spectrag"):
         check_methods(["lightrag"])
 
 
@@ -453,7 +453,7 @@ def test_cli_index_with_spectrag_and_extend(tmp_path, capsys):
                  *fast]) == 2
     assert main(["extend", str(plain), "--methods", "spectrag", "--set", "w=5", "-q"]) == 2
     err = capsys.readouterr().err
-    assert "unknown method(s) 'graphrag'; known: naiverag, bm25, hybrid, tigrag, spectrag" in err and "spectrag.*" in err
+    assert "unknown method(s) 'graphrag'; known: naiverag, bm25, hybrid, bm25passages, tigrag, spectrag" in err and "spectrag.*" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 2
 
 

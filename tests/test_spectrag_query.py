@@ -572,8 +572,8 @@ def test_without_edges_or_coordinates_the_score_is_relevance_and_tiny_indexes_wo
     many = SpectragRetriever(index, RetrievalConfig(sections={"spectrag": SpectragQueryConfig(seeds=10 * n, max_candidates=3)}),
                              backend="numpy").retrieve(QUERIES[:2], k=5)
     assert all(r.hops[-1].pool_size == n and r.context >= 1 for r in many)
-    with pytest.raises(TigragError, match="sequence"):
-        retriever.retrieve("one query")
+    one = retriever.retrieve("one query")  # one string: one question, a list of one result
+    assert len(one) == 1 and one[0].chunk_ids == retriever.retrieve(["one query"])[0].chunk_ids
 
 
 def test_okapi_bm25_equals_the_public_codes_formula(index):
