@@ -97,6 +97,10 @@ REGISTRY: tuple[Benchmark, ...] = (
               "the sparse mode's rerank against the dense mode's on 2Wiki and MuSiQue-100, both presets, before and "
               "after a change (--code DIR: the checkout before), each in fresh processes, rankings compared",
               ("sparse_rerank.json", "sparse_rerank.md"), smoke=("--smoke",)),
+    Benchmark("build_overlap", "build_overlap.py", "benchmark",
+              "a 2Wiki index build with NER beside the encoder against NER after it (default encoder and spaCy), "
+              "each in a fresh process: stage and wall seconds, peak RSS, identical arrays",
+              ("build_overlap.json", "build_overlap.md"), smoke=("--smoke",)),
     Benchmark("latency", "latency.py", "benchmark",
               "one query at a time on 2Wiki (NaiveRAG, BM25, both TIGRAG presets), thread settings before/after the "
               "thread policy, PPR on 1 vs 2 threads, BM25 against bm25s, tigrag query wall time",

@@ -22,7 +22,7 @@ def test_index_prints_table1_statistics(example_index, capsys):
     manifest = read_manifest(example_index)
     stats = manifest["graph_statistics"]
     assert stats["chunks"] == 30 and stats["nodes"] > 100 and stats["edges"] > stats["nodes"]
-    assert set(manifest["build_seconds"]) == {"split", "tokenise", "graph", "bm25", "embed", "ner"}
+    assert set(manifest["build_seconds"]) == {"split", "tokenise", "graph", "bm25", "embed", "ner", "ner_wait"}
 
 
 def test_eval_json_reports_recall_fractions(example_index, capsys):

@@ -36,7 +36,7 @@ from ..locking import writer_lock
 from ..text.pipeline import chunk_and_tokenise, split_passages
 from ..text.tokens import Vocabulary, token_csr
 from .ann import ann_for
-from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
+from .assemble import EntityExtractor, EntityThread, assemble_index, timed
 from .bm25 import bm25_matrix
 from ..encoders import Encoder, check_compatible, index_encoder_config, load_encoder
 from .graph import cooccurrence_graph
@@ -128,9 +128,10 @@ def add_passages(
     with timed(timings, "add_embed"):
         encoder = encoder or load_encoder(index_encoder_config(index))
         check_compatible(index.encoder_identity, encoder)  # the new passages' vectors must match the old ones
+        entities = EntityThread(texts, cfg, entity_extractor, show_progress)  # beside the encoder
         embeddings = np.concatenate([index.embeddings, encoder.encode(texts, show_progress=show_progress)])
-    with timed(timings, "add_ner"):
-        names = chunk_entities(texts, cfg, entity_extractor, show_progress)
+    names = entities.result()
+    entities.record(timings, "add_")
 
     first_passage = len(index.passage_titles)
     grown = assemble_index(

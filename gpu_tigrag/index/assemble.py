@@ -5,11 +5,18 @@ entity lists) in their own order and memory shape, then hand them to `assemble_i
 builds the entity table and the token graph's statistics and returns the `Index`; so an index grown by
 `add` or streamed partition by partition equals a full in-memory build array for array (tested,
 and fingerprinted by bench/identity.py). Stage timings use one helper, `timed`.
+
+Named-entity recognition needs only the chunk texts, so `EntityThread` runs it beside the encoder:
+spaCy's NER is one thread of Python and Cython, the encoder's runtime releases the GIL while it
+computes, and on 2 cores the encoder alone gains only ~1.3× from its second thread (measured in
+bench/results/build_overlap.md). Both produce what they produce alone: the same vectors (the
+encoder's per-row contract) and the same entity lists.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
@@ -48,6 +55,52 @@ def chunk_entities(texts: Sequence[str], config: IndexConfig, extractor: EntityE
     if extractor is not None:
         return extractor(texts)
     return extract_entities(texts, config.entities, show_progress)
+
+
+#: run NER in a thread beside the encoder (False: in line, after it; the bench measures both)
+OVERLAP_NER = True
+
+
+class EntityThread:
+    """`chunk_entities(texts, ...)` started at construction in a daemon thread (in line at `result()`
+    where OVERLAP_NER is off). `result()` waits for the lists and re-raises the thread's error;
+    `seconds` is the recognition's own wall time, `waited` how long `result()` waited for it."""
+
+    def __init__(self, texts: Sequence[str], config: IndexConfig, extractor: EntityExtractor | None = None,
+                 show_progress: bool = False):
+        self._call = (texts, config, extractor, show_progress)
+        self._done = threading.Event()
+        self._lists: list[list[tuple[str, str]]] | None = None
+        self._error: BaseException | None = None
+        self.seconds = self.waited = 0.0
+        if OVERLAP_NER:
+            threading.Thread(target=self._run, name="tigrag-ner", daemon=True).start()
+
+    def _run(self) -> None:
+        start = time.perf_counter()
+        try:
+            self._lists = chunk_entities(*self._call)
+        except BaseException as exc:  # handed to the thread that asks for the result
+            self._error = exc
+        finally:
+            self.seconds = time.perf_counter() - start
+            self._done.set()
+
+    def result(self) -> list[list[tuple[str, str]]]:
+        start = time.perf_counter()
+        if not OVERLAP_NER and not self._done.is_set():
+            self._run()
+        self._done.wait()
+        self.waited = time.perf_counter() - start
+        if self._error is not None:
+            raise self._error
+        assert self._lists is not None
+        return self._lists
+
+    def record(self, timings: dict[str, float], prefix: str = "") -> None:
+        """Add its seconds to `timings` as `{prefix}ner` and the wait for it as `{prefix}ner_wait`."""
+        for key, value in ((f"{prefix}ner", self.seconds), (f"{prefix}ner_wait", self.waited)):
+            timings[key] = timings.get(key, 0.0) + value
 
 
 def assemble_index(

@@ -13,7 +13,7 @@ from ..errors import TigragError
 from ..corpus import Passage, as_passages, check_unique_ids, duplicate_passages
 from ..text.pipeline import assemble_chunks, chunk_and_tokenise, split_passages
 from .ann import ann_for
-from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
+from .assemble import EntityExtractor, EntityThread, assemble_index, timed
 from .bm25 import bm25_matrix
 from ..methods.registry import check_methods, get_method, stage_methods
 from ..encoders import Encoder, load_encoder
@@ -73,6 +73,7 @@ def build_index(
         sentences = split_passages(passages, config.chunk.language, show_progress)
     with timed(timings, "tokenise"):
         chunks = assemble_chunks(*chunk_and_tokenise(passages, sentences, config.chunk, config.tokens, show_progress))
+    entities = EntityThread(chunks.texts, config, entity_extractor, show_progress)  # beside what follows
     n_vocab = len(chunks.vocab)
     with timed(timings, "graph"):
         token_graph = be.to_host(cooccurrence_graph(be, chunks.token_indptr, chunks.token_ids, n_vocab,
@@ -82,8 +83,8 @@ def build_index(
     with timed(timings, "embed"):
         encoder = encoder or load_encoder(config.encoder)
         embeddings = encoder.encode(chunks.texts, show_progress=show_progress)
-    with timed(timings, "ner"):
-        names = chunk_entities(chunks.texts, config, entity_extractor, show_progress)
+    names = entities.result()
+    entities.record(timings)
     index = assemble_index(
         config=config, passage_titles=[p.title for p in passages], passage_ids=[p.doc_id for p in passages],
         chunk_texts=chunks.texts, chunk_passage=chunks.passage_of_chunk, vocab=chunks.vocab,

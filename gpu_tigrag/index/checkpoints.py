@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import shutil
+import threading
 from pathlib import Path
 
 from ..atomic import describe_os_error
@@ -32,6 +33,7 @@ class Ledger:
     def __init__(self, work: Path):
         self.work = work
         self.sums: dict[str, str] = {}
+        self._lock = threading.Lock()  # the encoder's and the NER thread's checkpoints are recorded from two threads
 
     def load(self) -> None:
         """Read the recorded checksums (unreadable lines are skipped: their files get recomputed)."""
@@ -49,6 +51,10 @@ class Ledger:
     def record(self, file: Path, sha256: str | None = None) -> None:
         """Note that checkpoint `file` is complete, with its sha256 (computed when not given)."""
         digest = sha256 or sha256_file(file)
+        with self._lock:
+            self._append(file, digest)
+
+    def _append(self, file: Path, digest: str) -> None:
         self.sums[file.name] = digest
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
         try:

@@ -40,8 +40,10 @@ import json
 import logging
 import multiprocessing
 import os
+import queue
 import re
 import shutil
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -64,6 +66,7 @@ from ..text.pipeline import chunk_and_tokenise, split_passages
 from ..text.tokens import Vocabulary, token_csr
 from .bm25 import CorpusStatistics, bm25_matrix, corpus_statistics
 from .ann import ann_for
+from . import assemble
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .checkpoints import BUILD, LEDGER, Ledger
 from ..encoders import Encoder, load_encoder
@@ -312,9 +315,15 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
             with timed(timings, "embed"):
                 build.ledger.record(target, _save_npy(target, encoder.encode(build.texts(p))))
 
+    entities = PartitionEntities(build, entity_extractor)  # NER beside the encoder, partition by partition
+
+    def tokenised(p: int) -> None:
+        entities.submit(p)
+        embed(p)
+
     with partition_executor(build) as (submit, slots):
         with timed(timings, "split_tokenise"):
-            n_parts = _stage_tokenise(build, submit, slots, show_progress, on_tokenised=embed)
+            n_parts = _stage_tokenise(build, submit, slots, show_progress, on_tokenised=tokenised)
         timings["split_tokenise"] -= timings.get("embed", 0.0)  # the embedding overlapped with it is its own stage
         log.info("%d partition(s) of up to %s passages tokenised", n_parts, f"{build.size:,}")
         with timed(timings, "graph"):
@@ -331,13 +340,9 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
         token_graph, stats = _merge_counts(build, n_parts, len(vocab))
 
     for p in range(n_parts):  # partitions tokenised before an interruption
+        entities.submit(p)
         embed(p)
-    with timed(timings, "ner"):
-        for p in range(n_parts):
-            target = build.part(p, ENTITIES)
-            if not target.is_file():
-                atomic_write_json(target, chunk_entities(build.texts(p), config, entity_extractor))
-                build.ledger.record(target)
+    entities.finish(timings)
 
     with timed(timings, "assemble_bm25"):
         index = _assemble(build, n_parts, vocab, token_graph, stats, encoder)
@@ -409,6 +414,58 @@ def _open_work(build: StreamBuild, resume: bool, explicit_size: bool) -> None:
         raise TigragError(f"{work}: was started with partitions of {size} passages, not {build.size}")
     build.size = size
     build.ledger.validate()
+
+
+class PartitionEntities:
+    """Named entities of the partitions, recognised in one daemon thread beside the encoder (as
+    `assemble.EntityThread` does for an in-memory build; in line at `finish` where OVERLAP_NER is off),
+    each partition's lists written as its checkpoint. `finish(timings)` waits for every submitted
+    partition and re-raises the thread's first error."""
+
+    def __init__(self, build: StreamBuild, extractor: EntityExtractor | None):
+        self.build, self.extractor = build, extractor
+        self.queue: queue.Queue[int | None] = queue.Queue()
+        self.submitted: set[int] = set()
+        self.error: BaseException | None = None
+        self.seconds = 0.0
+        self.thread: threading.Thread | None = None
+        if assemble.OVERLAP_NER:
+            self.thread = threading.Thread(target=self._run, name="tigrag-ner", daemon=True)
+            self.thread.start()
+
+    def submit(self, p: int) -> None:
+        if p not in self.submitted:
+            self.submitted.add(p)
+            self.queue.put(p)
+
+    def _run(self) -> None:
+        while (p := self.queue.get()) is not None:
+            if self.error is None:
+                try:
+                    self._recognise(p)
+                except BaseException as exc:  # handed to `finish`
+                    self.error = exc
+
+    def _recognise(self, p: int) -> None:
+        target = self.build.part(p, ENTITIES)
+        if target.is_file():
+            return
+        start = time.perf_counter()
+        atomic_write_json(target, chunk_entities(self.build.texts(p), self.build.config, self.extractor))
+        self.build.ledger.record(target)
+        self.seconds += time.perf_counter() - start
+
+    def finish(self, timings: dict[str, float]) -> None:
+        start = time.perf_counter()
+        self.queue.put(None)
+        if self.thread is None:
+            self._run()
+        else:
+            self.thread.join()
+        timings["ner"] = timings.get("ner", 0.0) + self.seconds
+        timings["ner_wait"] = timings.get("ner_wait", 0.0) + time.perf_counter() - start
+        if self.error is not None:
+            raise self.error
 
 
 def _stage_tokenise(build: StreamBuild, submit: Submit, slots: int, show_progress: bool,
