@@ -24,6 +24,8 @@ def test_a_query_gets_the_same_bits_in_any_batch_and_on_any_row_slice():
         np.testing.assert_array_equal(query_dot(be, rows, vectors[start:start + size]), full[:, start:start + size])
     for lo, hi in ((0, 1), (1, 2), (3, 1000), (999, 1001), (500, 777)):
         np.testing.assert_array_equal(query_dot(be, rows[lo:hi], vectors), full[lo:hi])
+    for lo, hi, width in ((3, 1000, 2), (999, 1001, 1), (0, 1001, 8), (2, 5, 3)):  # either side of NARROW_WIDTH
+        np.testing.assert_array_equal(query_dot(be, rows[lo:hi], vectors[:width]), full[lo:hi, :width])
     np.testing.assert_array_equal(query_dot(be, rows.astype(np.float64), vectors), full)  # taken as float32
     assert query_dot(be, rows[:0], vectors).shape == (0, 37) and query_dot(be, rows, vectors[:0]).shape == (1001, 0)
 
