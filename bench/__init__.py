@@ -101,6 +101,9 @@ REGISTRY: tuple[Benchmark, ...] = (
               "a 2Wiki index build with NER beside the encoder against NER after it (default encoder and spaCy), "
               "each in a fresh process: stage and wall seconds, peak RSS, identical arrays",
               ("build_overlap.json", "build_overlap.md"), smoke=("--smoke",)),
+    Benchmark("first_stage", "first_stage.py", "benchmark",
+              "the exact dense first stage (FlatSearch) against faiss IndexFlatIP on the 2Wiki vectors, all questions "
+              "in one call and one per call, top-k compared", ("first_stage.json", "first_stage.md"), smoke=("--smoke",)),
     Benchmark("latency", "latency.py", "benchmark",
               "one query at a time on 2Wiki (NaiveRAG, BM25, both TIGRAG presets), thread settings before/after the "
               "thread policy, PPR on 1 vs 2 threads, BM25 against bm25s, tigrag query wall time",

@@ -52,6 +52,9 @@ class FlatSearch:
         n, n_queries = self.embeddings.shape[0], vectors.shape[0]
         k = min(k, n)
         rows = max(k, BLOCK_BYTES // max(4 * 3 * n_queries, 1))
+        if rows >= n:  # one block holds the corpus: its top-k is the answer (no merge)
+            ids, vals = ranked_top_k(be, query_dot(be, self.embeddings, vectors), k)
+            return ids.astype(xp.int64), vals.astype(xp.float32)
         best_ids = xp.zeros((0, n_queries), dtype=xp.int64)
         best_vals = xp.zeros((0, n_queries), dtype=xp.float32)
         for start in range(0, n, rows):
