@@ -12,8 +12,9 @@ Sections (each recorded, an error in one does not hide the others; exit status 1
               push PPR's queries/s, its ratio to the exact iterate and their top-γ overlap
   engine      end-to-end 2-hop retrieval queries/s on the 2Wiki index, encoder excluded; top-5 against the CPU
   encoder     the torch encoder runtime: passages/s of the 2Wiki chunks and queries/s of its questions on CUDA
-              (fp16, batch from free memory) against the CPU, fp16-vs-fp32 cosine, and end-to-end queries/s of
-              the engine with the live encoder. The default encoder's weights (multilingual-e5-small) are used
+              (fp16, batch from free memory, and at batches 256 and 1024) against the CPU, fp16-vs-fp32 cosine,
+              and end-to-end queries/s of the engine with the live encoder, with the encoder's share of that
+              time and its texts per question. The default encoder's weights (multilingual-e5-small) are used
               where installed; where they are not (the carry limit keeps them off the GPU machine), its
               architecture with random weights, which is the same work per text: the report says which
   workers     bench/gpu_workers.py: one GPU Dask worker against CPU workers on `tigrag run`
@@ -392,6 +393,7 @@ def bench_encoder(index: Any, queries: list[str], model: str, weights: str, cpu_
         cosines = np.sum(reference * vectors["cuda"], axis=1)
         out.update(fp16_vs_fp32_mean_cosine=float(cosines.mean()), fp16_vs_fp32_min_cosine=float(cosines.min()),
                    passage_speedup_vs_cpu=out["cuda_passages_per_second"] / out["cpu_passages_per_second"])
+        out["fixed_batches"] = fixed_batch_rates(model, texts, queries)
         live = SentenceTransformerEncoder(EncoderConfig(model=model, device="cuda"))
         # the query vectors handed to CuPy through DLPack are the host path's, bit for bit
         handed = live.encode(queries[:64], kind="query", device_output=True)
@@ -407,12 +409,49 @@ def bench_encoder(index: Any, queries: list[str], model: str, weights: str, cpu_
         seconds = time.perf_counter() - start
         out["engine_queries_per_second_with_encoder"] = len(queries) / seconds
         out["engine_encoder_seconds"] = retriever.timer.seconds.get("encode", 0.0)
+        out["engine_encoder_share"] = out["engine_encoder_seconds"] / seconds
+        out["engine_encoder_texts_per_query"] = retriever.timer.encoded_texts / len(queries)
         print(f"engine best with live encoder: {len(queries) / seconds:,.0f} q/s", file=sys.stderr, flush=True)
     out["ok"] = all(np.isfinite(v) for k, v in out.items() if k.endswith("per_second"))
     if gpu:
         out["ok"] = (out["ok"] and out["fp16_vs_fp32_min_cosine"] > 0.99 and out["dlpack_handover_on_device"]
                      and out["dlpack_handover_identical"])
     return out
+
+
+#: the encoder batches the GPU check times besides the one chosen from free memory
+ENCODER_BATCHES = (256, 1024)
+
+
+def fixed_batch_rates(model: str, passages: list[str], queries: list[str], device: str = "cuda",
+                      batches: tuple[int, ...] = ENCODER_BATCHES) -> list[dict[str, Any]]:
+    """Passage and query texts/s of the torch encoder (fp16 on CUDA) at each batch of `batches` (one
+    warm-up batch first; sentence-transformers sorts each call's texts by length, as the CPU runtime does)."""
+    import torch
+
+    from gpu_tigrag.config import EncoderConfig
+    from gpu_tigrag.encoders.sentence import SentenceTransformerEncoder
+
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    encoder = SentenceTransformerEncoder(EncoderConfig(model=model, device=device))
+    rows = []
+    for batch in batches:
+        encoder.batch_size = batch
+        encoder.encode(passages[:batch])  # warm-up at this shape
+        row: dict[str, Any] = {"batch": batch}
+        for kind, items in (("passage", passages), ("query", queries)):
+            sync()
+            start = time.perf_counter()
+            encoder.encode(items, kind=kind)
+            sync()
+            row[f"{PLURAL[kind]}_per_second"] = len(items) / (time.perf_counter() - start)
+        print(f"encoder {device} batch {batch}: {row['passages_per_second']:,.0f} passages/s, "
+              f"{row['queries_per_second']:,.0f} query texts/s", file=sys.stderr, flush=True)
+        rows.append(row)
+    return rows
 
 
 REPORT_FILE = "gpu_check.json"
@@ -539,7 +578,9 @@ def main() -> int:
         model, weights = encoder_folder(inputs, args.out)
         result = bench_encoder(need("index"), need("queries"), model, weights, 16 if args.smoke else 1000,
                                args.batches[0], gpu=not args.smoke)
-        if args.smoke:  # the random-weights path of the GPU machine, exercised here too
+        if args.smoke:  # the random-weights path and the fixed batches of the GPU machine, exercised here too
+            result["fixed_batches"] = fixed_batch_rates(model, need("index").chunk_texts[:8], need("queries")[:8],
+                                                        device="cpu", batches=(2, 4))
             result["random_weights"] = random_weights_check(args.out)
             result["ok"] = result["ok"] and result["random_weights"]["ok"]
         return result

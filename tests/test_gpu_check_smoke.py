@@ -102,6 +102,10 @@ def test_encoder_section_measures_the_torch_runtime(smoke):
 
     assert encoder["weights"] == "real" and encoder["model"] == EncoderConfig().model  # installed here
     assert positive(encoder["cpu_passages_per_second"]) and positive(encoder["cpu_queries_per_second"])
+    # the fixed batches the GPU run times (256 and 1024 there), run here on the CPU at small batches
+    assert [row["batch"] for row in encoder["fixed_batches"]] == [2, 4]
+    assert all(positive(row["passages_per_second"]) and positive(row["queries_per_second"])
+               for row in encoder["fixed_batches"])
     assert encoder["ok"] is True
 
 
