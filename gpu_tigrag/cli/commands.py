@@ -569,6 +569,68 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Throughput of the chosen systems on INDEX and QUERIES, each (system, threads) in a fresh process
+    (gpu_tigrag.benchmark)."""
+    from ..batch_run import stream_queries
+    from ..benchmark import BenchSpec, run_child, table
+    from ..config import config_to_dict
+    from ..index.store import read_manifest
+    from ..outputs import check_file_output, record_file
+
+    if any(size < 1 for size in args.batch_sizes):
+        raise TigragError(f"--batch-sizes {' '.join(map(str, args.batch_sizes))}: each must be >= 1")
+    configs = _bench_configs(args)
+    read_manifest(args.index)  # a folder that is not an index fails here, not in every child
+    queries = [record.text for record in stream_queries(args.queries)][: args.limit or None]
+    if not queries:
+        raise TigragError(f"{args.queries}: no queries")
+    if args.out:
+        check_file_output(args.out, "benchmark results", f"--out {args.out}", inputs=[args.queries], force=args.force)
+    rows = []
+    for name, config in configs:
+        for threads in args.thread_counts or [args.threads]:
+            log.info("benchmarking %s on %s thread(s), batches %s", name, threads or "auto",
+                     ", ".join(map(str, args.batch_sizes)))
+            spec = BenchSpec(index=str(args.index), queries=queries, system=name, config=config_to_dict(config),
+                             threads=threads, batch_sizes=tuple(args.batch_sizes), backend=args.backend, k=args.k,
+                             spawned=0.0, verify=not args.no_verify, allow_mixed_encoder=args.allow_mixed_encoder)
+            rows.append(run_child(spec))
+    if args.json:
+        json.dump(rows, sys.stdout, indent=1)
+        print()
+    else:
+        print(table(rows))
+    if args.out:
+        from ..atomic import atomic_write_json
+
+        atomic_write_json(Path(args.out), {"index": str(args.index), "queries": str(args.queries),
+                                           "count": len(queries), "results": rows}, indent=1)
+        record_file(args.out, "benchmark results", systems=len(configs))
+        log.info("results written to %s", args.out)
+    return 0
+
+
+def _bench_configs(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    """(name, RetrievalConfig) of each system `bench` times: --systems and --system as `eval` reads them
+    (their presets with --set on top), else the --method/--preset configuration."""
+    from ..evaluate.experiment import resolve_systems, system_config
+    from ..methods.registry import systems
+    from ..config import RetrievalConfig
+
+    custom, fusions = _custom_systems(args)
+    if fusions:
+        raise TigragError("bench times retrieval systems; a fusion of runs (rrf) has no retrieval of its own")
+    if not args.systems and not custom:
+        config = retrieval_config(args)
+        return [(f"{config.method} {args.preset}" if config.method == "tigrag" else config.method, config)]
+    named = resolve_systems(args.systems)[0] if args.systems else []
+    table = {**systems(), **custom}
+    settings = set_values(args.sets)
+    base = parse_sets(RetrievalConfig(), args.sets or [])  # for systems without a preset of their own
+    return [(name, system_config(table[name], base, settings)) for name in [*named, *custom]]
+
+
 def cmd_trec(args: argparse.Namespace) -> int:
     """A TREC run file from the JSONL output of `tigrag run`."""
     from ..evaluate.runfiles import jsonl_to_trec

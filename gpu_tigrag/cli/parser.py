@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..backend import BACKEND_NAMES
-from .commands import (cmd_add, cmd_datasets, cmd_eval, cmd_extend, cmd_index, cmd_methods, cmd_query, cmd_report, cmd_run,
+from .commands import (cmd_add, cmd_bench, cmd_datasets, cmd_eval, cmd_extend, cmd_index, cmd_methods, cmd_query, cmd_report, cmd_run,
                        cmd_settings, cmd_trec)
 
 
@@ -230,6 +230,34 @@ def build_parser() -> argparse.ArgumentParser:
                    help="queries per distributed task (default: the batch size, which keeps results bit-identical)")
     add_retrieval_options(p)
     p.set_defaults(func=cmd_run)
+
+    from ..benchmark import DEFAULT_BATCH_SIZES
+
+    p = sub.add_parser("bench", help="throughput of chosen systems on your index and queries",
+                       description="Time every query of QUERIES through each chosen system on INDEX, at each batch "
+                                   "size and thread count, each (system, threads) in a fresh process: start-up, index "
+                                   "load and encoder load seconds, then per batch size queries/s end to end (query "
+                                   "encoding included) and without the encoder, the encoder's share and texts per "
+                                   "query, latency percentiles (a query waits for its batch) and peak RSS. No "
+                                   "vector cache: every batch size pays its encoder.")
+    p.add_argument("index", type=Path, help="index directory")
+    p.add_argument("queries", help="query file, as `tigrag run` reads it (JSONL, JSON list, Parquet, dataset folder)")
+    p.add_argument("--systems", nargs="+", metavar="SYSTEM",
+                   help="named systems to time (as `eval --systems`; 'all' for every one); default: --method with "
+                        "--preset")
+    p.add_argument("--system", action="append", metavar="NAME=BASE,KEY=VALUE,...",
+                   help="a system of your choosing, as `eval --system` defines it; repeatable")
+    p.add_argument("--batch-sizes", type=int, nargs="+", default=list(DEFAULT_BATCH_SIZES), metavar="B",
+                   help=f"batch sizes to time (default {' '.join(map(str, DEFAULT_BATCH_SIZES))})")
+    p.add_argument("--thread-counts", type=int, nargs="+", metavar="N",
+                   help="thread counts to time, each in its own process (default: --threads, else the machine's)")
+    p.add_argument("--limit", type=int, default=0, help="time only the first N queries (default 0: all)")
+    p.add_argument("-k", type=int, default=10, help="chunks per query (default 10)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
+    p.add_argument("--out", help="also write the results as JSON to this file")
+    p.add_argument("--force", action="store_true", help="let --out replace a file gpu_tigrag did not write")
+    add_retrieval_options(p)
+    p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("trec", help="convert the JSONL output of `tigrag run` into a TREC run file",
                        description="Write the TREC run (qid Q0 docid rank score tag; each passage once, at its best "
