@@ -6,6 +6,8 @@
 * `bm25_postings_scores`: the same scores from the vocab × chunks postings, costing the postings of
   the block's tokens instead of a pass over every chunk (the one-query path of the BM25 baseline);
   `bm25_block_scores` picks the product that reads fewer entries.
+* `bm25_top` and `fuse_ranked_lists`: the same reciprocal-rank fusion from each query's ranked lists,
+  without a chunks × B block (the Hybrid baseline at any corpus size).
 """
 
 from __future__ import annotations
@@ -111,3 +113,70 @@ def bm25_block_scores(be: Backend, bm25: Any, postings: Any, seeds: Sequence[np.
     if work < bm25.nnz:
         return bm25_postings_scores(be, postings, seeds, n_vocab, rows=rows)
     return bm25_scores(be, bm25, seeds, n_vocab)
+
+
+def bm25_top(be: Backend, postings: Any, seeds: Sequence[np.ndarray], n_vocab: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, counts) on the host: each query's `depth` best chunks by BM25 among those scoring > 0,
+    best first, equal scores in chunk-id order; ids is B × depth (-1 past a query's `counts[q]`).
+    From the sparse B × chunks product of the query rows with the postings: the scores are
+    `bm25_scores`' bit for bit (see `bm25_postings_scores`), and no chunks × B block is made."""
+    xp = be.xp
+    n_queries = len(seeds)
+    ids = np.full((n_queries, depth), -1, dtype=np.int64)
+    if n_queries == 0 or depth == 0:
+        return ids, np.zeros(n_queries, dtype=np.int64)
+    product = (query_term_rows(be, seeds, n_vocab) @ postings).tocoo()
+    keep = product.data > 0
+    rows, cols, vals = product.row[keep].astype(xp.int64), product.col[keep].astype(xp.int64), product.data[keep]
+    order = xp.lexsort(xp.stack([cols.astype(xp.float64), -vals.astype(xp.float64), rows.astype(xp.float64)]))
+    rows, cols = rows[order], cols[order]
+    first = xp.searchsorted(rows, xp.arange(n_queries + 1, dtype=xp.int64))
+    rank = xp.arange(rows.size, dtype=xp.int64) - first[rows]
+    top = rank < depth
+    rows, cols, rank = be.to_host(rows[top]), be.to_host(cols[top]), be.to_host(rank[top])
+    ids[rows, rank] = cols
+    return ids, np.minimum(np.diff(be.to_host(first)), depth)
+
+
+def fuse_ranked_lists(dense_ids: np.ndarray, dense_vals: np.ndarray, bm25_ids: np.ndarray, bm25_counts: np.ndarray,
+                      depth: int, k_rrf: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, scores), B × k on the host, of the reciprocal-rank fusion of two ranked lists per query, as
+    `reciprocal_rank` + `fused_then_cosine` + a ranked top-k give it over whole chunks × B blocks:
+    the first `depth` dense entries and the first `bm25_counts[q]` BM25 entries each give the float32
+    1 / (k_rrf + rank), added in float32; listed chunks first by that sum, then the rest of the dense list
+    by (cosine − 3) · 1e-6 (float64); equal scores in chunk-id order. `dense_ids`/`dense_vals` (B × D,
+    best first) must reach k entries beyond the listed ones (D = k + depth is enough)."""
+    n_queries, width = dense_ids.shape
+    if n_queries == 0:
+        return np.zeros((0, k), dtype=np.int64), np.zeros((0, k), dtype=np.float64)
+    ranks = np.arange(1, max(width, bm25_ids.shape[1]) + 1, dtype=np.float32)
+    contribution = (1.0 / (k_rrf + ranks)).astype(np.float32)  # reciprocal_rank's float32 values
+    query = np.repeat(np.arange(n_queries, dtype=np.int64), width)
+    dense_rank = np.tile(np.arange(width, dtype=np.int64), n_queries)
+    chunk = dense_ids.reshape(-1)
+    dense_part = np.where(dense_rank < depth, contribution[dense_rank], np.float32(0.0)).astype(np.float32)
+    listed_b = np.arange(bm25_ids.shape[1])[None, :] < bm25_counts[:, None]
+    b_query = np.repeat(np.arange(n_queries, dtype=np.int64), listed_b.sum(axis=1))
+    b_chunk = bm25_ids[listed_b]
+    b_part = contribution[np.nonzero(listed_b)[1]]
+    n_all = int(max(chunk.max(initial=0), b_chunk.max(initial=0))) + 1
+    # the fused sum of each (query, chunk): a dense entry's own part plus its BM25 part where listed
+    key, b_key = query * n_all + chunk, b_query * n_all + b_chunk
+    b_order = np.argsort(b_key, kind="stable")
+    b_sorted = b_key[b_order]
+    at = np.minimum(np.searchsorted(b_sorted, key), max(b_sorted.size - 1, 0))
+    found = b_sorted[at] == key if b_sorted.size else np.zeros(key.size, dtype=bool)
+    fused = dense_part.copy()
+    fused[found] = dense_part[found] + b_part[b_order[at[found]]]  # float32 + float32, as the blocks added them
+    only_b = ~np.isin(b_key, key)  # BM25-listed chunks outside the dense list
+    score = np.where(fused > 0, fused.astype(np.float64), (dense_vals.reshape(-1).astype(np.float64) - 3.0) * 1e-6)
+    all_query = np.concatenate([query, b_query[only_b]])
+    all_chunk = np.concatenate([chunk, b_chunk[only_b]])
+    all_score = np.concatenate([score, b_part[only_b].astype(np.float64)])
+    order = np.lexsort((all_chunk, -all_score, all_query))
+    all_query, all_chunk, all_score = all_query[order], all_chunk[order], all_score[order]
+    first = np.searchsorted(all_query, np.arange(n_queries + 1))
+    position = np.arange(all_query.size) - first[all_query]
+    k = min(k, int(np.diff(first).min()))
+    top = position < k
+    return all_chunk[top].reshape(n_queries, k), all_score[top].reshape(n_queries, k)

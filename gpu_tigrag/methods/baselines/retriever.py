@@ -9,8 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from ...ops.dense_dot import query_dot
-from ...ops.fusion import bm25_scores, fused_then_cosine, reciprocal_rank
 from ...retrieve.base import BaseRetriever, PreparedBatch
 from ...retrieve.first_stage import first_stage
 from ...retrieve.results import QueryResult
@@ -77,20 +75,34 @@ class Bm25Retriever(_FlatRetriever):
         return bm25_block_scores(self.be, self.device.bm25, self.device.postings, batch.seeds, self.index.n_vocab)
 
 
-class HybridRetriever(_FlatRetriever):
+class HybridRetriever(BaseRetriever):
     """RRF of the dense cosine ranking and the BM25 ranking (chunks with a BM25 score of 0 are not in
-    the BM25 list); chunks in neither list follow by cosine."""
+    the BM25 list); chunks in neither list follow by cosine.
+
+    No chunks × B block: the dense list is the dense first stage's top k + HYBRID_DEPTH (the top
+    HYBRID_DEPTH to fuse, and enough beyond them for the cosine tail of a deep k), the BM25 list the
+    top HYBRID_DEPTH of each query's sparse postings product (`ops.fusion.bm25_top`). Their fusion
+    (`ops.fusion.fuse_ranked_lists`) gives what the fused chunks × B block gave, score for score: the
+    same float32 reciprocal ranks, the tail's (cosine − 3) · 1e-6, ties by chunk id."""
 
     method = "hybrid"
 
-    def scores(self, batch: PreparedBatch) -> Any:
-        be, xp = self.be, self.be.xp
-        dense = query_dot(be, self.device.embeddings, batch.vectors)
-        bm25 = bm25_scores(be, self.device.bm25, batch.seeds, self.index.n_vocab)
-        bm25 = xp.where(bm25 > 0, bm25, -np.inf).astype(xp.float32)
-        fused = (reciprocal_rank(be, dense, HYBRID_DEPTH, HYBRID_RRF_K)
-                 + reciprocal_rank(be, bm25, HYBRID_DEPTH, HYBRID_RRF_K))
-        return fused_then_cosine(be, fused, dense)  # the unlisted chunks keep their cosine order
+    def bytes_per_query(self) -> int:
+        # the first stage's blocks are bounded whatever the batch; per query its vector, its lists
+        # (ids and scores) and the BM25 product's entries, at most the chunks of its tokens' postings
+        return 4 * self.index.embeddings.shape[1] + 64 * (self.default_k() + 2 * HYBRID_DEPTH) + 16 * self.index.n_chunks // 8
+
+    def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
+        from ...ops.fusion import bm25_top, fuse_ranked_lists
+
+        if len(batch) == 0:
+            return []
+        n = self.index.n_chunks
+        dense_ids, dense_vals = first_stage(self.device, self.config.dense).search(batch.vectors, min(n, k + HYBRID_DEPTH))
+        bm25_ids, bm25_counts = bm25_top(self.be, self.device.postings, batch.seeds, self.index.n_vocab, HYBRID_DEPTH)
+        ids, vals = fuse_ranked_lists(self.be.to_host(dense_ids).T, self.be.to_host(dense_vals).T, bm25_ids,
+                                      bm25_counts, min(HYBRID_DEPTH, n), HYBRID_RRF_K, k)
+        return [self.result(query, ids[q], vals[q]) for q, query in enumerate(batch.queries)]
 
 
 class Bm25PassagesRetriever(BaseRetriever):
