@@ -4,7 +4,7 @@ Each library sizes its own pool to every CPU it sees: numba's kernels (OpenMP th
 or MKL (pthreads), torch's and ONNX Runtime's intra-op pools, and a Dask run starts one process per
 worker with all of these again. On a machine shared with other jobs the pools pile up beyond the
 cores, and idle OpenMP threads spin while another pool wants the core: a one-query kernel launch then
-waits a scheduler slice (~12 ms) for a thread that cannot run (issue 24, item 6; bench/latency.py).
+waits a scheduler slice (~12 ms) for a thread that cannot run (measured: bench/results/latency.md).
 
 The policy decides the counts once, from the cores this process may run on
 (`os.sched_getaffinity`) or the user's setting (`tigrag --threads N`, else $TIGRAG_THREADS):

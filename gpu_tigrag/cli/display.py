@@ -1,6 +1,6 @@
 """Text from a corpus or a query as the command line prints it: one line per field, every control
 character escaped, so that a title holding a newline cannot forge a result line and one holding a
-terminal escape sequence cannot drive the terminal (issue 23)."""
+terminal escape sequence cannot drive the terminal."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The index's query encoder, loaded on the first text that needs it (issue 24, item 5).
+"""The index's query encoder, loaded on the first text that needs it.
 
 Loading a transformer costs seconds and ~1.4 GB; a run whose query vectors all come from the vector
 cache needs none of it. `LazyEncoder` answers the identity the index recorded (name, fingerprint,

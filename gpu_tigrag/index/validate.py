@@ -1,4 +1,4 @@
-"""The arrays of a loaded index checked by meaning, not only by checksum (issue 30).
+"""The arrays of a loaded index checked by meaning, not only by checksum.
 
 A checksum says a file is the one its manifest lists, not that the manifest and the file were
 written by the engine: an edited array re-signed in its manifest passes it. The query kernels

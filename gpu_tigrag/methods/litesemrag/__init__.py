@@ -24,7 +24,7 @@ def best_mrr_claim(m: dict) -> list[str]:
     return lines
 
 
-#: `LiteSemRAG best` (issue 22): the settings chosen on 2Wiki developer queries (the first half of
+#: `LiteSemRAG best`: the settings chosen on 2Wiki developer queries (the first half of
 #: dev500) by `python bench/litesemrag.py --best` (bench/results/litesemrag_best.md); the defaults stay
 #: the paper's (the public code's behaviour)
 BEST: dict[str, object] = {"litesemrag.dense_fusion": 2.0, "litesemrag.lexical_fusion": 4.0,

@@ -19,8 +19,8 @@ Per block of B queries:
    another span 2 (0.8); similarity 3 (0.5). The node list is the exact, lone-partial and
    similarity matches in reading order, then the partial matches of exactly matched spans. A
    prototype matched twice in a query is two nodes, as in the public code: they share all their
-   chunks, so each adds 1 to the other's co-occurrence sum (issue 22 measured what dropping the
-   second costs: about 15 points of MRR@10 on MuSiQue-100).
+   chunks, so each adds 1 to the other's co-occurrence sum (dropping the second costs about
+   15 points of MRR@10 on MuSiQue-100: bench/results/faithfulness_litesemrag.md).
 3. **Co-occurrence weights**: w_ab = |C_a ∩ C_b| / √(|C_a||C_b|) between the matched nodes of a
    query (C: the chunks holding the prototype), one sparse product Y_sel·Y_selᵀ for the block;
    W(a) = λ_a Σ_b w_ab. A node with Σ_b w_ab > 0 is *connected*, otherwise *isolated*.

@@ -35,7 +35,7 @@ from ...errors import TigragError
 log = logging.getLogger(__name__)
 
 #: the version of the stage's rules, recorded in its stats: 2 = the public code's span rules and chunk
-#: lengths (issue 22); a stage of another version is refused at load (stage.py) and rebuilt by
+#: lengths; a stage of another version is refused at load (stage.py) and rebuilt by
 #: `tigrag extend INDEX --methods litesemrag`
 STAGE_VERSION = 2
 

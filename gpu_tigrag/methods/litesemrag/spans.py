@@ -1,6 +1,6 @@
 """LiteSemRAG's span extraction (paper sections 3.2-3.3; docs/design-notes.md#litesemrag-index), batched
-with spaCy `nlp.pipe`, following the rules of the public code (`text_processing.py`; issue 22 measured
-the engine against it: bench/results/faithfulness_litesemrag.md).
+with spaCy `nlp.pipe`, following the rules of the public code (`text_processing.py`; the engine
+against it: bench/results/faithfulness_litesemrag.md).
 
 Each text is first normalised by `clean_text`; spaCy then runs on the *cleaned* text, and every
 `Span`'s offsets index that cleaned text. `clean_text` is deterministic, so calling it again gives

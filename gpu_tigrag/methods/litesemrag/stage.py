@@ -42,7 +42,7 @@ def from_arrays(arrays: dict[str, np.ndarray], strings: dict[str, list[str]], in
     built = stats.get("stage_version", 1)
     if built != STAGE_VERSION:
         raise IndexFormatError(f"{folder}: its LiteSemRAG stage was built by rules of version {built} (this engine's "
-                               f"are version {STAGE_VERSION}: the public code's span rules, issue 22); rebuild the "
+                               f"are version {STAGE_VERSION}: the public code's span rules); rebuild the "
                                "stage with `tigrag extend INDEX --methods litesemrag`")
     texts = strings[STRINGS]
     n, n_strings = index.n_chunks, len(texts)

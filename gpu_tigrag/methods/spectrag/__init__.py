@@ -17,7 +17,7 @@ def context_recall_claim(m: dict) -> list[str]:
             f"{m['SpectRAG']['context_chunks']:.1f} chunks per context)."]
 
 
-#: `SpectRAG best` (issue 22): the settings chosen on 2Wiki developer queries (the first half of dev500)
+#: `SpectRAG best`: the settings chosen on 2Wiki developer queries (the first half of dev500)
 #: by `python bench/spectrag.py --best` (bench/results/spectrag_best.md); the defaults stay the paper's
 BEST: dict[str, object] = {"spectrag.alpha": 0.05, "spectrag.ppr_norm": "rank"}
 #: each mechanism of best removed (its paper value back); spectrag.proximity_floor was swept and not

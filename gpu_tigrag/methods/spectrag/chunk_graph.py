@@ -54,7 +54,7 @@ class ChunkGraph:
 
 log = logging.getLogger(__name__)
 
-#: the stage's format: 2 since the comparison with the public code (issue 22: entity self pairs and
+#: the stage's format: 2 since the comparison with the public code (entity self pairs and
 #: label counts, weights rounded, the random null space); an older stage is rebuilt (stage.py)
 STAGE_FORMAT = 2
 
