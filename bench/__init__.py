@@ -104,6 +104,10 @@ REGISTRY: tuple[Benchmark, ...] = (
     Benchmark("first_stage", "first_stage.py", "benchmark",
               "the exact dense first stage (FlatSearch) against faiss IndexFlatIP on the 2Wiki vectors, all questions "
               "in one call and one per call, top-k compared", ("first_stage.json", "first_stage.md"), smoke=("--smoke",)),
+    Benchmark("method_scale", "method_scale.py", "benchmark",
+              "every chosen system's q/s and peak RSS on 10k and 100k synthetic passages through `tigrag bench`, "
+              "this checkout beside --code DIR", ("method_scale.json", "method_scale.md"), smoke=("--smoke",),
+              data=False),
     Benchmark("latency", "latency.py", "benchmark",
               "one query at a time on 2Wiki (NaiveRAG, BM25, both TIGRAG presets), thread settings before/after the "
               "thread policy, PPR on 1 vs 2 threads, BM25 against bm25s, tigrag query wall time",

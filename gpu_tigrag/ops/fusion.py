@@ -7,7 +7,7 @@
   the block's tokens instead of a pass over every chunk (the one-query path of the BM25 baseline);
   `bm25_block_scores` picks the product that reads fewer entries.
 * `bm25_top` and `fuse_ranked_lists`: the same reciprocal-rank fusion from each query's ranked lists,
-  without a chunks × B block (the Hybrid baseline at any corpus size).
+  with blocks bounded whatever the batch (the Hybrid baseline at any corpus size).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from .topk import top_k_rows
 
 #: the score of an entry that is not ranked (float32, so masked blocks keep their dtype)
 NEG_INF = np.float32(-np.inf)
+#: bytes of one chunks × queries block of `bm25_top` (its slices of queries are sized to it)
+BLOCK_BYTES = 64 << 20
 
 
 def reciprocal_rank(be: Backend, scores: Any, depth: int, k: int) -> Any:
@@ -115,27 +117,28 @@ def bm25_block_scores(be: Backend, bm25: Any, postings: Any, seeds: Sequence[np.
     return bm25_scores(be, bm25, seeds, n_vocab)
 
 
-def bm25_top(be: Backend, postings: Any, seeds: Sequence[np.ndarray], n_vocab: int, depth: int) -> tuple[np.ndarray, np.ndarray]:
+def bm25_top(be: Backend, bm25: Any, postings: Any, seeds: Sequence[np.ndarray], n_vocab: int,
+             depth: int) -> tuple[np.ndarray, np.ndarray]:
     """(ids, counts) on the host: each query's `depth` best chunks by BM25 among those scoring > 0,
-    best first, equal scores in chunk-id order; ids is B × depth (-1 past a query's `counts[q]`).
-    From the sparse B × chunks product of the query rows with the postings: the scores are
-    `bm25_scores`' bit for bit (see `bm25_postings_scores`), and no chunks × B block is made."""
+    best first, equal scores in chunk-id order (`reciprocal_rank`'s list); ids is B × depth (-1 past a
+    query's `counts[q]`). The scores are `bm25_block_scores`' over slices of queries small enough that a
+    slice's chunks × queries block stays within BLOCK_BYTES, whatever the batch."""
     xp = be.xp
-    n_queries = len(seeds)
+    n_queries, n = len(seeds), bm25.shape[0]
+    depth = min(depth, n)
     ids = np.full((n_queries, depth), -1, dtype=np.int64)
-    if n_queries == 0 or depth == 0:
-        return ids, np.zeros(n_queries, dtype=np.int64)
-    product = (query_term_rows(be, seeds, n_vocab) @ postings).tocoo()
-    keep = product.data > 0
-    rows, cols, vals = product.row[keep].astype(xp.int64), product.col[keep].astype(xp.int64), product.data[keep]
-    order = xp.lexsort(xp.stack([cols.astype(xp.float64), -vals.astype(xp.float64), rows.astype(xp.float64)]))
-    rows, cols = rows[order], cols[order]
-    first = xp.searchsorted(rows, xp.arange(n_queries + 1, dtype=xp.int64))
-    rank = xp.arange(rows.size, dtype=xp.int64) - first[rows]
-    top = rank < depth
-    rows, cols, rank = be.to_host(rows[top]), be.to_host(cols[top]), be.to_host(rank[top])
-    ids[rows, rank] = cols
-    return ids, np.minimum(np.diff(be.to_host(first)), depth)
+    counts = np.zeros(n_queries, dtype=np.int64)
+    step = max(1, BLOCK_BYTES // max(4 * n, 1))
+    for first in range(0, n_queries if depth else 0, step):
+        block = bm25_block_scores(be, bm25, postings, seeds[first:first + step], n_vocab)
+        part = top_k_rows(be, block, depth)  # ascending ids: the stable sort below breaks ties by id
+        values = xp.take_along_axis(block, part, axis=0)
+        order = be.argsort_stable(-values, axis=0)
+        top = be.to_host(xp.take_along_axis(part, order, axis=0)).T
+        listed = be.to_host(xp.take_along_axis(values, order, axis=0) > 0).T  # a prefix of each row
+        ids[first:first + step] = np.where(listed, top, -1)
+        counts[first:first + step] = listed.sum(axis=1)
+    return ids, counts
 
 
 def fuse_ranked_lists(dense_ids: np.ndarray, dense_vals: np.ndarray, bm25_ids: np.ndarray, bm25_counts: np.ndarray,

@@ -81,16 +81,16 @@ class HybridRetriever(BaseRetriever):
 
     No chunks × B block: the dense list is the dense first stage's top k + HYBRID_DEPTH (the top
     HYBRID_DEPTH to fuse, and enough beyond them for the cosine tail of a deep k), the BM25 list the
-    top HYBRID_DEPTH of each query's sparse postings product (`ops.fusion.bm25_top`). Their fusion
+    top HYBRID_DEPTH of each query by BM25 over slices of queries (`ops.fusion.bm25_top`). Their fusion
     (`ops.fusion.fuse_ranked_lists`) gives what the fused chunks × B block gave, score for score: the
     same float32 reciprocal ranks, the tail's (cosine − 3) · 1e-6, ties by chunk id."""
 
     method = "hybrid"
 
     def bytes_per_query(self) -> int:
-        # the first stage's blocks are bounded whatever the batch; per query its vector, its lists
-        # (ids and scores) and the BM25 product's entries, at most the chunks of its tokens' postings
-        return 4 * self.index.embeddings.shape[1] + 64 * (self.default_k() + 2 * HYBRID_DEPTH) + 16 * self.index.n_chunks // 8
+        # the first stage's and the BM25 lists' blocks are bounded whatever the batch; per query its
+        # vector and its lists (ids and scores) at the default depth
+        return 4 * self.index.embeddings.shape[1] + 64 * (self.default_k() + 2 * HYBRID_DEPTH)
 
     def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
         from ...ops.fusion import bm25_top, fuse_ranked_lists
@@ -99,7 +99,8 @@ class HybridRetriever(BaseRetriever):
             return []
         n = self.index.n_chunks
         dense_ids, dense_vals = first_stage(self.device, self.config.dense).search(batch.vectors, min(n, k + HYBRID_DEPTH))
-        bm25_ids, bm25_counts = bm25_top(self.be, self.device.postings, batch.seeds, self.index.n_vocab, HYBRID_DEPTH)
+        bm25_ids, bm25_counts = bm25_top(self.be, self.device.bm25, self.device.postings, batch.seeds,
+                                         self.index.n_vocab, HYBRID_DEPTH)
         ids, vals = fuse_ranked_lists(self.be.to_host(dense_ids).T, self.be.to_host(dense_vals).T, bm25_ids,
                                       bm25_counts, min(HYBRID_DEPTH, n), HYBRID_RRF_K, k)
         return [self.result(query, ids[q], vals[q]) for q, query in enumerate(batch.queries)]

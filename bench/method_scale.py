@@ -1,0 +1,119 @@
+"""Every method's query cost against corpus size: `tigrag bench` on bench/scale.py's synthetic indexes
+(stand-ins `hashing:256` and `capitalized`, .cache/bench/scale_N) for each chosen system, q/s end to
+end and peak RSS at each size, and the ratio of q/s at the largest size to q/s at the smallest; with
+`--code DIR`, the same through another checkout's package (the code before a change) in the same run.
+
+Queries are 6 words from a passage's text (bench/query_scale.py's); each (system, code) runs in a fresh
+process through `tigrag bench` (its start-up and index load are outside the q/s).
+
+Usage: python bench/method_scale.py [--sizes 10000 100000] [--systems Hybrid NaiveRAG BM25] [--queries 1000]
+       [--batch 256] [--code DIR] [--smoke]
+Writes bench/results/method_scale.{json,md} (not with --smoke).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+from bench.common import CACHE, write_results
+
+
+def query_file(n: int, count: int, folder: Path) -> Path:
+    from bench.query_scale import synthetic_queries
+
+    path = folder / f"queries_{n}_{count}.jsonl"
+    path.write_text("".join(json.dumps(q) + "\n" for q in synthetic_queries(n, count)))
+    return path
+
+
+def bench(index: Path, queries: Path, systems: list[str], batch: int, code: Path | None) -> list[dict[str, Any]]:
+    env = dict(os.environ)
+    if code is not None:  # the other checkout's package first on the path (its children inherit it)
+        env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
+    command = [sys.executable, "-m", "gpu_tigrag.cli", "-q", "bench", str(index), str(queries), "--systems", *systems,
+               "--batch-sizes", str(batch), "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=code or None)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout)
+
+
+def render(payload: dict[str, Any]) -> str:
+    sizes = payload["sizes"]
+    lines = ["# Every method against corpus size", "",
+             f"`{payload['command']}` — synthetic passages (bench/scale.py's stand-in indexes), {payload['queries']} "
+             f"queries of 6 words, batch {payload['batch']}, `tigrag bench` (each system in a fresh process; q/s "
+             "end to end, the stand-in encoder included); 2 cores.", "",
+             "| system | code | " + " | ".join(f"{n:,} q/s" for n in sizes) + " | "
+             + " | ".join(f"{n:,} peak RSS MiB" for n in sizes) + f" | {sizes[-1]:,} ÷ {sizes[0]:,} |",
+             "|---|---|" + "---|" * (2 * len(sizes) + 1)]
+    for row in payload["rows"]:
+        rates = [row["qps"][str(n)] for n in sizes]
+        lines.append(f"| {row['system']} | {row['code']} | " + " | ".join(f"{r:,.1f}" for r in rates) + " | "
+                     + " | ".join(f"{row['rss'][str(n)]:,.0f}" for n in sizes) + f" | {rates[-1] / rates[0]:.2f} |")
+    lines += ["", "These methods search every chunk exactly below `ann.min_chunks` (200,000 chunks; the synthetic "
+              "100,000 passages make ~128,000): their cost grows with the corpus, so 10× the passages gives about "
+              "a tenth of the q/s. From that size the index holds an ANN and the dense first stage answers through "
+              "it (bench/results/ann.md)."]
+    return "\n".join(lines)
+
+
+def rerender() -> None:
+    from bench.common import RESULTS
+
+    payload = json.loads((RESULTS / "method_scale.json").read_text())
+    (RESULTS / "method_scale.md").write_text(render(payload) + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--systems", nargs="+", default=["Hybrid", "NaiveRAG", "BM25"])
+    parser.add_argument("--queries", type=int, default=1000)
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--code", type=Path, help="another checkout (the code before a change), run beside this one")
+    parser.add_argument("--smoke", action="store_true", help="1,000 passages, 50 queries, no result file")
+    parser.add_argument("--render", action="store_true", help="rewrite the markdown from the JSON, running nothing")
+    args = parser.parse_args()
+    if args.render:
+        rerender()
+        return 0
+    if args.smoke:
+        args.sizes, args.queries, args.batch = [1_000], 50, 16
+    from bench.scale import index_command, synth
+
+    codes: list[tuple[str, Path | None]] = [("this checkout", None)] + ([("--code", args.code)] if args.code else [])
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for n in args.sizes:
+            index = CACHE / f"scale_{n}" if not args.smoke else Path(scratch) / "index"
+            if not (index / "manifest.json").is_file():
+                subprocess.run(index_command(synth(n), index, 8192), check=True)
+            queries = query_file(n, args.queries, Path(scratch))
+            for label, code in codes:
+                for result in bench(index, queries, args.systems, args.batch, code):
+                    row = rows.setdefault((result["system"], label), {"system": result["system"], "code": label,
+                                                                       "qps": {}, "rss": {}})
+                    row["qps"][str(n)] = result["batches"][0]["queries_per_second"]
+                    row["rss"][str(n)] = result["peak_rss_mib"]
+                    print(f"{n:,} {label} {result['system']}: {row['qps'][str(n)]:,.1f} q/s, "
+                          f"{row['rss'][str(n)]:,.0f} MiB", file=sys.stderr, flush=True)
+    payload = {"command": " ".join(["python bench/method_scale.py", *sys.argv[1:]]), "sizes": args.sizes,
+               "queries": args.queries, "batch": args.batch, "rows": list(rows.values())}
+    print(render(payload))
+    if not args.smoke:
+        write_results("method_scale", payload, render(payload))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
