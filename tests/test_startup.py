@@ -83,3 +83,15 @@ def test_e5_weights_are_hashed_before_a_runtime_reads_them(tmp_path, monkeypatch
     assert again.folder == resolved.folder and weights.read_bytes() != original  # not hashed: not repaired yet
     again.ensure_weights()
     assert weights.read_bytes() == original
+
+
+def test_the_configuration_imports_no_array_library():
+    """Reading the settings (RetrievalConfig(), IndexConfig(), the registry's table) imports no NumPy or
+    SciPy: each method's package declares its stage's functions by name (registry.lazy_stage)."""
+    code = ("import sys, gpu_tigrag.config as c\n"
+            "c.RetrievalConfig(); c.IndexConfig()\n"
+            "from gpu_tigrag.methods.registry import methods, stage_methods\n"
+            "assert [m.name for m in stage_methods()] == ['spectrag', 'litesemrag'], methods()\n"
+            "print(sorted(m for m in ('numpy', 'scipy', 'numba') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -29,6 +29,32 @@ BUILTIN_METHODS = ("naiverag", "bm25", "hybrid", "bm25passages", "tigrag", "spec
 ENTRY_POINT_GROUP = "gpu_tigrag.methods"
 
 
+class LazyFunction:
+    """A function named "module:attribute", imported on its first call: a method's package declares its
+    stage's functions without importing the stage's modules (and their NumPy, SciPy), so reading the
+    registry (`RetrievalConfig()`, `tigrag --help`) imports no array library."""
+
+    def __init__(self, target: str):
+        self.target = target
+        self._function: Callable[..., Any] | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._function is None:
+            module, _, name = self.target.partition(":")
+            self._function = getattr(importlib.import_module(module), name)
+        return self._function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"LazyFunction({self.target!r})"
+
+
+def lazy_stage(module: str, **fields: Any) -> "IndexStage":
+    """The IndexStage whose build, to_arrays, from_arrays and summary are `module`'s functions of those
+    names, imported on first use (LazyFunction); `fields` are the rest (config, arrays, ...)."""
+    functions = {name: LazyFunction(f"{module}:{name}") for name in ("build", "to_arrays", "from_arrays", "summary")}
+    return IndexStage(**functions, **fields)
+
+
 @dataclass(frozen=True)
 class IndexStage:
     """A method's own arrays in the index directory (manifest section `methods.<name>`).

@@ -6,7 +6,11 @@ from dataclasses import dataclass
 
 from ...config import CheckedConfig, require, setting
 from ...config import MAX_K1
-from .passage_bm25 import STEMMERS, STOPWORD_LISTS
+
+
+#: the values of `bm25passages.stopwords` and `bm25passages.stemmer` (passage_bm25.py implements them)
+STOPWORD_LISTS = ("lucene", "nltk", "none")
+STEMMERS = ("none", "english")
 
 
 @dataclass(frozen=True)

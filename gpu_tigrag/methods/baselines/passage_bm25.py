@@ -33,14 +33,13 @@ import scipy.sparse
 
 from ...errors import TigragError
 from ...text.tokens import english_stopwords
+from .config import STEMMERS, STOPWORD_LISTS  # the choices, declared with the settings
 
 WORD = re.compile(r"(?u)\b\w\w+\b")
 #: Lucene's English analyser's stop words (EnglishAnalyzer.ENGLISH_STOP_WORDS_SET; bm25s's "en")
 LUCENE_STOPWORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
     "they this to was will with".split())
-STOPWORD_LISTS = ("lucene", "nltk", "none")
-STEMMERS = ("none", "english")
 
 
 def stopword_list(name: str) -> frozenset[str]:

@@ -2,9 +2,8 @@
 (prototypes), co-occurrence-weighted node scores and isolated-node recovery. Its stage: the semantic
 graph (`IndexConfig.litesemrag`); its query settings: `RetrievalConfig.litesemrag`."""
 
-from ..registry import IndexStage, Method, System, register
-from . import stage
-from .config import LitesemragIndexConfig, LitesemragQueryConfig
+from ..registry import Method, System, lazy_stage, register
+from .config import STAGE_ARRAYS, STAGE_STRINGS, LitesemragIndexConfig, LitesemragQueryConfig
 
 
 def best_mrr_claim(m: dict) -> list[str]:
@@ -46,9 +45,8 @@ METHOD = register(Method(
     description="span prototypes, co-occurrence-weighted node scores, isolated-node recovery",
     retriever=__name__ + ".retriever:LitesemragRetriever",
     query_config=LitesemragQueryConfig,
-    stage=IndexStage(config=LitesemragIndexConfig, build=stage.build, to_arrays=stage.to_arrays,
-                     from_arrays=stage.from_arrays, arrays=stage.ARRAYS, strings=(stage.STRINGS,),
-                     summary=stage.summary,
+    stage=lazy_stage(__name__ + ".stage", config=LitesemragIndexConfig, arrays=STAGE_ARRAYS,
+                     strings=(STAGE_STRINGS,),
                      rebuilt_because="prototypes are built from all occurrences of a string at once, and new ones "
                                      "move them"),
     claims=best_mrr_claim,

@@ -73,3 +73,9 @@ class LitesemragQueryConfig(CheckedConfig):
 #: callers that use these names
 SemanticGraphConfig = LitesemragIndexConfig
 LitesemragConfig = LitesemragQueryConfig
+
+
+#: the stage's arrays and string column in the index directory (stage.py writes and reads them)
+STAGE_ARRAYS = ("litesemrag_tf_indptr", "litesemrag_tf_indices", "litesemrag_tf_data",
+                "litesemrag_proto_ptr", "litesemrag_proto_vectors", "litesemrag_chunk_len")
+STAGE_STRINGS = "litesemrag_strings"

@@ -11,12 +11,10 @@ import numpy as np
 from ...errors import IndexFormatError
 from ...index.stage_arrays import check_arrays, csr_arrays, csr_from_arrays
 from ...index.validate import check_dtype, check_offsets, check_unit_rows, check_values
-from .config import LitesemragIndexConfig
+from .config import STAGE_ARRAYS, STAGE_STRINGS, LitesemragIndexConfig
 from .semantic_graph import STAGE_VERSION, SemanticGraph
 
-ARRAYS = ("litesemrag_tf_indptr", "litesemrag_tf_indices", "litesemrag_tf_data",
-          "litesemrag_proto_ptr", "litesemrag_proto_vectors", "litesemrag_chunk_len")
-STRINGS = "litesemrag_strings"
+ARRAYS, STRINGS = STAGE_ARRAYS, STAGE_STRINGS
 
 
 def build(index: Any, config: LitesemragIndexConfig, backend: Any = None, encoder: Any = None,

@@ -2,9 +2,8 @@
 PPR and spectral proximity, token-budgeted context selection. Its stage: the chunk graph and
 spectral coordinates (`IndexConfig.spectrag`); its query settings: `RetrievalConfig.spectrag`."""
 
-from ..registry import IndexStage, Method, System, register
-from . import stage
-from .config import SpectragIndexConfig, SpectragQueryConfig
+from ..registry import Method, System, lazy_stage, register
+from .config import STAGE_ARRAYS, SpectragIndexConfig, SpectragQueryConfig
 
 
 def context_recall_claim(m: dict) -> list[str]:
@@ -33,8 +32,7 @@ METHOD = register(Method(
     description="chunk graph of six signals, PPR and spectral proximity, token-budgeted context",
     retriever=__name__ + ".retriever:SpectragRetriever",
     query_config=SpectragQueryConfig,
-    stage=IndexStage(config=SpectragIndexConfig, build=stage.build, to_arrays=stage.to_arrays,
-                     from_arrays=stage.from_arrays, arrays=stage.ARRAYS, summary=stage.summary,
+    stage=lazy_stage(__name__ + ".stage", config=SpectragIndexConfig, arrays=STAGE_ARRAYS,
                      rebuilt_because="the graph is global: new chunks change old neighbours and the eigenvectors",
                      nan_padded=("spectrag_eigenvalues",)),
     claims=context_recall_claim,

@@ -87,3 +87,8 @@ class SpectragQueryConfig(CheckedConfig):
 #: callers that use these names
 ChunkGraphConfig = SpectragIndexConfig
 SpectragConfig = SpectragQueryConfig
+
+
+#: the stage's arrays in the index directory (stage.py writes and reads them)
+STAGE_ARRAYS = ("spectrag_weights_indptr", "spectrag_weights_indices", "spectrag_weights_data",
+                "spectrag_coords", "spectrag_eigenvalues", "spectrag_chunk_tokens")

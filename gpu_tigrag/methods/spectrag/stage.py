@@ -14,9 +14,6 @@ from ...index.validate import check_dtype, check_values
 from .chunk_graph import STAGE_FORMAT, ChunkGraph
 from .config import SpectragIndexConfig
 
-ARRAYS = ("spectrag_weights_indptr", "spectrag_weights_indices", "spectrag_weights_data",
-          "spectrag_coords", "spectrag_eigenvalues", "spectrag_chunk_tokens")
-
 
 def build(index: Any, config: SpectragIndexConfig, backend: Any = None, encoder: Any = None,
           show_progress: bool = False, eigensolver: str = "host") -> ChunkGraph:
