@@ -101,6 +101,9 @@ REGISTRY: tuple[Benchmark, ...] = (
               "a 2Wiki index build with NER beside the encoder against NER after it (default encoder and spaCy), "
               "each in a fresh process: stage and wall seconds, peak RSS, identical arrays",
               ("build_overlap.json", "build_overlap.md"), smoke=("--smoke",)),
+    Benchmark("build_memory", "build_memory.py", "benchmark",
+              "where a 2Wiki build's memory goes: RSS per stage (peak within each) and the default encoder's load "
+              "step by step, each in a fresh process", ("build_memory.json", "build_memory.md"), smoke=("--smoke",)),
     Benchmark("first_stage", "first_stage.py", "benchmark",
               "the exact dense first stage (FlatSearch) against faiss IndexFlatIP on the 2Wiki vectors, all questions "
               "in one call and one per call, top-k compared", ("first_stage.json", "first_stage.md"), smoke=("--smoke",)),
