@@ -138,8 +138,9 @@ def render(payload: dict[str, Any]) -> str:
     added = {name: steps[name] - steps[names[i - 1]] for i, name in enumerate(names) if i}
     graph = next(s for s in build["stages"] if s["stage"] == "graph")
     lines += ["", f"So the build's memory follows what it loads, not its batches: the encoder's tokenizer (the "
-              f"multilingual vocabulary) {added['tokenizer']:,.0f} MiB, the int8 model (its bytes "
-              f"{added['int8 model bytes']:,.0f} MiB and its session {added['ONNX Runtime session']:,.0f} MiB, "
+              f"multilingual vocabulary) {added['tokenizer']:,.0f} MiB, the int8 model "
+              f"({added['int8 model bytes']:,.0f} MiB of bytes read, {added['ONNX Runtime session']:,.0f} MiB more for "
+              "its session), "
               f"spaCy's NER about {graph['peak_mib'] - graph['rss_before_mib']:,.0f} MiB (loaded during `graph`); "
               f"embedding adds {added[names[-1]]:,.0f} MiB for its activations (batches bounded by "
               "`OnnxInt8Encoder.batch_tokens`). Converting the model (torch export and quantisation) happens once per "
