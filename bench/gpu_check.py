@@ -18,6 +18,11 @@ Sections (each recorded, an error in one does not hide the others; exit status 1
               where installed; where they are not (the carry limit keeps them off the GPU machine), its
               architecture with random weights, which is the same work per text: the report says which
   workers     bench/gpu_workers.py: one GPU Dask worker against CPU workers on `tigrag run`
+  scale       the defaults at scale: synthetic indexes of --scale-passages passages (stand-in encoder and NER,
+              streamed with the device backend), TIGRAG paper and best with their default modes (`auto`
+              chooses sparse blocks and push PPR from 50,000 chunks) timed by `tigrag bench` on the device
+              and on the CPU, q/s and which modes ran; a size whose build cannot finish before the
+              deadline is skipped and says so (last section: raise --deadline-s to give it the time)
 
 `--smoke` is the CPU dry run that CI runs (tests/test_gpu_check_smoke.py): numpy in the device's
 place, tiny sizes, and a tiny index of examples/corpus.json built with the stand-in encoder and NER
@@ -454,6 +459,57 @@ def fixed_batch_rates(model: str, passages: list[str], queries: list[str], devic
     return rows
 
 
+def bench_scale(sizes: list[int], queries: int, batch: int, deadline: "Deadline", scratch: Path,
+                cpu_queries: int) -> dict[str, Any]:
+    """The `scale` section (module doc): per size, the streamed build's seconds, then TIGRAG paper and best
+    with their default modes through `gpu_tigrag.benchmark` (a fresh process each) on the device backend
+    and on numpy (its first `cpu_queries` queries)."""
+    from bench.query_scale import synthetic_queries
+    from bench.scale import STAND_INS, synth
+
+    from gpu_tigrag.benchmark import BenchSpec, run_child
+    from gpu_tigrag.config import config_to_dict
+    from gpu_tigrag.presets import preset
+
+    rows: list[dict[str, Any]] = []
+    last_build = None  # seconds of the previous size's build, to skip a size that cannot finish in time
+    for n in sizes:
+        left = deadline.left(10 ** 6)
+        if last_build is not None and last_build * n / rows[-1]["passages"] > left:
+            rows.append({"passages": n, "skipped": f"its build would need ~{last_build * n / rows[-1]['passages']:.0f} s, "
+                                                   f"{left:.0f} s were left"})
+            continue
+        index = scratch / f"scale_{n}"
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "gpu_tigrag.cli", "-q", "index", str(synth(n)), "-o", str(index),
+                        "--stream", "--workers", str(max(1, (os.cpu_count() or 2) - 1)), "--backend", BACKENDS[0],
+                        *STAND_INS], check=True, timeout=deadline.left(3600))
+        last_build = time.perf_counter() - start
+        texts = synthetic_queries(n, queries)
+        row: dict[str, Any] = {"passages": n, "build_seconds": last_build, "systems": []}
+        for name in ("paper", "best"):
+            for backend, items in ((BACKENDS[0], texts), ("numpy", texts[:cpu_queries])):
+                spec = BenchSpec(index=str(index), queries=items, system=f"TIGRAG {name}",
+                                 config=config_to_dict(preset(name)), threads=None, batch_sizes=(min(batch, len(items)),),
+                                 backend=backend, k=10, spawned=0.0)
+                result = run_child(spec, timeout=deadline.left(900))
+                timing = result["batches"][0]
+                row["systems"].append({"system": f"TIGRAG {name}", "backend": result["backend"],
+                                       "modes": result.get("modes", {}), "queries": len(items),
+                                       "queries_per_second": timing["queries_per_second"],
+                                       "peak_rss_mib": result["peak_rss_mib"]})
+                print(f"scale {n:,} TIGRAG {name} on {result['backend']}: {timing['queries_per_second']:,.1f} q/s "
+                      f"({result.get('modes', {})})", file=sys.stderr, flush=True)
+        rows.append(row)
+    built = [r for r in rows if "systems" in r]
+    return {"ok": bool(built) and all(positive_rate(s["queries_per_second"]) for r in built for s in r["systems"]),
+            "sizes": rows}
+
+
+def positive_rate(value: Any) -> bool:
+    return isinstance(value, (int, float)) and np.isfinite(value) and value > 0
+
+
 REPORT_FILE = "gpu_check.json"
 
 
@@ -523,6 +579,8 @@ def main() -> int:
     parser.add_argument("--cpu-max-batch", type=int, default=1024, help="largest batch also run on CPU")
     parser.add_argument("--deadline-s", type=float, default=330, help="time budget of the whole run, seconds")
     parser.add_argument("--no-workers", action="store_true", help="skip the workers section")
+    parser.add_argument("--scale-passages", type=int, nargs="*",
+                        help="synthetic passages of the scale section (default 100000 1000000; none: skip it)")
     parser.add_argument("--smoke", action="store_true", help="CPU-only dry run of this script (numpy for both)")
     args = parser.parse_args()
     deadline = Deadline(args.deadline_s)
@@ -588,6 +646,11 @@ def main() -> int:
     section(report, "encoder", encoder, args.out)
     if not args.no_workers:
         section(report, "workers", lambda: run_workers(args.out, args.smoke, deadline.left(600)), args.out)
+    scale = args.scale_passages if args.scale_passages is not None else ([300] if args.smoke else [100_000, 1_000_000])
+    if scale:
+        section(report, "scale", lambda: bench_scale(scale, 64 if args.smoke else 1000, 16 if args.smoke else 1024,
+                                                     deadline, args.out / "scale_indexes", 16 if args.smoke else 256),
+                args.out)
     report["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     (args.out / REPORT_FILE).write_text(json.dumps(report, indent=2, default=str) + "\n")
     failed = [name for name, status in report["status"].items() if status != "ok"]

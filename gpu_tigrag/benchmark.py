@@ -77,7 +77,8 @@ def measure(spec: BenchSpec) -> dict[str, Any]:
         encoder_load = time.perf_counter() - start
     out: dict[str, Any] = {"system": spec.system, "threads": spec.threads, "queries": len(spec.queries),
                            "startup_s": ready - spec.spawned, "index_load_s": index_load,
-                           "retriever_setup_s": setup, "encoder_load_s": encoder_load, "backend": retriever.be.name, "batches": []}
+                           "retriever_setup_s": setup, "encoder_load_s": encoder_load,
+                           "modes": dict(getattr(retriever, "chosen_modes", None) or {}), "backend": retriever.be.name, "batches": []}
     queries = spec.queries
     for size in spec.batch_sizes:
         retriever.retrieve(queries[:size], k=spec.k)  # warm-up: compilation, pools

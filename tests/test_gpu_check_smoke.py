@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT
 
 REPORT_FILE = "gpu_check.json"
-SECTIONS = ("parity", "indexing", "pair_count", "load_index", "ppr", "engine", "encoder", "workers")
+SECTIONS = ("parity", "indexing", "pair_count", "load_index", "ppr", "engine", "encoder", "workers", "scale")
 
 
 def positive(value: Any) -> bool:
@@ -122,3 +122,16 @@ def test_workers_runs_and_same_rankings(smoke):
     assert set(workers["runs"]) == {"gpu_1_worker", "gpu_1_worker_batch_2048", "cpu_1_workers"}
     for run in workers["runs"].values():
         assert positive(run["queries_per_second"]) and run["same_top5_as_cpu"] == 1.0
+
+
+def test_the_scale_section_times_the_default_modes(smoke):
+    """The scale section builds a synthetic index and times both presets with their default (auto) modes
+    on the device backend and on the CPU; here a 300-passage index, below the crossover: dense and exact."""
+    scale = smoke[0]["scale"]
+    (size,) = scale["sizes"]
+    assert size["passages"] == 300 and size["build_seconds"] > 0
+    assert [(s["system"], s["backend"]) for s in size["systems"]] == [
+        ("TIGRAG paper", "numpy"), ("TIGRAG paper", "numpy"), ("TIGRAG best", "numpy"), ("TIGRAG best", "numpy")]
+    for system in size["systems"]:
+        assert positive(system["queries_per_second"]) and system["modes"]
+        assert system["modes"] == {"tigrag.blocks": "dense", "tigrag.ppr.method": "exact"}
