@@ -185,3 +185,32 @@ def test_tables_as_csv_and_latex_and_report_with_a_metric_choice(example_index, 
     assert capsys.readouterr().out.splitlines()[0] == "system,run:AP,run:ndcg@10"
     assert main(["report", str(out), "--metrics", "nosuch"]) == 2
     assert "is in none of the runs" in capsys.readouterr().err
+
+
+def test_ir_datasets_ids_name_local_beir_sets(example_index, tmp_path, capsys):
+    """`beir/NAME/SPLIT` (ir_datasets' id) reads the BEIR set NAME that `datasets fetch` left in --data-dir, with
+    that split's qrels; a split that contradicts --split is an error; without the data, how to fetch it."""
+    from gpu_tigrag.evaluate.datasets import dataset_id
+
+    assert dataset_id("beir/scifact/test") == ("scifact", "test") and dataset_id("beir/nfcorpus") == ("nfcorpus", None)
+    assert dataset_id("my/questions.json") == ("my/questions.json", None)
+    folder = tmp_path / "data" / "scifact"
+    (folder / "qrels").mkdir(parents=True)
+    passages = json.loads((EXAMPLES / "corpus.json").read_text())
+    (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": p["title"], "title": p["title"], "text": p["text"]})
+                                                 + "\n" for p in passages))
+    questions = json.loads((EXAMPLES / "questions.json").read_text())
+    (folder / "queries.jsonl").write_text("".join(json.dumps({"_id": q["id"], "text": q["question"]}) + "\n"
+                                                  for q in questions))
+    for split, chosen in (("test", questions[:4]), ("dev", questions[4:6])):
+        (folder / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+            f"{q['id']}\t{title}\t1\n" for q in chosen for title in q["gold_titles"]))
+    data = ["--data-dir", str(tmp_path / "data"), "--json", "-q"]
+    assert main(["eval", str(example_index.path), "beir/scifact/dev", *data]) == 0
+    assert json.loads(capsys.readouterr().out)["queries"] == 2
+    assert main(["eval", str(example_index.path), "beir/scifact", *data]) == 0
+    assert json.loads(capsys.readouterr().out)["queries"] == 4
+    assert main(["eval", str(example_index.path), "beir/scifact/dev", "--split", "train", *data]) == 2
+    assert "names the dev split, --split says train" in capsys.readouterr().err
+    assert main(["eval", str(example_index.path), "beir/scifact/test", "-q"]) == 2
+    assert "tigrag datasets fetch scifact --to DIR" in capsys.readouterr().err

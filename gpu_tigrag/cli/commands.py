@@ -234,9 +234,12 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def _dataset(args: argparse.Namespace):
-    from ..evaluate.datasets import dataset_path, load_dataset
+    from ..evaluate.datasets import dataset_id, dataset_path, load_dataset
 
-    dataset = load_dataset(dataset_path(args.queries, args.data_dir), split=args.split)
+    split = dataset_id(args.queries)[1]
+    if split is not None and args.split not in ("test", split):
+        raise TigragError(f"{args.queries} names the {split} split, --split says {args.split}; give one of them")
+    dataset = load_dataset(dataset_path(args.queries, args.data_dir), split=split or args.split)
     if args.limit:
         dataset.queries = dataset.queries[: args.limit]
     return dataset

@@ -140,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "written to --out as results.json, report.md, per_query.tsv and plots. "
                                    "--save-runs writes TREC runs and qrels for external scorers.")
     p.add_argument("index", type=Path, help="index directory")
-    p.add_argument("queries", help="query file (JSON/JSONL), HippoRAG-protocol folder or BEIR folder; an empty "
+    p.add_argument("queries", help="query file (JSON/JSONL), HippoRAG-protocol folder or BEIR folder, or with "
+                                   "--data-dir a dataset name (scifact) or ir_datasets id (beir/scifact/test); an empty "
                                    "query is an error naming its record. Gold passages missing from the index are "
                                    "counted in a warning (an error when none is there)")
     p.add_argument("--json", action="store_true", help="print a JSON object with 'metrics' (or the full run)")

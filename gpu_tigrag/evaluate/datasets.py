@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -140,10 +141,28 @@ def check_gold(passage_keys: Iterable[str], queries: Sequence[Query], match: str
     return len(missing)
 
 
+#: ir_datasets' ids of the BEIR sets, `beir/NAME` or `beir/NAME/SPLIT` (e.g. beir/scifact/test)
+IR_DATASETS_BEIR = re.compile(r"beir/(?P<name>[a-z0-9-]+)(?:/(?P<split>train|dev|test))?")
+
+
+def dataset_id(spec: str | Path) -> tuple[str | Path, str | None]:
+    """(name or path, split) of a dataset given as a path, a registry name or an ir_datasets id of a BEIR
+    set (`beir/scifact/test` -> ("scifact", "test")): the data itself is read from disk, as `tigrag
+    datasets fetch` left it; an existing path always wins."""
+    if Path(spec).exists():
+        return spec, None
+    found = IR_DATASETS_BEIR.fullmatch(str(spec))
+    if found is None:
+        return spec, None
+    return found["name"], found["split"]
+
+
 def dataset_path(name_or_path: str | Path, data_dir: str | Path | None = None) -> Path:
     """Where the dataset `name_or_path` is: the path itself when it exists; else, with `data_dir`, the folder
     `tigrag datasets fetch NAME --to DATA_DIR` made (DATA_DIR/NAME, or DATA_DIR/NAME/NAME where a BEIR zip
-    holds its own folder). A registry name found nowhere is an error saying how to fetch it."""
+    holds its own folder). A registry name found nowhere is an error saying how to fetch it. An ir_datasets
+    id of a BEIR set (`beir/scifact`, `beir/scifact/test`) names that set (`dataset_id`)."""
+    name_or_path = dataset_id(name_or_path)[0]
     path = Path(name_or_path)
     if path.exists():
         return path
