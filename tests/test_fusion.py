@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from conftest import EXAMPLES
 from gpu_tigrag.methods.tigrag.fusion import link_mask
 from gpu_tigrag.ops.fusion import bm25_scores, reciprocal_rank
 from gpu_tigrag.methods.tigrag.bridging import Bridge, rank_bridges
@@ -93,3 +94,29 @@ def test_link_bonus_counts_in_the_queries_cosine_spread_or_in_cosine(backend, un
     for row, bonus in ((3, 5.0), (5, 2.0), (20, 7.0)):
         expected[row] = base[row] + bonus * scale
     np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_the_cosine_spread_of_a_query_has_the_same_bits_in_any_batch():
+    """The cosine_std link bonus's spread (dense_blocks.column_std): a column alone and the same column in a
+    block of 16 give the same float32 (numpy's std down axis 0 did not: pairwise for one column, row by row
+    for several, 1e-6 apart)."""
+    from gpu_tigrag.methods.tigrag.dense_blocks import column_std
+
+    block = np.random.default_rng(0).standard_normal((7870, 16)).astype(np.float32)
+    together = column_std(np, block)
+    alone = np.array([column_std(np, np.ascontiguousarray(block[:, i:i + 1]))[0] for i in range(16)])
+    np.testing.assert_array_equal(together, alone)
+    np.testing.assert_allclose(together, block.std(axis=0), rtol=1e-5)
+
+
+def test_best_scores_have_the_same_bits_alone_and_in_a_batch(example_index):
+    from gpu_tigrag.evaluate.queries import load_queries
+    from gpu_tigrag.methods.tigrag.retriever import TigragRetriever
+    from gpu_tigrag.presets import preset
+
+    questions = [q.text for q in load_queries(EXAMPLES / "questions.json")]
+    retriever = TigragRetriever(example_index.index, preset("best"), backend="numpy")
+    together = retriever.retrieve(questions, k=10)
+    for question, batched in zip(questions, together):
+        alone = retriever.retrieve(question, k=10)[0]
+        assert alone.chunk_ids == batched.chunk_ids and alone.scores == batched.scores

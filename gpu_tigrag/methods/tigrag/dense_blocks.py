@@ -124,7 +124,7 @@ class DenseBlocks:
         base = xp.where(xp.isfinite(final), final, cosine)
         bonus = fusion.question_link_bonus * question + fusion.bridge_link_bonus * bridged
         if fusion.link_bonus_unit == "cosine_std":
-            bonus = bonus * cosine.std(axis=0, dtype=xp.float32)[None, :]
+            bonus = bonus * column_std(xp, cosine)[None, :]
         bonus = bonus.astype(xp.float32)
         return xp.where(question | bridged, base + bonus, final)
 
@@ -134,3 +134,10 @@ class DenseBlocks:
         if self.settings.fusion.dedup_passages:
             final = best_of_each_group(self.be, final, *self.r.device_passage_chunks)
         return self.r.top_k(final, k)
+
+
+def column_std(xp: Any, block: Any) -> Any:
+    """float32 standard deviation of each column of a chunks × B block, the same bits in any batch: a
+    reduction down axis 0 of a C-ordered block adds a column's rows in an order set by B (one column:
+    pairwise; several: row after row), so each column is reduced as a contiguous row of the transpose."""
+    return xp.ascontiguousarray(block.T).std(axis=1, dtype=xp.float32)
