@@ -14,7 +14,6 @@ extrapolated.
 from __future__ import annotations
 
 import json
-import os
 import resource
 import subprocess
 import sys
@@ -108,7 +107,7 @@ def run_child(spec: BenchSpec, timeout: float | None = None) -> dict[str, Any]:
     """`measure(spec)` in a fresh interpreter; its last stdout line is the result."""
     spec = BenchSpec(**{**spec.__dict__, "spawned": time.time()})
     done = subprocess.run([sys.executable, "-m", "gpu_tigrag.benchmark"], input=json.dumps(spec.__dict__),
-                          capture_output=True, text=True, env=dict(os.environ), timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout)
     if done.returncode:
         tail = "\n".join(done.stderr.strip().splitlines()[-5:])
         raise TigragError(f"benchmark of {spec.system} (threads {spec.threads or 'auto'}) failed:\n{tail}")

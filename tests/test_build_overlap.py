@@ -103,3 +103,25 @@ def test_an_extractor_error_reaches_the_caller(tmp_path, monkeypatch, overlap):
         build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "s", CONFIG, partition_size=7, workers=1,
                               entity_extractor=broken_extractor)
     assert not (tmp_path / "s" / "manifest.json").exists()
+
+
+def test_a_failed_streamed_build_leaves_no_recognition_running(tmp_path):
+    """The encoder fails on the second partition while NER is busy: the build raises only once the NER
+    thread has stopped, so nothing writes into the work folder after the build let go of it."""
+    import time
+
+    class FailingEncoder(MeetingEncoder):
+        def encode(self, texts, show_progress=False, kind="passage"):
+            self.met.append(True)
+            if len(self.met) == 2:
+                raise Broken("the encoder failed")
+            return self.inner.encode(texts, show_progress=show_progress, kind=kind)
+
+    def slow_extractor(texts):
+        time.sleep(0.3)
+        return string_entities(texts)
+
+    with pytest.raises(Broken):
+        build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "s", CONFIG, partition_size=5, workers=1,
+                              encoder=FailingEncoder(threading.Event()), entity_extractor=slow_extractor)
+    assert not [t for t in threading.enumerate() if t.name == "tigrag-ner" and t.is_alive()]

@@ -98,9 +98,13 @@ class EntityThread:
         return self._lists
 
     def record(self, timings: dict[str, float], prefix: str = "") -> None:
-        """Add its seconds to `timings` as `{prefix}ner` and the wait for it as `{prefix}ner_wait`."""
-        for key, value in ((f"{prefix}ner", self.seconds), (f"{prefix}ner_wait", self.waited)):
-            timings[key] = timings.get(key, 0.0) + value
+        record_ner(timings, self.seconds, self.waited, prefix)
+
+
+def record_ner(timings: dict[str, float], seconds: float, waited: float, prefix: str = "") -> None:
+    """Add NER's own seconds to `timings` as `{prefix}ner` and the build's wait for it as `{prefix}ner_wait`."""
+    for key, value in ((f"{prefix}ner", seconds), (f"{prefix}ner_wait", waited)):
+        timings[key] = timings.get(key, 0.0) + value
 
 
 def assemble_index(

@@ -321,28 +321,32 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
         entities.submit(p)
         embed(p)
 
-    with partition_executor(build) as (submit, slots):
-        with timed(timings, "split_tokenise"):
-            n_parts = _stage_tokenise(build, submit, slots, show_progress, on_tokenised=tokenised)
-        timings["split_tokenise"] -= timings.get("embed", 0.0)  # the embedding overlapped with it is its own stage
-        log.info("%d partition(s) of up to %s passages tokenised", n_parts, f"{build.size:,}")
-        with timed(timings, "graph"):
-            vocab_path = build.vocab_file()
-            if not vocab_path.is_file():
-                tokens: set[str] = set()
-                for p in range(n_parts):
-                    with np.load(build.part(p, TOKENS), allow_pickle=False) as part:
-                        tokens.update(part["vocab"].tolist())
-                build.ledger.record(vocab_path, _save_npy(vocab_path, np.array(sorted(tokens), dtype=str)))
-            _stage_count(build, n_parts, submit)
-    with timed(timings, "graph"):  # the merge runs after the worker processes are gone
-        vocab = Vocabulary(np.load(vocab_path, allow_pickle=False).tolist())
-        token_graph, stats = _merge_counts(build, n_parts, len(vocab))
+    try:
+        with partition_executor(build) as (submit, slots):
+            with timed(timings, "split_tokenise"):
+                n_parts = _stage_tokenise(build, submit, slots, show_progress, on_tokenised=tokenised)
+            timings["split_tokenise"] -= timings.get("embed", 0.0)  # the embedding overlapped with it is its own stage
+            log.info("%d partition(s) of up to %s passages tokenised", n_parts, f"{build.size:,}")
+            with timed(timings, "graph"):
+                vocab_path = build.vocab_file()
+                if not vocab_path.is_file():
+                    tokens: set[str] = set()
+                    for p in range(n_parts):
+                        with np.load(build.part(p, TOKENS), allow_pickle=False) as part:
+                            tokens.update(part["vocab"].tolist())
+                    build.ledger.record(vocab_path, _save_npy(vocab_path, np.array(sorted(tokens), dtype=str)))
+                _stage_count(build, n_parts, submit)
+        with timed(timings, "graph"):  # the merge runs after the worker processes are gone
+            vocab = Vocabulary(np.load(vocab_path, allow_pickle=False).tolist())
+            token_graph, stats = _merge_counts(build, n_parts, len(vocab))
 
-    for p in range(n_parts):  # partitions tokenised before an interruption
-        entities.submit(p)
-        embed(p)
-    entities.finish(timings)
+        for p in range(n_parts):  # partitions tokenised before an interruption
+            entities.submit(p)
+            embed(p)
+        entities.finish(timings)
+    except BaseException:  # no recognition may go on writing into the work folder once the lock is given up
+        entities.abandon()
+        raise
 
     with timed(timings, "assemble_bm25"):
         index = _assemble(build, n_parts, vocab, token_graph, stats, encoder)
@@ -428,6 +432,7 @@ class PartitionEntities:
         self.submitted: set[int] = set()
         self.error: BaseException | None = None
         self.seconds = 0.0
+        self.stopped = False
         self.thread: threading.Thread | None = None
         if assemble.OVERLAP_NER:
             self.thread = threading.Thread(target=self._run, name="tigrag-ner", daemon=True)
@@ -440,7 +445,7 @@ class PartitionEntities:
 
     def _run(self) -> None:
         while (p := self.queue.get()) is not None:
-            if self.error is None:
+            if self.error is None and not self.stopped:
                 try:
                     self._recognise(p)
                 except BaseException as exc:  # handed to `finish`
@@ -462,10 +467,17 @@ class PartitionEntities:
             self._run()
         else:
             self.thread.join()
-        timings["ner"] = timings.get("ner", 0.0) + self.seconds
-        timings["ner_wait"] = timings.get("ner_wait", 0.0) + time.perf_counter() - start
+        assemble.record_ner(timings, self.seconds, time.perf_counter() - start)
         if self.error is not None:
             raise self.error
+
+    def abandon(self) -> None:
+        """Stop after the partition being recognised (the build failed): its thread is joined, so nothing
+        is written into the work folder after the build has let go of it."""
+        self.stopped = True
+        self.queue.put(None)
+        if self.thread is not None:
+            self.thread.join()
 
 
 def _stage_tokenise(build: StreamBuild, submit: Submit, slots: int, show_progress: bool,
