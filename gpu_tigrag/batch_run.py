@@ -38,6 +38,7 @@ from .atomic import atomic_write, describe_os_error, remove_stale_temporaries
 from .config import config_to_dict
 from .corpus import iter_jsonl
 from .errors import CorpusError, OutputError, ResumeMismatchError, TigragError
+from .evaluate.datasets import QuerySource
 from .locking import writer_lock
 from .progress import counter
 from .records import as_record, parse_json, query_id, query_text
@@ -66,9 +67,24 @@ def _record(data: object, position: int, where: str) -> QueryRecord:
     return QueryRecord(position, query_id(record, where, position), text)
 
 
-def stream_queries(path: str | Path) -> Iterator[QueryRecord]:
+def stream_queries(source: str | Path | QuerySource) -> Iterator[QueryRecord]:
     """Queries of a JSONL file (objects or bare strings) or a Parquet file, read lazily; of a JSON list,
-    read whole; of a dataset folder, its query file (`evaluate.datasets.query_file`)."""
+    read whole; of a dataset folder, its query file (`evaluate.datasets.query_file`); of a `QuerySource`
+    with a split, the queries that split judges, numbered from 0 in the file's order."""
+    if isinstance(source, QuerySource):
+        judged = source.judged()
+        records = _stream_file(source.path)
+        if judged is None:
+            yield from records
+            return
+        kept = (record for record in records if record.qid in judged)
+        for position, record in enumerate(kept):
+            yield QueryRecord(position, record.qid, record.text)
+        return
+    yield from _stream_file(source)
+
+
+def _stream_file(path: str | Path) -> Iterator[QueryRecord]:
     from .evaluate.datasets import query_file
 
     given = Path(path)
@@ -354,7 +370,7 @@ RUN_WRITE = "another run writing this output"
 
 
 @contextmanager
-def open_run(queries_path: str | Path, output: str | Path, resume: bool, index: str, config: dict[str, Any],
+def open_run(queries_path: str | Path | QuerySource, output: str | Path, resume: bool, index: str, config: dict[str, Any],
              k: int, fmt: str | None = None, tag: str = "tigrag") -> Iterator[tuple[Any, int, Iterator[QueryRecord]]]:
     """(open sink, queries already answered, the records still to answer) of a run of `queries_path`
     on the index with fingerprint `index` (see `index_fingerprint`) with retrieval `config` and `k`,
@@ -398,7 +414,7 @@ def open_run(queries_path: str | Path, output: str | Path, resume: bool, index: 
                         complete=sink.kept_rows == identity["queries"])
 
 
-def run_queries(retriever: Retriever, queries_path: str | Path, output: str | Path, k: int = 5,
+def run_queries(retriever: Retriever, queries_path: str | Path | QuerySource, output: str | Path, k: int = 5,
                 resume: bool = False, show_progress: bool = False, fmt: str | None = None,
                 tag: str = "tigrag") -> dict[str, float]:
     """Stream every query of `queries_path` through `retriever` into `output` (JSONL, a TREC run tagged

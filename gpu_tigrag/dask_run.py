@@ -23,6 +23,7 @@ from typing import Any, Iterator
 from .batch_run import QueryRecord, open_run, result_record
 from .cluster import dask_client
 from .config import RetrievalConfig, config_from_dict, config_to_dict
+from .evaluate.datasets import QuerySource
 from .progress import counter
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,8 @@ def retrieve_shard(index_path: str, config: dict[str, Any], backend: str, encode
     return [result_record(QueryRecord(*item), result) for item, result in zip(shard, results)]
 
 
-def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_path: str | Path, output: str | Path,
+def run_distributed(index_path: str | Path, config: RetrievalConfig, queries_path: str | Path | QuerySource,
+                    output: str | Path,
                     k: int = 5, workers: int = 2, scheduler: str | None = None, backend: str = "auto",
                     shard_size: int | None = None, resume: bool = False, show_progress: bool = False,
                     vector_cache: str | None = None, vector_cache_mib: int = 2048,

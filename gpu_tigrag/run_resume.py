@@ -18,6 +18,7 @@ from typing import Any, Iterable, Iterator
 from .atomic import atomic_write_json, remove_stale_temporaries
 from .checksums import sha256_file
 from .errors import CorpusError, ResumeMismatchError, TigragError
+from .evaluate.datasets import QuerySource
 
 FORMAT = "gpu_tigrag-run"
 HINT = "refusing to --resume it (nothing was changed): choose another output, or delete it to start over"
@@ -28,18 +29,22 @@ def meta_path(output: Path) -> Path:
     return output.with_name(output.name + ".meta.json")
 
 
-def run_identity(queries_path: str | Path, index: str, config: dict[str, Any], k: int) -> dict[str, Any]:
-    """The sidecar's content for a run of `queries_path` on index `index` (see `index_fingerprint`)."""
-    from .evaluate.datasets import query_file
+def run_identity(queries: str | Path | QuerySource, index: str, config: dict[str, Any], k: int) -> dict[str, Any]:
+    """The sidecar's content for a run of `queries` on index `index` (see `index_fingerprint`); a
+    split's run also records the split and its qrels' sha256 (they choose which queries it answers)."""
+    from .evaluate.datasets import qrels_file, query_file
 
-    path = query_file(queries_path)
+    source = queries if isinstance(queries, QuerySource) else QuerySource(Path(queries))
+    path = query_file(source.path)
     if not path.is_file():
         raise CorpusError(f"{path}: no such query file")
     from .batch_run import stream_queries
 
-    count = sum(1 for _ in stream_queries(path))
+    count = sum(1 for _ in stream_queries(source))
     identity = {"format": FORMAT, "queries_sha256": sha256_file(path), "queries": count, "index": index,
                 "retrieval_config": config, "k": k}
+    if source.split is not None:
+        identity.update(split=source.split, qrels_sha256=sha256_file(qrels_file(source.path, source.split)))
     return json.loads(json.dumps(identity))  # as it reads back (tuples become lists)
 
 

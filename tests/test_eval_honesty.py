@@ -194,7 +194,21 @@ def test_ir_datasets_ids_name_local_beir_sets(example_index, tmp_path, capsys):
 
     assert dataset_id("beir/scifact/test") == ("scifact", "test") and dataset_id("beir/nfcorpus") == ("nfcorpus", None)
     assert dataset_id("my/questions.json") == ("my/questions.json", None)
-    folder = tmp_path / "data" / "scifact"
+    _example_as_beir(tmp_path / "data" / "scifact")
+    data = ["--data-dir", str(tmp_path / "data"), "--json", "-q"]
+    assert main(["eval", str(example_index.path), "beir/scifact/dev", *data]) == 0
+    assert json.loads(capsys.readouterr().out)["queries"] == 2
+    assert main(["eval", str(example_index.path), "beir/scifact", *data]) == 0
+    assert json.loads(capsys.readouterr().out)["queries"] == 4
+    assert main(["eval", str(example_index.path), "beir/scifact/dev", "--split", "train", *data]) == 2
+    assert "names the dev split, --split says train" in capsys.readouterr().err
+    assert main(["eval", str(example_index.path), "beir/scifact/test", "-q"]) == 2
+    assert "tigrag datasets fetch scifact --to DIR" in capsys.readouterr().err
+
+
+def _example_as_beir(folder) -> list[dict]:
+    """The example corpus and questions as a BEIR folder: the first 4 questions judged in test, the next 2 in
+    dev, the other 9 in neither; returns the questions."""
     (folder / "qrels").mkdir(parents=True)
     passages = json.loads((EXAMPLES / "corpus.json").read_text())
     (folder / "corpus.jsonl").write_text("".join(json.dumps({"_id": p["title"], "title": p["title"], "text": p["text"]})
@@ -205,12 +219,44 @@ def test_ir_datasets_ids_name_local_beir_sets(example_index, tmp_path, capsys):
     for split, chosen in (("test", questions[:4]), ("dev", questions[4:6])):
         (folder / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
             f"{q['id']}\t{title}\t1\n" for q in chosen for title in q["gold_titles"]))
-    data = ["--data-dir", str(tmp_path / "data"), "--json", "-q"]
-    assert main(["eval", str(example_index.path), "beir/scifact/dev", *data]) == 0
-    assert json.loads(capsys.readouterr().out)["queries"] == 2
-    assert main(["eval", str(example_index.path), "beir/scifact", *data]) == 0
-    assert json.loads(capsys.readouterr().out)["queries"] == 4
-    assert main(["eval", str(example_index.path), "beir/scifact/dev", "--split", "train", *data]) == 2
-    assert "names the dev split, --split says train" in capsys.readouterr().err
-    assert main(["eval", str(example_index.path), "beir/scifact/test", "-q"]) == 2
-    assert "tigrag datasets fetch scifact --to DIR" in capsys.readouterr().err
+    return questions
+
+
+def test_run_and_bench_take_dataset_names_and_splits(example_index, tmp_path, capsys):
+    """`tigrag run` reads the queries `eval` answers: a registry name found in --data-dir is its folder (every
+    query), an ir_datasets id or --split only the queries that split's qrels judge, numbered from 0; the run's
+    description records the split and its qrels; --split of a file that is not a BEIR folder, or one that
+    contradicts the id, is an error; `bench` reads the same."""
+    questions = _example_as_beir(tmp_path / "data" / "scifact")
+    data = ["--data-dir", str(tmp_path / "data"), "-q"]
+
+    def answered(name: str) -> list[dict]:
+        return [json.loads(line) for line in (tmp_path / name).read_text().splitlines()]
+
+    assert main(["run", str(example_index.path), "scifact", "-o", str(tmp_path / "all.jsonl"), *data]) == 0
+    assert [r["id"] for r in answered("all.jsonl")] == [q["id"] for q in questions]
+    assert main(["run", str(example_index.path), "beir/scifact/dev", "-o", str(tmp_path / "dev.jsonl"), *data]) == 0
+    rows = answered("dev.jsonl")
+    assert [(r["index"], r["id"]) for r in rows] == [(0, questions[4]["id"]), (1, questions[5]["id"])]
+    meta = json.loads((tmp_path / "dev.jsonl.meta.json").read_text())
+    assert meta["split"] == "dev" and meta["queries"] == 2 and len(meta["qrels_sha256"]) == 64
+    assert main(["run", str(example_index.path), str(tmp_path / "data" / "scifact"), "--split", "test", "-o",
+                 str(tmp_path / "test.trec"), "-q"]) == 0
+    run_ids = {line.split()[0] for line in (tmp_path / "test.trec").read_text().splitlines()}
+    assert run_ids == {q["id"] for q in questions[:4]}
+    assert main(["run", str(example_index.path), "beir/scifact/dev", "--resume", "-o", str(tmp_path / "dev.jsonl"),
+                 *data]) == 0
+    assert answered("dev.jsonl") == rows
+    capsys.readouterr()
+    assert main(["run", str(example_index.path), str(EXAMPLES / "questions.json"), "--split", "test", "-o",
+                 str(tmp_path / "x.jsonl"), "-q"]) == 2
+    assert "not a BEIR folder" in capsys.readouterr().err
+    assert main(["run", str(example_index.path), "beir/scifact/dev", "--split", "test", "-o", str(tmp_path / "y.jsonl"),
+                 *data]) == 2
+    assert "names the dev split, --split says test" in capsys.readouterr().err
+    assert main(["run", str(example_index.path), "scifact", "--split", "train", "-o", str(tmp_path / "z.jsonl"),
+                 *data]) == 2
+    assert "no qrels for split 'train'" in capsys.readouterr().err
+    assert not any((tmp_path / name).exists() for name in ("x.jsonl", "y.jsonl", "z.jsonl"))
+    assert main(["bench", str(example_index.path), "beir/scifact/test", "--batch-sizes", "4", "--json", *data]) == 0
+    assert [row["queries"] for row in json.loads(capsys.readouterr().out)] == [4]

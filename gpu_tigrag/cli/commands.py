@@ -15,6 +15,7 @@ from .. import __version__
 from ..config import IndexConfig
 from ..errors import TigragError
 from ..corpus import drop_duplicates
+from ..evaluate.datasets import query_file, query_source
 from ..evaluate.report import code_version, write_run_or_keep
 from .display import one_line
 from .options import (check_method_sets, check_query_file, check_writable, encoder_options, parse_sets, set_values,
@@ -539,7 +540,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     fmt = output_format(args.output, args.format)
     check_resumable(fmt, args.resume)
-    check_query_file(args.queries, unique_ids=fmt == "trec")
+    queries = query_source(args.queries, args.data_dir, args.split)
+    check_query_file(queries, unique_ids=fmt == "trec")
     check_writable(Path(os.path.abspath(args.output)).parent, f"-o {args.output}")  # not through a link
     if args.workers or args.scheduler:
         from ..dask_run import run_distributed
@@ -553,7 +555,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if get_method(config.method).stage is not None and config.method not in manifest.get("methods", {}):
             raise TigragError(f"{args.index} has no {config.method} stage; build it with "
                               f"`tigrag extend {args.index} --methods {config.method}`")
-        stats = run_distributed(args.index, config, args.queries, args.output,
+        stats = run_distributed(args.index, config, queries, args.output,
                                 k=args.k, workers=args.workers or 0, scheduler=args.scheduler, backend=args.backend,
                                 shard_size=args.shard_size or None, resume=args.resume, show_progress=not args.quiet,
                                 vector_cache=(args.vector_cache or str(default_cache_dir()))
@@ -564,7 +566,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from ..batch_run import run_queries
 
         retriever = _retriever(args)
-        stats = run_queries(retriever, args.queries, args.output, k=args.k, resume=args.resume,
+        stats = run_queries(retriever, queries, args.output, k=args.k, resume=args.resume,
                             show_progress=not args.quiet, fmt=fmt, tag=_run_tag(args))
     log.info("%d queries written to %s in %.1f s (%.1f q/s)%s", stats["written"], args.output, stats["seconds"],
              stats["queries_per_second"],
@@ -585,11 +587,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise TigragError(f"--batch-sizes {' '.join(map(str, args.batch_sizes))}: each must be >= 1")
     configs = _bench_configs(args)
     read_manifest(args.index)  # a folder that is not an index fails here, not in every child
-    queries = [record.text for record in stream_queries(args.queries)][: args.limit or None]
+    source = query_source(args.queries, args.data_dir, args.split)
+    queries = [record.text for record in stream_queries(source)][: args.limit or None]
     if not queries:
-        raise TigragError(f"{args.queries}: no queries")
+        raise TigragError(f"{source}: no queries")
     if args.out:
-        check_file_output(args.out, "benchmark results", f"--out {args.out}", inputs=[args.queries], force=args.force)
+        check_file_output(args.out, "benchmark results", f"--out {args.out}", inputs=[query_file(source.path)],
+                          force=args.force)
     rows = []
     for name, config in configs:
         for threads in args.thread_counts or [args.threads]:
@@ -607,7 +611,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.out:
         from ..atomic import atomic_write_json
 
-        atomic_write_json(Path(args.out), {"index": str(args.index), "queries": str(args.queries),
+        atomic_write_json(Path(args.out), {"index": str(args.index), "queries": str(source),
                                            "count": len(queries), "results": rows}, indent=1)
         record_file(args.out, "benchmark results", systems=len(configs))
         log.info("results written to %s", args.out)

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 
 from ..config import RetrievalConfig, replace_path
 from ..errors import CorpusError, TigragError
+from ..evaluate.datasets import QuerySource
 
 
 def parse_sets(config: Any, assignments: Sequence[str]) -> Any:
@@ -83,7 +84,7 @@ def check_writable(folder: str | Path, what: str) -> None:
         raise TigragError(f"{what}: cannot write in {folder} ({exc.strerror or exc})") from None
 
 
-def check_query_file(path: str | Path, unique_ids: bool = False) -> int:
+def check_query_file(path: str | Path | QuerySource, unique_ids: bool = False) -> int:
     """Read every query of a `run` query file once before any output is opened: an unreadable file
     (not JSONL, a JSON list or Parquet, damaged) or an empty query is an error naming the file and the
     query; with `unique_ids` (a TREC run names queries by id), so is an id used twice."""

@@ -12,6 +12,14 @@ from .commands import (cmd_add, cmd_bench, cmd_datasets, cmd_eval, cmd_extend, c
                        cmd_settings, cmd_trec)
 
 
+def add_query_source_options(parser: argparse.ArgumentParser) -> None:
+    """--data-dir and --split of the commands that read a query file (`evaluate.datasets.query_source`)."""
+    parser.add_argument("--data-dir", help="folder holding local dataset copies, when QUERIES is a dataset name")
+    parser.add_argument("--split", help="of a BEIR dataset, answer only the queries this split's qrels judge (as "
+                                        "`eval --split` does); default: every query of queries.jsonl, or the split "
+                                        "an ir_datasets id names")
+
+
 def add_retrieval_options(parser: argparse.ArgumentParser) -> None:
     from ..presets import DEFAULT_PRESET, PRESETS
 
@@ -210,9 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "Parquet run without losing or repeating a query.")
     p.add_argument("index", type=Path, help="index directory")
     p.add_argument("queries", help="query file: JSONL ({id, question} or strings, read lazily), a JSON list (as "
-                                   "`eval` takes), Parquet, or a HippoRAG-protocol or BEIR dataset folder (its "
-                                   "queries); read once before the run: an empty (or whitespace-only) query is an "
-                                   "error naming its index and id")
+                                   "`eval` takes), Parquet, a HippoRAG-protocol or BEIR dataset folder (its "
+                                   "queries), or with --data-dir a dataset name (scifact) or ir_datasets id "
+                                   "(beir/scifact/test: that split's queries); read once before the run: an empty (or "
+                                   "whitespace-only) query is an error naming its index and id")
+    add_query_source_options(p)
     p.add_argument("-o", "--output", required=True,
                    help="results: a JSONL file, a TREC run file, or a folder of Parquet parts (by --format, else by "
                         "the name: *.parquet Parquet, *.trec or *.run TREC, anything else JSONL)")
@@ -242,7 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "query, latency percentiles (a query waits for its batch) and peak RSS. No "
                                    "vector cache: every batch size pays its encoder.")
     p.add_argument("index", type=Path, help="index directory")
-    p.add_argument("queries", help="query file, as `tigrag run` reads it (JSONL, JSON list, Parquet, dataset folder)")
+    p.add_argument("queries", help="query file, as `tigrag run` reads it (JSONL, JSON list, Parquet, dataset folder, "
+                                   "dataset name or ir_datasets id)")
+    add_query_source_options(p)
     p.add_argument("--systems", nargs="+", metavar="SYSTEM",
                    help="named systems to time (as `eval --systems`; 'all' for every one); default: --method with "
                         "--preset")

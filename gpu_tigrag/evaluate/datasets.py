@@ -46,11 +46,18 @@ def is_beir(folder: Path) -> bool:
     return (folder / "corpus.jsonl").is_file() and (folder / "queries.jsonl").is_file() and (folder / "qrels").is_dir()
 
 
-def load_beir(folder: Path, split: str = "test") -> Dataset:
+def qrels_file(folder: Path, split: str) -> Path:
+    """`qrels/SPLIT.tsv` of a BEIR folder; a split without one is an error naming those there are."""
     qrels_path = folder / "qrels" / f"{split}.tsv"
     if not qrels_path.is_file():
         splits = sorted(p.stem for p in (folder / "qrels").glob("*.tsv"))
         raise CorpusError(f"{qrels_path}: no qrels for split {split!r} (available: {', '.join(splits) or 'none'})")
+    return qrels_path
+
+
+def read_qrels(folder: Path, split: str) -> dict[str, dict[str, int]]:
+    """{query id: {corpus id: grade}} of a BEIR folder's split, positive grades only."""
+    qrels_path = qrels_file(folder, split)
     grades: dict[str, dict[str, int]] = {}
     with open(qrels_path, encoding="utf-8", newline="") as handle:
         reader = csv.reader(handle, delimiter="\t")
@@ -65,6 +72,12 @@ def load_beir(folder: Path, split: str = "test") -> Dataset:
                 raise CorpusError(f"{qrels_path}: line {lineno}: score {row[2]!r} is not an integer") from None
             if grade > 0:
                 grades.setdefault(row[0], {})[row[1]] = grade
+    return grades
+
+
+def load_beir(folder: Path, split: str = "test") -> Dataset:
+    grades = read_qrels(folder, split)
+    qrels_path = qrels_file(folder, split)
     queries: list[Query] = []
     path = folder / "queries.jsonl"
     ids = UniqueQueryIds()
@@ -180,3 +193,37 @@ def dataset_path(name_or_path: str | Path, data_dir: str | Path | None = None) -
         raise CorpusError(f"{name}: a dataset of the registry, not found here{where}; fetch it with `tigrag datasets "
                           f"fetch {name} --to DIR` and pass `--data-dir DIR` (or give its folder)")
     return path
+
+
+@dataclass(frozen=True)
+class QuerySource:
+    """What `tigrag run` and `tigrag bench` read queries from: a query file or a dataset folder and, for
+    a BEIR folder, optionally one split: then only the queries its qrels judge, in the query file's order
+    (the queries `eval` answers for that split)."""
+
+    path: Path
+    split: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path} ({self.split} split)" if self.split else str(self.path)
+
+    def judged(self) -> set[str] | None:
+        """The ids of the split's judged queries; None where every query of the file is read."""
+        return None if self.split is None else set(read_qrels(self.path, self.split))
+
+
+def query_source(spec: str | Path, data_dir: str | Path | None = None, split: str | None = None) -> QuerySource:
+    """The queries named by `spec`: a query file, a dataset folder, a registry name found under `data_dir`
+    or an ir_datasets id of a BEIR set (`beir/scifact/test` reads the test split's queries), with `split`
+    choosing a BEIR folder's split (an id naming another split is an error)."""
+    named_split = dataset_id(spec)[1]
+    if split is not None and named_split is not None and split != named_split:
+        raise CorpusError(f"{spec} names the {named_split} split, --split says {split}; give one of them")
+    split = split or named_split
+    path = dataset_path(spec, data_dir)
+    if split is not None and not (path.is_dir() and is_beir(path)):
+        raise CorpusError(f"{path}: --split {split} picks the queries a BEIR folder's qrels judge, and this is not "
+                          "a BEIR folder (corpus.jsonl, queries.jsonl, qrels/)")
+    if split is not None:
+        qrels_file(path, split)  # a split without qrels fails here, naming the splits there are
+    return QuerySource(path, split)
