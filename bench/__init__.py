@@ -97,6 +97,10 @@ REGISTRY: tuple[Benchmark, ...] = (
               "the sparse mode's rerank against the dense mode's on 2Wiki and MuSiQue-100, both presets, before and "
               "after a change (--code DIR: the checkout before), each in fresh processes, rankings compared",
               ("sparse_rerank.json", "sparse_rerank.md"), smoke=("--smoke",)),
+    Benchmark("stream_embed", "stream_embed.py", "benchmark",
+              "a streamed build of 2Wiki passages with the default encoder on 1 and 2 workers, chunk vectors computed "
+              "in the build process or on the workers: chunks/s, peak RSS, vectors compared",
+              ("stream_embed.json", "stream_embed.md"), smoke=("--smoke",), data=False),
     Benchmark("build_overlap", "build_overlap.py", "benchmark",
               "a 2Wiki index build with NER beside the encoder against NER after it (default encoder and spaCy), "
               "each in a fresh process: stage and wall seconds, peak RSS, identical arrays",

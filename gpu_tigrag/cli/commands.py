@@ -62,15 +62,21 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+#: what a stage's `_wait` timing means on the console
+BESIDE = {"ner": "beside the encoder", "embed": "on the workers, added up"}
+
+
 def build_seconds(timings: dict[str, float]) -> str:
     """The build's stage seconds for the console: NER ran beside the encoder (assemble.EntityThread), so
-    its seconds overlap the embedding's, and the build waited only `ner_wait` for it."""
+    its seconds overlap the embedding's, and the build waited only `ner_wait` for it; a streamed build's
+    workers may embed too (`embed_wait`)."""
     parts = []
     for key, seconds in timings.items():
-        if key.endswith("ner_wait"):
+        if key.endswith("_wait"):
             continue
         wait = timings.get(f"{key}_wait")
-        parts.append(f"{key} {seconds:.2f}" + (f" (beside the encoder; waited {wait:.2f})" if wait is not None else ""))
+        where = BESIDE.get(key, "beside the build")
+        parts.append(f"{key} {seconds:.2f}" + (f" ({where}; waited {wait:.2f})" if wait is not None else ""))
     return ", ".join(parts)
 
 
@@ -98,7 +104,8 @@ def _index_streaming(args: argparse.Namespace, config: IndexConfig, methods: tup
     index = build_index_streaming(
         args.corpus, args.output, config, memory_budget_mb=args.memory_budget, workers=args.workers,
         resume=args.resume, partition_size=args.partition_passages or None, show_progress=not args.quiet,
-        scheduler=args.scheduler, backend=args.backend, drop_duplicates=args.drop_duplicates, methods=methods)
+        scheduler=args.scheduler, backend=args.backend, drop_duplicates=args.drop_duplicates, methods=methods,
+        embed_on=args.embed_on, threads=args.threads)
     print(format_statistics(index.stats))
     _print_stages(index)
     print(f"build seconds: {build_seconds(index.timings)}; total {time.perf_counter() - start:.2f}")

@@ -83,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="tokenise and count partitions on the workers of this Dask scheduler instead (implies "
                         "--stream; the output must be on a filesystem the workers share)")
+    p.add_argument("--embed-on", choices=["auto", "here", "workers"], default="auto",
+                   help="where a --stream build computes the chunk vectors: 'workers' (each worker process encodes "
+                        "the partitions it tokenised, one encoder per worker: on a cluster of GPU workers, one per "
+                        "GPU), 'here' (this process, beside the workers' text work) or 'auto' (default: workers on "
+                        "a --scheduler, else here)")
     p.add_argument("--partition-passages", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--drop-duplicates", action="store_true",
                    help="index one copy of passages with the same title and text (without it they are indexed "

@@ -69,6 +69,7 @@ from .ann import ann_for
 from . import assemble
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .checkpoints import BUILD, LEDGER, Ledger
+from .stream_embed import embed_partition, resolve_embed_on
 from ..encoders import Encoder, load_encoder
 from .graph import count_pairs, symmetric_graph, window_pair_keys
 from .index import Index
@@ -85,10 +86,15 @@ MERGE_BUCKETS_MIN = 4
 TOKENS, COUNTS, EMBED, ENTITIES = "tokens.npz", "counts.npz", "embed.npy", "entities.json"
 
 
-def _exit_with_parent(parent: int) -> None:
-    """Worker initializer: leave when the build process is gone (killed with -9, say), instead
-    of lingering as an orphan that holds its memory."""
+def _start_worker(parent: int, threads: int | None, workers: int) -> None:
+    """Worker initializer: take this worker's share of the cores (`threads`, None: the host's, divided
+    among the `workers`: gpu_tigrag.threads), and leave when the build process is gone (killed with -9,
+    say), instead of lingering as an orphan that holds its memory."""
     import threading
+
+    from ..threads import apply_thread_policy
+
+    apply_thread_policy(threads, workers=workers, force=True)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -211,6 +217,8 @@ class StreamBuild:
     scheduler: str | None = None
     backend: str = "numpy"
     drop_duplicates: bool = False
+    embed_on: str = "here"  # where the chunk vectors are computed: "here" or "workers" (stream_embed.py)
+    threads: int | None = None  # the threads the workers share (None: their host's cores)
     keys: list[str] = field(default_factory=list)  # content hash of each partition, filled by the tokenise stage
 
     def __post_init__(self) -> None:
@@ -253,12 +261,13 @@ Submit = Callable[..., Any]
 
 
 @contextmanager
-def partition_executor(build: StreamBuild) -> Iterator[tuple[Submit, int]]:
-    """(submit(fn, *args) -> future, parallel slots): spawned local processes, or Dask workers."""
+def partition_executor(build: StreamBuild) -> Iterator[tuple[Submit, int, dict[str, Any] | None]]:
+    """(submit(fn, *args) -> future, parallel slots, the Dask workers' thread shares or None): spawned local
+    processes (which take their share of the cores as they start), or Dask workers."""
     if build.scheduler is None:
-        with ProcessPoolExecutor(max_workers=build.workers, mp_context=_SPAWN, initializer=_exit_with_parent,
-                                 initargs=(os.getpid(),)) as pool:
-            yield pool.submit, build.workers
+        with ProcessPoolExecutor(max_workers=build.workers, mp_context=_SPAWN, initializer=_start_worker,
+                                 initargs=(os.getpid(), build.threads, build.workers)) as pool:
+            yield pool.submit, build.workers, None
         return
     from ..cluster import dask_client
 
@@ -269,7 +278,10 @@ def partition_executor(build: StreamBuild) -> Iterator[tuple[Submit, int]]:
             raise TigragError(f"{build.work}: not visible to Dask worker(s) {', '.join(blind)}; "
                               "a --scheduler build needs its output on a filesystem the workers share")
         slots = sum(w["nthreads"] for w in client.scheduler_info()["workers"].values())
-        yield (lambda fn, *args: client.submit(fn, *args, pure=False)), max(slots, 1)
+        from ..dask_run import workers_per_host
+
+        shares = {"threads": build.threads, "per_host": workers_per_host(client)}
+        yield (lambda fn, *args: client.submit(fn, *args, pure=False)), max(slots, 1), shares
 
 
 def build_index_streaming(
@@ -277,13 +289,15 @@ def build_index_streaming(
     memory_budget_mb: int = 2048, workers: int = 1, resume: bool = False, partition_size: int | None = None,
     encoder: Encoder | None = None, entity_extractor: EntityExtractor | None = None,
     show_progress: bool = False, scheduler: str | None = None, backend: str = "numpy",
-    drop_duplicates: bool = False, methods: Sequence[str] = ("tigrag",),
+    drop_duplicates: bool = False, methods: Sequence[str] = ("tigrag",), embed_on: str = "auto",
+    threads: int | None = None,
 ) -> Index:
     """Build the index of `paths` partition by partition into `output` (see the module doc).
 
     `workers` local processes tokenise partitions, or the workers of the Dask scheduler at
-    `scheduler`; meanwhile this process embeds the partitions already tokenised (the encoder's
-    device work overlaps the text work). Pairs are counted in the workers too, or here on the
+    `scheduler`, sharing `threads` (None: their host's cores); the partitions already tokenised are
+    embedded meanwhile, here or on the workers as `embed_on` says (`stream_embed.py`). Pairs are
+    counted in the workers too, or here on the
     device when `backend` is a GPU. `resume=True` continues a build that was interrupted.
     `drop_duplicates=True` keeps only the first of passages with the same title and text.
     `methods` naming "spectrag" builds SpectRAG's chunk graph over the assembled index before it is saved.
@@ -293,7 +307,9 @@ def build_index_streaming(
     methods = check_methods(methods)
     build = StreamBuild(expand_paths(paths), Path(output).resolve(), config, max(workers, 1),
                         partition_size or partition_passages(memory_budget_mb, workers), scheduler,
-                        get_backend(backend).name, drop_duplicates)
+                        get_backend(backend).name, drop_duplicates,
+                        resolve_embed_on(embed_on, max(workers, 1), scheduler, encoder is not None), threads)
+    log.info("chunk vectors computed %s", "on the workers" if build.embed_on == "workers" else "in this process")
     with writer_lock(build.output, INDEX_WRITE):
         return _build(build, resume, partition_size is not None, encoder, entity_extractor, show_progress, methods)
 
@@ -308,12 +324,18 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
     _open_work(build, resume, explicit_size)
     timings: dict[str, float] = {}
     encoder = encoder or load_encoder(config.encoder)
+    embedding: dict[int, Any] = {}  # partition -> the future of its embedding on a worker
 
     def embed(p: int) -> None:
         target = build.part(p, EMBED)
-        if not target.is_file():
-            with timed(timings, "embed"):
-                build.ledger.record(target, _save_npy(target, encoder.encode(build.texts(p))))
+        if target.is_file() or p in embedding:
+            return
+        if build.embed_on == "workers":
+            embedding[p] = submit(embed_partition, str(build.part(p, TOKENS)), config_to_dict(config.encoder),
+                                  str(target), shares)
+            return
+        with timed(timings, "embed"):
+            build.ledger.record(target, _save_npy(target, encoder.encode(build.texts(p))))
 
     entities = PartitionEntities(build, entity_extractor)  # NER beside the encoder, partition by partition
 
@@ -322,7 +344,7 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
         embed(p)
 
     try:
-        with partition_executor(build) as (submit, slots):
+        with partition_executor(build) as (submit, slots, shares):
             with timed(timings, "split_tokenise"):
                 n_parts = _stage_tokenise(build, submit, slots, show_progress, on_tokenised=tokenised)
             timings["split_tokenise"] -= timings.get("embed", 0.0)  # the embedding overlapped with it is its own stage
@@ -336,6 +358,9 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
                             tokens.update(part["vocab"].tolist())
                     build.ledger.record(vocab_path, _save_npy(vocab_path, np.array(sorted(tokens), dtype=str)))
                 _stage_count(build, n_parts, submit)
+            for p in range(n_parts):  # partitions tokenised before an interruption
+                embed(p)
+            _collect_embeddings(build, embedding, timings)
         with timed(timings, "graph"):  # the merge runs after the worker processes are gone
             vocab = Vocabulary(np.load(vocab_path, allow_pickle=False).tolist())
             token_graph, stats = _merge_counts(build, n_parts, len(vocab))
@@ -516,6 +541,19 @@ def _stage_tokenise(build: StreamBuild, submit: Submit, slots: int, show_progres
         raise CorpusError(f"{', '.join(map(str, build.paths))}: no non-empty passages found")
     _report_repeats(repeats, build.drop_duplicates)
     return n_parts
+
+
+def _collect_embeddings(build: StreamBuild, embedding: dict[int, Any], timings: dict[str, float]) -> None:
+    """Wait for the partitions embedded on the workers and record their files: `embed` is the workers'
+    encoding seconds added up, `embed_wait` how long the build then waited for them."""
+    if not embedding:
+        return
+    start = time.perf_counter()
+    for p, future in sorted(embedding.items()):
+        digest, seconds = future.result()
+        build.ledger.record(build.part(p, EMBED), digest)
+        timings["embed"] = timings.get("embed", 0.0) + seconds
+    timings["embed_wait"] = time.perf_counter() - start
 
 
 def _report_repeats(repeats: RepeatedPassages, dropped: bool) -> None:
