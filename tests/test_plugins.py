@@ -45,7 +45,7 @@ class LengthStage:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def build_lengths(index, config, backend=None, encoder=None, show_progress=False, eigensolver="host"):
+def build_lengths(index, config, backend=None, encoder=None, show_progress=False):
     lengths = np.minimum(np.diff(index.token_indptr), config.cap).astype(np.int32)
     return LengthStage(lengths, {"chunks": int(lengths.size)})
 

@@ -457,6 +457,31 @@ def test_cli_index_with_spectrag_and_extend(tmp_path, capsys):
     assert "Traceback" not in err and len(err.strip().splitlines()) == 2
 
 
+def test_the_eigensolver_is_a_setting_of_the_stage(tmp_path, capsys, monkeypatch):
+    """spectrag.eigensolver reaches the solver and is recorded with the stage's settings; `extend
+    --eigensolver` is its older spelling; a value it does not know is a one-line error."""
+    import gpu_tigrag.methods.spectrag.chunk_graph as chunk_graph
+    from gpu_tigrag.cli import main
+
+    solvers = []
+    solve = chunk_graph.spectral_coordinates
+    monkeypatch.setattr(chunk_graph, "spectral_coordinates",
+                        lambda weights, dims, solver, *rest: solvers.append(solver) or solve(weights, dims, solver, *rest))
+
+    fast = ["--set", "encoder.model=hashing:64", "--set", "entities.model=capitalized", "-q"]
+    out = tmp_path / "idx"
+    assert main(["index", str(EXAMPLES / "corpus.json"), "-o", str(out), "--methods", "tigrag,spectrag",
+                 "--set", "spectrag.eigensolver=device", "--set", "spectrag.dimensions=4", *fast]) == 0
+    built = load_index(out)
+    assert built.config.spectrag.eigensolver == "device"
+    assert main(["extend", str(out), "--methods", "spectrag", "--eigensolver", "host", "-q"]) == 0
+    extended = load_index(out)
+    assert extended.config.spectrag.eigensolver == "host" and solvers == ["device", "host"]
+    capsys.readouterr()
+    assert main(["extend", str(out), "--methods", "spectrag", "--set", "spectrag.eigensolver=gpu", "-q"]) == 2
+    assert "spectrag.eigensolver must be 'host' or 'device', got 'gpu'" in capsys.readouterr().err
+
+
 
 def test_calibrated_weights_share_the_budget_by_edges_and_dispersion():
     import scipy.sparse

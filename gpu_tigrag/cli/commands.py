@@ -176,6 +176,8 @@ def _extend(args: argparse.Namespace) -> int:
         raise TigragError(f"--methods names no method with an index stage (those with one: {', '.join(staged)}); "
                           "the others need only the base index")
     owners = staged + (["ann"] if args.ann else [])
+    if args.eigensolver is not None:  # the older spelling of the setting
+        args.sets = [*(args.sets or []), f"spectrag.eigensolver={args.eigensolver}"]
     for item in args.sets or []:
         owner = item.partition("=")[0].strip().partition(".")[0]
         if owner not in owners:
@@ -190,7 +192,7 @@ def _extend(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     for method in methods:
         index = add_method(index, method, config=getattr(config, method), backend=get_backend(args.backend),
-                           show_progress=not args.quiet, eigensolver=args.eigensolver)
+                           show_progress=not args.quiet)
     if args.ann:
         index = with_ann(index, config.ann)
     save_index(index, args.index)

@@ -123,9 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ann", action="store_true",
                    help="build (or rebuild) the ANN index of the chunk vectors that the dense first stage searches "
                         "(FAISS; settings ann.*, default kind ivf whatever the size; --set ann.kind=none drops it)")
-    p.add_argument("--eigensolver", default="host", choices=["host", "device"],
-                   help="SpectRAG's spectral coordinates: host (SciPy, the public code's solver; default) or "
-                        "device (Lanczos on the --backend)")
+    p.add_argument("--eigensolver", choices=["host", "device"],
+                   help="the same as --set spectrag.eigensolver=host|device (SpectRAG's spectral coordinates: SciPy, "
+                        "the public code's solver, by default; or Lanczos on the --backend)")
     p.set_defaults(func=cmd_extend)
 
     p = sub.add_parser("query", help="retrieve chunks for one or more questions",

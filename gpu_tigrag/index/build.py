@@ -105,7 +105,7 @@ def build_stages(index: Index, methods: Sequence[str], backend: Backend | None =
 
 
 def build_method_stage(index: Index, method: str, backend: Backend | None = None, encoder: Encoder | None = None,
-                       show_progress: bool = False, eigensolver: str = "host"):
+                       show_progress: bool = False):
     """The index stage of `method` over `index` with the settings in `index.config` (timed into
     `index.timings[method]`), e.g. SpectRAG's chunk graph or LiteSemRAG's semantic graph."""
     spec = get_method(method)
@@ -113,14 +113,13 @@ def build_method_stage(index: Index, method: str, backend: Backend | None = None
         raise TigragError(f"method {method!r} has no index stage of its own (stages: "
                           f"{', '.join(m.name for m in stage_methods())})")
     start = time.perf_counter()
-    stage = spec.stage.build(index, getattr(index.config, method), backend, encoder, show_progress, eigensolver)
+    stage = spec.stage.build(index, getattr(index.config, method), backend, encoder, show_progress)
     index.timings[method] = time.perf_counter() - start
     return stage
 
 
 def add_method(index: Index, method: str, config: Any = None,
-               backend: Backend | None = None, show_progress: bool = False, encoder: Encoder | None = None,
-               eigensolver: str = "host") -> Index:
+               backend: Backend | None = None, show_progress: bool = False, encoder: Encoder | None = None) -> Index:
     """A copy of `index` with the index stage of `method` built (rebuilt if there was one), e.g. SpectRAG's
     chunk graph; `config` replaces the index's settings of that stage (recorded in its configuration).
     The input is not modified; the copy remembers the directory the input was read from, as a
@@ -133,7 +132,7 @@ def add_method(index: Index, method: str, config: Any = None,
     settings = index.config if config is None else index.config.with_section(method, config)
     grown = dataclasses.replace(index, config=settings, timings=dict(index.timings), stages=dict(index.stages))
     rebuilt = index.has_stage(method)
-    grown.stages[method] = build_method_stage(grown, method, backend, encoder, show_progress, eigensolver)
+    grown.stages[method] = build_method_stage(grown, method, backend, encoder, show_progress)
     if rebuilt:
         log.info("rebuilt the %s stage over the index's %s chunks", method, f"{index.n_chunks:,}")
     return derive_origin(index, grown)

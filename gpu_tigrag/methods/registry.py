@@ -59,7 +59,7 @@ def lazy_stage(module: str, **fields: Any) -> "IndexStage":
 class IndexStage:
     """A method's own arrays in the index directory (manifest section `methods.<name>`).
 
-    `build(index, config, backend, encoder, show_progress, eigensolver)` computes the stage over a
+    `build(index, config, backend, encoder, show_progress)` computes the stage over a
     finished base index; `to_arrays(stage)` gives its `.npy` arrays and string columns (names from
     `arrays` and `strings`); `from_arrays(arrays, strings, index, config, stats, folder)` rebuilds it,
     checking every array against the index and raising IndexFormatError naming the file that does not

@@ -18,7 +18,7 @@ ARRAYS, STRINGS = STAGE_ARRAYS, STAGE_STRINGS
 
 
 def build(index: Any, config: LitesemragIndexConfig, backend: Any = None, encoder: Any = None,
-          show_progress: bool = False, eigensolver: str = "host") -> SemanticGraph:
+          show_progress: bool = False) -> SemanticGraph:
     from .semantic_graph import build_semantic_graph
 
     return build_semantic_graph(index.chunk_texts, config, show_progress=show_progress)

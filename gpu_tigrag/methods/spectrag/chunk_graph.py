@@ -216,12 +216,11 @@ def combine_signals(signals: dict[str, scipy.sparse.csr_matrix | None], weights:
 
 
 def build_chunk_graph(index: Index, config: SpectragIndexConfig, backend: Backend | None = None,
-                      encoder: Encoder | None = None, show_progress: bool = False,
-                      eigensolver: str = "host") -> ChunkGraph:
+                      encoder: Encoder | None = None, show_progress: bool = False) -> ChunkGraph:
     """SpectRAG's index stage over `index`: the six signals, their weighted combination W (edges
     >= config.edge_threshold), the spectral coordinates of W's normalised Laplacian and the cl100k
     token count of every chunk. `encoder` embeds stand-in questions (question_signal "sentences";
-    default: the index's own encoder). `eigensolver`: "host" (SciPy, default) or "device"
+    default: the index's own encoder). `config.eigensolver`: "host" (SciPy, default) or "device"
     (Lanczos on the backend; see spectral.py)."""
     be = backend or get_backend("numpy")
     seconds: dict[str, float] = {}
@@ -233,7 +232,7 @@ def build_chunk_graph(index: Index, config: SpectragIndexConfig, backend: Backen
     weights, report, pairs = combine_signals(signals, signal_weights, config.edge_threshold, n)
     seconds["combine"] = time.perf_counter() - start
     start = time.perf_counter()
-    spectrum = spectral_coordinates(weights, config.dimensions, eigensolver, be, config.null_space)
+    spectrum = spectral_coordinates(weights, config.dimensions, config.eigensolver, be, config.null_space)
     seconds["spectral"] = time.perf_counter() - start
     start = time.perf_counter()
     tokens = count_tokens(index.chunk_texts)

@@ -39,6 +39,7 @@ class SpectragIndexConfig(CheckedConfig):
     memory_budget_mb: int = setting(2048, 'working memory of the entity and citation signals\' chunk pairs (about 110 bytes each); a build that needs more stops before it allocates them, naming the settings to change', bounds=(1, MAX_MEMORY_MB))
     edge_threshold: float = setting(0.1, 'combined weights below this are dropped', bounds=(-1.0, 1.0))
     dimensions: int = setting(32, 'spectral coordinates: eigenvectors after the lowest', bounds=(1, MAX_DIMENSIONS))
+    eigensolver: str = setting("host", 'the solver of the spectral coordinates: "host" (SciPy\'s ARPACK by components, the public code\'s solver) or "device" (Lanczos on the build\'s --backend: CuPy on a GPU)')
     null_space: str = setting("random", 'on a graph of several components, the coordinates inside the null space of the Laplacian: "random", a seeded random subspace (what the public code\'s ARPACK returns there, a basis that changes from run to run: the rows of one component are parallel, none is zero); "largest", the indicators of the largest components, the chunks of the others at zero')
 
     def _check(self) -> None:
@@ -46,6 +47,8 @@ class SpectragIndexConfig(CheckedConfig):
                  f"spectrag.weights must be one of {', '.join(SIGNAL_WEIGHTS)}, calibrate; got {self.weights!r}")
         require(self.entity_pairs in ("labels", "distinct"),
                 f"spectrag.entity_pairs must be 'labels' or 'distinct', got {self.entity_pairs!r}")
+        require(self.eigensolver in ("host", "device"),
+                f"spectrag.eigensolver must be 'host' or 'device', got {self.eigensolver!r}")
         require(self.null_space in ("random", "largest"),
                 f"spectrag.null_space must be 'random' or 'largest', got {self.null_space!r}")
         require(self.question_signal in ("none", "sentences"),

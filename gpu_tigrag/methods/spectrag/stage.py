@@ -16,10 +16,10 @@ from .config import SpectragIndexConfig
 
 
 def build(index: Any, config: SpectragIndexConfig, backend: Any = None, encoder: Any = None,
-          show_progress: bool = False, eigensolver: str = "host") -> ChunkGraph:
+          show_progress: bool = False) -> ChunkGraph:
     from .chunk_graph import build_chunk_graph
 
-    return build_chunk_graph(index, config, backend, encoder, show_progress, eigensolver)
+    return build_chunk_graph(index, config, backend, encoder, show_progress)
 
 
 def to_arrays(stage: ChunkGraph) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
