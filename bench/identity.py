@@ -75,7 +75,7 @@ def method_fingerprints(name: str) -> dict[str, dict[str, object]]:
     from gpu_tigrag.config import RetrievalConfig
     from gpu_tigrag.evaluate.metrics import recall_at_k
     from gpu_tigrag.index.build import add_method
-    from gpu_tigrag.methods.registry import make_retriever
+    from gpu_tigrag.retrieve.factory import make_retriever
 
     queries = dataset_queries(name)
     base = dataset_index(name)

@@ -92,7 +92,7 @@ def dataset(smoke: bool, folder: Path | None = None) -> tuple[Any, list[str], An
 
 def retrievers(index: Any, encoder: Any) -> dict[str, Any]:
     from gpu_tigrag.config import RetrievalConfig
-    from gpu_tigrag.methods.registry import make_retriever
+    from gpu_tigrag.retrieve.factory import make_retriever
     from gpu_tigrag.presets import preset
 
     out = {}

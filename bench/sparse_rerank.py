@@ -45,7 +45,7 @@ def measure(dataset: str, limit: int | None, vectors: Path) -> dict:
     """Worker: every (preset, mode) on `dataset` with the checkout on sys.path (untimed fill, then timed)."""
     from bench.common import dataset_index, dataset_queries
     from gpu_tigrag.encoders import CachingEncoder, VectorCache, index_encoder_config, load_encoder
-    from gpu_tigrag.methods.registry import make_retriever
+    from gpu_tigrag.retrieve.factory import make_retriever
     from gpu_tigrag.presets import preset_with
 
     index = dataset_index(dataset)

@@ -55,7 +55,7 @@ _EXPORTS: dict[str, str] = {
     "register_method": ".methods.registry",
     "SpectragRetriever": ".methods.spectrag.retriever",
     "LitesemragRetriever": ".methods.litesemrag.retriever",
-    "make_retriever": ".methods.registry",
+    "make_retriever": ".retrieve.factory",
     "QueryResult": ".retrieve.results",
     "get_backend": ".backend",
     # query runs over files
@@ -107,7 +107,7 @@ if TYPE_CHECKING:  # for type checkers and editors; never executed
     from .index.stream import build_index_streaming
     from .presets import PRESETS, preset
     from .retrieve.results import QueryResult
-    from .methods.registry import make_retriever
+    from .retrieve.factory import make_retriever
     from .methods.registry import Method
     from .methods.registry import register as register_method
     from .methods.tigrag.retriever import Retriever, TigragRetriever

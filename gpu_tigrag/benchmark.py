@@ -59,7 +59,7 @@ def measure(spec: BenchSpec) -> dict[str, Any]:
     from .config import RetrievalConfig, config_from_dict
     from .encoders.lazy import LazyEncoder
     from .index.store import load_index
-    from .methods.registry import make_retriever
+    from .retrieve.factory import make_retriever
 
     ready = time.time()
     start = time.perf_counter()

@@ -72,7 +72,7 @@ def _worker_retriever(index_path: str, config: dict[str, Any], backend: str, enc
     if key not in _WORKER_CACHE:
         from .encoders import VectorCache
         from .index.store import load_index
-        from .methods.registry import make_retriever
+        from .retrieve.factory import make_retriever
 
         folder = encoder_options.get("vector_cache")
         cache = VectorCache(folder, encoder_options["vector_cache_mib"] << 20) if folder is not None else None

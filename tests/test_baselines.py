@@ -7,7 +7,8 @@ from conftest import EXAMPLES
 from gpu_tigrag.config import RetrievalConfig
 from gpu_tigrag.evaluate.queries import load_queries
 from gpu_tigrag.methods.baselines.retriever import HYBRID_DEPTH, HYBRID_RRF_K, HybridRetriever
-from gpu_tigrag.methods.registry import make_retriever, method_available
+from gpu_tigrag.methods.registry import method_available
+from gpu_tigrag.retrieve.factory import make_retriever
 from gpu_tigrag.methods.tigrag.retriever import Retriever
 
 

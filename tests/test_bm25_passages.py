@@ -15,7 +15,7 @@ from gpu_tigrag.cli import main
 from gpu_tigrag.config import RetrievalConfig, replace_path
 from gpu_tigrag.errors import TigragError
 from gpu_tigrag.methods.baselines.passage_bm25 import analyzer, build_passage_bm25, first_chunks, passage_texts
-from gpu_tigrag.methods.registry import make_retriever
+from gpu_tigrag.retrieve.factory import make_retriever
 
 
 def test_scores_are_lucene_bm25_by_hand():

@@ -84,7 +84,7 @@ def config_of(method: str, preset_name: str | None, label: str = ""):
 def python_api(index, encoder, config, texts, batch_size, k=10):
     import dataclasses
 
-    from gpu_tigrag.methods.registry import make_retriever
+    from gpu_tigrag.retrieve.factory import make_retriever
 
     retriever = make_retriever(index, dataclasses.replace(config, batch_size=batch_size), encoder=encoder,
                                backend="numpy")

@@ -260,7 +260,7 @@ def test_a_warm_vector_cache_never_loads_the_query_encoder(index, tmp_path, monk
     model is never loaded, and the rankings are the eager encoder's."""
     import gpu_tigrag.encoders as encoders
     from gpu_tigrag.encoders.lazy import LazyEncoder
-    from gpu_tigrag.methods.registry import make_retriever
+    from gpu_tigrag.retrieve.factory import make_retriever
 
     loads = []
     real = encoders.load_encoder

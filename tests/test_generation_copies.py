@@ -23,7 +23,7 @@ from gpu_tigrag.index.add import add_passages
 from gpu_tigrag.index.build import add_method, build_index
 from gpu_tigrag.index.generations import MANIFEST, collect
 from gpu_tigrag.index.store import generation_folder, load_index, save_index
-from gpu_tigrag.methods.registry import make_retriever
+from gpu_tigrag.retrieve.factory import make_retriever
 
 CONFIG = IndexConfig(encoder=EncoderConfig(model="hashing:64"), entities=EntityConfig(model="capitalized"))
 

@@ -26,7 +26,7 @@ from gpu_tigrag.errors import EXIT_DAMAGED_INDEX, IndexFormatError
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.index.store import generation_folder, load_index, save_index
 from gpu_tigrag.methods.litesemrag.semantic_graph import STAGE_VERSION, SemanticGraph
-from gpu_tigrag.methods.registry import make_retriever
+from gpu_tigrag.retrieve.factory import make_retriever
 from gpu_tigrag.ops.rows import unit_rows
 
 pytestmark = [pytest.mark.reliability]

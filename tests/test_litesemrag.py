@@ -809,7 +809,8 @@ def test_cupy_results_equal_numpy(staged, token_encoder, backend):
 # --- wiring, configuration ------------------------------------------------------------------------
 
 def test_make_retriever_and_a_missing_stage(staged, base_index, token_encoder):
-    from gpu_tigrag.methods.registry import make_retriever, method_available
+    from gpu_tigrag.methods.registry import method_available
+    from gpu_tigrag.retrieve.factory import make_retriever
 
     made = make_retriever(staged, RetrievalConfig(method="litesemrag"), backend="numpy", encoder=token_encoder)
     assert isinstance(made, LitesemragRetriever)

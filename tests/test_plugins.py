@@ -17,7 +17,8 @@ from gpu_tigrag.config import CheckedConfig, IndexConfig, RetrievalConfig, confi
 from gpu_tigrag.corpus import load_corpus
 from gpu_tigrag.errors import IndexFormatError, TigragError
 from gpu_tigrag.index.stage_arrays import check_arrays
-from gpu_tigrag.methods.registry import IndexStage, Method, System, get_method, make_retriever, register, unregister
+from gpu_tigrag.methods.registry import IndexStage, Method, System, get_method, register, unregister
+from gpu_tigrag.retrieve.factory import make_retriever
 from gpu_tigrag.retrieve.base import BaseRetriever, PreparedBatch
 from gpu_tigrag.retrieve.device import DeviceIndex
 
@@ -186,6 +187,21 @@ def test_make_retriever_refuses_an_option_no_method_takes(passages):
     # an option of another method (TIGRAG's entity extractor) is dropped for BM25
     assert make_retriever(index, RetrievalConfig(method="bm25"), backend="numpy",
                           entity_extractor=string_entities).retrieve(QUESTIONS[:1], k=2)
+
+
+def test_a_retriever_must_write_the_two_abstract_methods(passages):
+    """BaseRetriever is an abstract base: a method's retriever without `_retrieve_batch` (or
+    `bytes_per_query`) cannot be made, and the error names what is missing."""
+
+    class Unfinished(BaseRetriever):
+        method = "bm25"
+
+        def bytes_per_query(self) -> int:
+            return 8
+
+    assert BaseRetriever.__abstractmethods__ == {"_retrieve_batch", "bytes_per_query"}
+    with pytest.raises(TypeError, match="_retrieve_batch"):
+        Unfinished(_build(passages[:5]), RetrievalConfig(method="bm25"), backend="numpy")
 
 
 def test_a_stage_of_a_method_not_installed_is_kept_not_dropped(lengthy, passages, tmp_path):

@@ -26,7 +26,7 @@ API_READER = """
 import json, os, sys, time
 from gpu_tigrag.config import RetrievalConfig
 from gpu_tigrag.index.store import load_index, origin
-from gpu_tigrag.methods.registry import make_retriever
+from gpu_tigrag.retrieve.factory import make_retriever
 path, log, stop, question = sys.argv[1:5]
 with open(log, "w") as out:
     n = 0

@@ -18,7 +18,7 @@ from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.errors import EXIT_DAMAGED_INDEX, IndexFormatError
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.index.store import generation_folder, load_index, save_index
-from gpu_tigrag.methods.registry import make_retriever
+from gpu_tigrag.retrieve.factory import make_retriever
 
 pytestmark = [pytest.mark.reliability]
 

@@ -205,7 +205,7 @@ def _extend(args: argparse.Namespace) -> int:
 
 def _retriever(args: argparse.Namespace):
     from ..index.store import load_index
-    from ..methods.registry import make_retriever
+    from ..retrieve.factory import make_retriever
 
     config = retrieval_config(args)  # a mistyped --set fails before the index is read
     index = load_index(args.index, verify_checksums=not args.no_verify)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..config import ENCODER_BACKENDS, EncoderConfig
+from ..config_types import ENCODER_BACKENDS, EncoderConfig
 from ..errors import ModelError
 from .base import PASSAGE, QUERY, Encoder, check_compatible
 from .caching import CachingEncoder, VectorCache, default_cache_dir

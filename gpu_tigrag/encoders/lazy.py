@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..config import EncoderConfig
+from ..config_types import EncoderConfig
 from ..errors import ModelError
 from .base import PASSAGE, Encoder, check_compatible, empty
 

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..config import EncoderConfig
+from ..config_types import EncoderConfig
 from ..errors import ModelError
 from ..threads import current_policy
 from ..progress import counter

@@ -35,7 +35,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..atomic import OLD_MARK, TMP_MARK, atomic_directory
-from ..config import EncoderConfig
+from ..config_types import EncoderConfig
 from ..errors import ModelError
 from ..threads import ONNX_ALLOW_SPINNING, current_policy, physical_cores  # noqa: F401 (physical_cores: bench/encoder_speed)
 from .base import PASSAGE, check_kind, empty

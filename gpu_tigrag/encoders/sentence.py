@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..config import EncoderConfig
+from ..config_types import EncoderConfig
 from ..errors import ModelError
 from ..threads import current_policy, set_torch_threads
 from .base import PASSAGE, check_kind, empty

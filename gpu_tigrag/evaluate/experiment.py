@@ -26,7 +26,8 @@ from ..encoders import CachingEncoder, Encoder, VectorCache
 from ..encoders.lazy import query_encoder
 from ..index.index import Index
 from ..presets import preset_with
-from ..methods.registry import System, make_retriever, method_available, systems
+from ..methods.registry import System, method_available, systems
+from ..retrieve.factory import make_retriever
 from ..retrieve.results import QueryResult
 from ..retrieve.base import StageTimer
 from ..text.tokens import treebank_words

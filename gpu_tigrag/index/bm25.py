@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import Backend, expand_counts
-from ..config import BM25Config
+from ..config_types import BM25Config
 
 
 def term_frequencies(be: Backend, indptr: Any, ids: Any, n_vocab: int) -> Any:

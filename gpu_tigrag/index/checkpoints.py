@@ -16,8 +16,11 @@ import os
 import shutil
 import threading
 from pathlib import Path
+from typing import Any
 
-from ..atomic import describe_os_error
+import numpy as np
+
+from ..atomic import atomic_path, describe_os_error
 from ..checksums import sha256_file
 from ..errors import OutputError, TigragError
 
@@ -86,3 +89,25 @@ class Ledger:
         if dropped:
             log.info("%d checkpoint(s) of %s will be recomputed: %s", len(dropped), self.work, ", ".join(dropped))
         return len(dropped)
+
+
+def save_npz(path: Path, **arrays: Any) -> str:
+    """Write arrays to `path` atomically; returns the file's sha256."""
+    with atomic_path(path, suffix=".npz") as tmp:
+        np.savez(tmp, **arrays)
+        digest = sha256_file(tmp)
+    return digest
+
+
+def save_npy(path: Path, array: np.ndarray) -> str:
+    """Write one array to `path` atomically; returns the file's sha256."""
+    with atomic_path(path, suffix=".npy") as tmp:
+        np.save(tmp, array, allow_pickle=False)
+        digest = sha256_file(tmp)
+    return digest
+
+
+def load_npz(path: Path) -> dict[str, np.ndarray]:
+    """Every array of the .npz file at `path`, read whole (no pickled objects)."""
+    with np.load(path, allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..config import ENTITY_LABELS, EntityConfig, TokenConfig
+from ..config_types import ENTITY_LABELS, EntityConfig, TokenConfig
 from ..errors import ModelError
 from ..progress import progress
 from ..text.tokens import Vocabulary, valid_tokens

@@ -54,9 +54,8 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import scipy.sparse
 
-from ..atomic import atomic_path, atomic_write_json
+from ..atomic import atomic_write_json
 from ..backend import get_backend
-from ..checksums import sha256_file
 from ..config import ChunkConfig, IndexConfig, TokenConfig, config_from_dict, config_to_dict
 from ..corpus import Passage, expand_paths, iter_corpus
 from ..errors import CorpusError, TigragError
@@ -68,7 +67,7 @@ from .bm25 import CorpusStatistics, bm25_matrix, corpus_statistics
 from .ann import ann_for
 from . import assemble
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
-from .checkpoints import BUILD, LEDGER, Ledger
+from .checkpoints import BUILD, LEDGER, Ledger, load_npz, save_npy, save_npz
 from .stream_embed import embed_partition, resolve_embed_on
 from ..encoders import Encoder, load_encoder
 from .graph import count_pairs, symmetric_graph, window_pair_keys
@@ -109,33 +108,12 @@ def partition_passages(memory_budget_mb: int, workers: int) -> int:
     return max(256, (memory_budget_mb << 20) // (BYTES_PER_PASSAGE * max(workers, 1)))
 
 
-def _save_npz(path: Path, **arrays: Any) -> str:
-    """Write arrays to `path` atomically; returns the file's sha256."""
-    with atomic_path(path, suffix=".npz") as tmp:
-        np.savez(tmp, **arrays)
-        digest = sha256_file(tmp)
-    return digest
-
-
-def _save_npy(path: Path, array: np.ndarray) -> str:
-    """Write one array to `path` atomically; returns the file's sha256."""
-    with atomic_path(path, suffix=".npy") as tmp:
-        np.save(tmp, array, allow_pickle=False)
-        digest = sha256_file(tmp)
-    return digest
-
-
 def partition_key(batch: Sequence[Passage]) -> str:
     """Content hash of a partition's passages (title, text and id of each, in order)."""
     digest = hashlib.sha256()
     for passage in batch:
         digest.update(json.dumps([passage.title, passage.text, passage.doc_id]).encode() + b"\n")
     return digest.hexdigest()[:20]
-
-
-def _load_npz(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path, allow_pickle=False) as data:
-        return {k: data[k] for k in data.files}
 
 
 class RepeatedPassages:
@@ -182,7 +160,7 @@ def _tokenise_partition(records: list[tuple[str, str, str]], chunk: dict, tokens
     texts, owner, sequences = chunk_and_tokenise(passages, sentences, chunk_cfg, token_cfg)
     local = Vocabulary.from_sequences(sequences)
     indptr, ids = token_csr(sequences, local)
-    return _save_npz(Path(out), vocab=np.array(local.tokens, dtype=str), indptr=indptr, ids=ids,
+    return save_npz(Path(out), vocab=np.array(local.tokens, dtype=str), indptr=indptr, ids=ids,
                      texts=np.array(texts, dtype=str), owner=np.asarray(owner, dtype=np.int32),
                      titles=np.array([p.title for p in passages], dtype=str),
                      doc_ids=np.array([p.doc_id for p in passages], dtype=str))
@@ -191,7 +169,7 @@ def _tokenise_partition(records: list[tuple[str, str, str]], chunk: dict, tokens
 def _count_partition(tokens_path: str, vocab_path: str, window: int, out: str, backend: str = "numpy") -> str:
     """Stage 3 (worker, or this process on a GPU): global ids, unique pair keys with counts, and
     BM25 statistics; pairs are emitted and counted on `backend`. Returns the checkpoint's sha256."""
-    part = _load_npz(Path(tokens_path))
+    part = load_npz(Path(tokens_path))
     vocab = np.load(vocab_path, allow_pickle=False)
     remap = np.searchsorted(vocab, part["vocab"]).astype(np.int32)
     ids = remap[part["ids"]] if part["ids"].size else part["ids"]
@@ -200,7 +178,7 @@ def _count_partition(tokens_path: str, vocab_path: str, window: int, out: str, b
     keys, counts = count_pairs(be, window_pair_keys(be, part["indptr"], device_ids, len(vocab), window))
     keys, counts = be.to_host(keys), be.to_host(counts)
     stats = corpus_statistics(be, be.asarray(part["indptr"]), device_ids, len(vocab))
-    return _save_npz(Path(out), ids=ids.astype(np.int32), keys=keys, counts=counts.astype(np.int64),
+    return save_npz(Path(out), ids=ids.astype(np.int32), keys=keys, counts=counts.astype(np.int64),
                      n_docs=np.int64(stats.n_docs), total_length=np.int64(stats.total_length),
                      doc_freq=stats.doc_freq)
 
@@ -335,7 +313,7 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
                                   str(target), shares)
             return
         with timed(timings, "embed"):
-            build.ledger.record(target, _save_npy(target, encoder.encode(build.texts(p))))
+            build.ledger.record(target, save_npy(target, encoder.encode(build.texts(p))))
 
     entities = PartitionEntities(build, entity_extractor)  # NER beside the encoder, partition by partition
 
@@ -356,7 +334,7 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
                     for p in range(n_parts):
                         with np.load(build.part(p, TOKENS), allow_pickle=False) as part:
                             tokens.update(part["vocab"].tolist())
-                    build.ledger.record(vocab_path, _save_npy(vocab_path, np.array(sorted(tokens), dtype=str)))
+                    build.ledger.record(vocab_path, save_npy(vocab_path, np.array(sorted(tokens), dtype=str)))
                 _stage_count(build, n_parts, submit)
             for p in range(n_parts):  # partitions tokenised before an interruption
                 embed(p)
@@ -626,7 +604,7 @@ def _assemble(build: StreamBuild, n_parts: int, vocab: Vocabulary, token_graph: 
     titles, doc_ids, texts, names = [], [], [], []
     chunk = token = passage = 0
     for p in range(n_parts):
-        part = _load_npz(build.part(p, TOKENS))
+        part = load_npz(build.part(p, TOKENS))
         ids = np.load(build.part(p, COUNTS), allow_pickle=False)["ids"]
         c, t = sizes[p]
         embeddings[chunk : chunk + c] = np.load(build.part(p, EMBED), allow_pickle=False)

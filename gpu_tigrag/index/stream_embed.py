@@ -56,15 +56,15 @@ def embed_partition(tokens_path: str, encoder_config: dict[str, Any], out: str,
     its host's cores to apply first (`dask_run._worker_threads`); local workers applied theirs at start."""
     from ..config import EncoderConfig, config_from_dict
     from ..encoders import load_encoder
-    from .stream import _load_npz, _save_npy
+    from .checkpoints import load_npz, save_npy
 
     if dask_threads is not None:
         from ..dask_run import _worker_threads
 
         _worker_threads(dask_threads)
     encoder = load_encoder(config_from_dict(EncoderConfig, encoder_config))
-    texts = _load_npz(Path(tokens_path))["texts"].tolist()
+    texts = load_npz(Path(tokens_path))["texts"].tolist()
     start = time.perf_counter()
     vectors = encoder.encode(texts)
     seconds = time.perf_counter() - start
-    return _save_npy(Path(out), vectors), seconds
+    return save_npy(Path(out), vectors), seconds

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import ENTITY_LABELS
+from ..config_types import ENTITY_LABELS
 from ..errors import IndexFormatError
 
 #: how far from 1 a stored unit vector's norm may be (float32 rounding of a normalised vector is ~1e-7)

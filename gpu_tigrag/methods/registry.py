@@ -19,7 +19,6 @@ from ..errors import TigragError
 
 if TYPE_CHECKING:
     from ..index.index import Index
-    from ..retrieve.base import BaseRetriever
 
 log = logging.getLogger(__name__)
 
@@ -227,28 +226,6 @@ def check_methods(names: Any) -> tuple[str, ...]:
 def method_available(index: "Index", method: str) -> bool:
     """Whether `index` holds what `method` needs: its stage, when it has one."""
     return get_method(method).stage is None or index.has_stage(method)
-
-
-def make_retriever(index: "Index", config: Any = None, **options: Any) -> "BaseRetriever":
-    """The retriever of `config.method` over `index` (default config: the `best` preset, TIGRAG).
-    `options` go to its constructor: encoder, backend, vector_cache, allow_mixed_encoder, and
-    method-specific ones (e.g. TIGRAG's entity_extractor), which other methods ignore."""
-    from ..retrieve.base import check_retriever_arguments
-
-    check_retriever_arguments(index, config)
-    if config is None:
-        from ..presets import preset
-
-        config = preset()
-    cls = get_method(config.method).retriever_class()
-    accepted = getattr(cls, "OPTIONS", None)
-    if accepted is not None:
-        known = set().union(*(getattr(m.retriever_class(), "OPTIONS", ()) for m in methods()))
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise TigragError(f"unknown retriever option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        options = {k: v for k, v in options.items() if k in accepted}  # the others belong to other methods
-    return cls(index, config, **options)
 
 
 #: the name `gpu_tigrag.register_method` exports

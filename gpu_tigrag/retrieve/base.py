@@ -9,6 +9,8 @@ k)` (the two halves `run` overlaps), `retrieve(queries, k)`, `batch_size()` and 
 
 from __future__ import annotations
 
+import abc
+
 import logging
 import time
 from collections import defaultdict
@@ -98,9 +100,11 @@ def check_retriever_arguments(index: Any, config: Any) -> None:
                           f"got {type(config).__name__} {config!r}"[:300])
 
 
-class BaseRetriever:
-    """Batched retrieval of one method over an `Index` (module doc). Subclasses set `method`,
-    implement `_retrieve_batch(batch, k)` and `bytes_per_query()`, and may override `prepare`."""
+class BaseRetriever(abc.ABC):
+    """Batched retrieval of one method over an `Index` (module doc). A method's retriever sets `method`
+    and writes the two abstract methods, `_retrieve_batch(batch, k)` (one block's results) and
+    `bytes_per_query()` (its working memory per query, which sizes the blocks); it may override
+    `prepare` (what a block needs from the host) and `default_k`."""
 
     #: the registered method this retriever answers
     method: ClassVar[str] = ""
@@ -203,9 +207,9 @@ class BaseRetriever:
             raise TigragError(f"k (results per query) must be an integer >= 1, got {k!r}")
         return int(min(k, max(self.index.n_chunks, 1)))
 
+    @abc.abstractmethod
     def bytes_per_query(self) -> int:
         """Working memory of one query in a block (the dense blocks alive at once)."""
-        raise NotImplementedError
 
     def batch_size(self) -> int:
         """Queries per block: the configured size, lowered so one block fits `memory_budget_mb`
@@ -242,8 +246,9 @@ class BaseRetriever:
                 r.doc_ids = [self.index.passage_ids[p] for p in r.passage_ids]
         return results
 
+    @abc.abstractmethod
     def _retrieve_batch(self, batch: Any, k: int) -> list[QueryResult]:
-        raise NotImplementedError
+        """The results of one block (a `PreparedBatch`, or what `prepare` returns), k chunks each."""
 
     # -- ranking and results ------------------------------------------------------------------
     def top_k(self, scores: Any, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..backend import Backend
-from ..config import DenseSearchConfig
+from ..config_types import DenseSearchConfig
 from ..ops.dense_dot import query_dot
 from ..ops.topk import ranked_top_k
 

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..config import ChunkConfig, TokenConfig
+from ..config_types import ChunkConfig, TokenConfig
 from ..corpus import Passage
 from ..progress import progress
 from .chunking import window_starts

@@ -16,7 +16,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..config import TokenConfig
+from ..config_types import TokenConfig
 
 _NUMBER = re.compile(r"^[0-9][0-9.,]*$")
 _HAS_LETTER = re.compile(r"[^\W\d_]")

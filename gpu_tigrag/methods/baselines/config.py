@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import CheckedConfig, require, setting
-from ...config import MAX_K1
+from ...config_types import CheckedConfig, require, setting
+from ...config_types import MAX_K1
 
 
 #: the values of `bm25passages.stopwords` and `bm25passages.stemmer` (passage_bm25.py implements them)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import INT32_MAX, MAX_BATCH, MAX_K1, MAX_RANKED, MAX_WEIGHT, CheckedConfig, require, setting
+from ...config_types import INT32_MAX, MAX_BATCH, MAX_K1, MAX_RANKED, MAX_WEIGHT, CheckedConfig, require, setting
 
 @dataclass(frozen=True)
 class LitesemragIndexConfig(CheckedConfig):

@@ -63,7 +63,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ...config import EntityConfig
+from ...config_types import EntityConfig
 from ...errors import ModelError
 from ...index.entities import NER_PIECE_CHARS, load_spacy, text_pieces
 from ...progress import progress

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import (ENTITY_LABELS, INT32_MAX, MAX_HOPS, MAX_MEMORY_MB, MAX_RANKED, MAX_SWEEPS, CheckedConfig, require,
+from ...config_types import (ENTITY_LABELS, INT32_MAX, MAX_HOPS, MAX_MEMORY_MB, MAX_RANKED, MAX_SWEEPS, CheckedConfig, require,
                        setting)
 
 #: the most neighbours per chunk of a similarity signal: its pairs take n × k entries

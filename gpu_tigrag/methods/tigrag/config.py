@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...config import (DEFAULT_ENTITY_LABELS, ENTITY_LABELS, INT32_MAX, MAX_HOPS, MAX_RANKED, MAX_SWEEPS, MAX_WEIGHT,
+from ...config_types import (DEFAULT_ENTITY_LABELS, ENTITY_LABELS, INT32_MAX, MAX_HOPS, MAX_RANKED, MAX_SWEEPS, MAX_WEIGHT,
                        CheckedConfig, require, setting)
 
 #: the largest title-link bonus: a bonus times the query's cosine spread (at most 1, or 1 in "absolute"
