@@ -80,23 +80,23 @@ def checks_alone_seconds(path: Path, rounds: int) -> float:
 
 
 class CheckClock:
-    """Wraps `store.check_base` to time it inside each load (cold caches, as a load sees them)."""
+    """Wraps `load.check_base` to time it inside each load (cold caches, as a load sees them)."""
 
     def __init__(self) -> None:
-        import gpu_tigrag.index.store as store
+        import gpu_tigrag.index.load as load
 
-        self.store, self.inner, self.seconds = store, store.check_base, []
+        self.load, self.inner, self.seconds = load, load.check_base, []
 
     def __enter__(self) -> "CheckClock":
         def timed(*args, **kwargs):
             start = time.perf_counter()
             self.inner(*args, **kwargs)
             self.seconds.append(time.perf_counter() - start)
-        self.store.check_base = timed
+        self.load.check_base = timed
         return self
 
     def __exit__(self, *exc) -> None:
-        self.store.check_base = self.inner
+        self.load.check_base = self.inner
 
 
 def measure(path: Path, rounds: int) -> dict:

@@ -140,7 +140,7 @@ def with_ann(index: Any, config: AnnConfig) -> Any:
     `--stream` rebuild it; "none" drops the ANN. Nothing else is rebuilt, and the copy remembers the
     directory `index` was read from (a modified index: saving it back checks no one replaced it)."""
     from ..config import AUTO_ANN_KIND
-    from .store import derive_origin
+    from .provenance import derive_origin
 
     if config.kind == "auto":
         config = dataclasses.replace(config, kind=AUTO_ANN_KIND)

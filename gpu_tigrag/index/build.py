@@ -124,7 +124,7 @@ def add_method(index: Index, method: str, config: Any = None,
     chunk graph; `config` replaces the index's settings of that stage (recorded in its configuration).
     The input is not modified; the copy remembers the directory the input was read from, as a
     modified index (so saving it back checks that nobody replaced that directory meanwhile)."""
-    from .store import derive_origin
+    from .provenance import derive_origin
 
     (method,) = check_methods([method])
     if get_method(method).stage is None:

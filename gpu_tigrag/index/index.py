@@ -90,7 +90,7 @@ class Index:
 
 @dataclass
 class StageLoader:
-    """A stored stage not read yet: `load(index)` reads and validates it against `index` (store.py).
+    """A stored stage not read yet: `load(index)` reads and validates it against `index` (load.py).
     `stored` says where its files are, so that saving the index carries them over unread (a damaged
     stage then fails only its own method, never a write of the rest)."""
 
