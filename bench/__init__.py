@@ -184,7 +184,7 @@ REGISTRY: tuple[Benchmark, ...] = (
               "forward-push PPR against the exact iterate: top-γ agreement, PPR queries/s, igraph, recall of both "
               "presets on 2Wiki and MuSiQue-100, synthetic graphs of growing size", ("ppr_sparse.json", "ppr_sparse.md"),
               smoke=("--smoke",),
-              decision="ppr.method stays exact; the push mode's defaults are push_threshold = edges and "
+              decision="ppr.algorithm stays exact; the push mode's defaults are push_threshold = edges and "
                        "push_epsilon = 1e-6 (recall within 0.10 point of exact)"),
     Benchmark("ann", "ann.py", "study",
               "the dense first stage, exact against FAISS IVF and HNSW: NaiveRAG recall on 2Wiki and MuSiQue-100, "

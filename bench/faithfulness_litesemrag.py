@@ -333,7 +333,7 @@ def run_engine(index, dataset) -> dict[str, Any]:
     return {"rankings": [list(r.chunk_ids) for r in results], "nodes": nodes, "edges": edges.tolist(),
             "strings": sorted(strings), "prototypes": graph.n_prototypes,
             "multi_sense_strings": int(stats.get("multi_sense_strings", 0)), "query_seconds": seconds,
-            "stage_seconds": float(sum(stats.get("seconds", {}).values())), "code_version": code_version(),
+            "step_seconds": float(sum(stats.get("seconds", {}).values())), "code_version": code_version(),
             "config": {"index": _as_dict(index.config.litesemrag), "query": _as_dict(retriever.settings)}}
 
 
@@ -432,7 +432,7 @@ def engine_row(index, dataset, publics: dict[str, Any], n: int) -> dict[str, Any
     engine = run_engine(index, dataset)
     return {"metrics": metrics(index, dataset, engine["rankings"]), "counts": counts(engine, n),
             "versus": {v: versus(engine, p) for v, p in publics.items()},
-            "query_seconds": engine["query_seconds"], "stage_seconds": engine["stage_seconds"],
+            "query_seconds": engine["query_seconds"], "step_seconds": engine["step_seconds"],
             "code_version": engine["code_version"], "config": engine["config"]}
 
 
@@ -534,7 +534,7 @@ def markdown(p: dict[str, Any]) -> str:
                          f"{100 * a['public_strings_in_engine']:.1f} % | {a['queries_with_the_same_matched_nodes']} |")
     seconds = [f"public ({v}): index {s['index_seconds']:.0f} s, queries {s['query_seconds']:.1f} s"
                for v, s in p["public"].items()]
-    seconds += [f"engine {label}: stage {row['stage_seconds']:.0f} s, queries {row['query_seconds']:.1f} s"
+    seconds += [f"engine {label}: stage {row['step_seconds']:.0f} s, queries {row['query_seconds']:.1f} s"
                 for label, row in p["engine"].items()]
     lines += ["", "Seconds (2-core CPU): " + "; ".join(seconds) + ".", "",
               "## Patches the public code needs to run here", ""]

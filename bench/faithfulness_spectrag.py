@@ -601,7 +601,7 @@ def main() -> int:
         for name, variant in run["variants"].items():
             stage = run["stages"][variant["stage"]]
             systems[name] = block(variant["rankings"], variant["contexts"]) | {
-                "stats": stage["stats"], "stage_seconds": stage["seconds"], "query_seconds": variant["seconds"],
+                "stats": stage["stats"], "step_seconds": stage["seconds"], "query_seconds": variant["seconds"],
                 "stage_agreement": stage_agreement(reference, variant)}
         systems[label]["edges"] = edge_agreement(reference["arrays"], run["arrays"])
         systems[label]["coordinates"] = coordinate_agreement(reference["arrays"]["coords"], run["arrays"]["coords"],

@@ -216,13 +216,13 @@ def bench_ppr(index: Any, seeds: list[np.ndarray], batches: list[int], cpu_max: 
 
 
 def bench_push_ppr(index: Any, seeds: list[np.ndarray], batches: list[int], cpu_max: int) -> list[dict[str, Any]]:
-    """The sparse PPR (`tigrag.ppr.method=push`, issue 24) per backend and batch: queries/s, its
+    """The sparse PPR (`tigrag.ppr.algorithm=push`, issue 24) per backend and batch: queries/s, its
     speed over the exact iterate's in the same run, and the overlap of its top-γ sets with the exact
     iterate's on the same block (the recall-relevant agreement)."""
     from gpu_tigrag.ops.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
     from gpu_tigrag.ops.push_ppr import PushGraph, push_pagerank
 
-    exact_config, push_config = PPRConfig(), PPRConfig(method="push")
+    exact_config, push_config = PPRConfig(), PPRConfig(algorithm="push")
     rows = []
     for position, name in enumerate(BACKENDS):
         be = get_backend(name)
@@ -248,7 +248,7 @@ def bench_push_ppr(index: Any, seeds: list[np.ndarray], batches: list[int], cpu_
 def bench_engine(index: Any, queries: list[str], encoder: Any, batches: list[int], cpu_max: int,
                  presets: tuple[str, ...] = ("paper", "best", "paper sparse", "best sparse")) -> dict[str, Any]:
     """2-hop retrieval queries/s without the encoder per preset, backend and batch ("sparse": the
-    preset with tigrag.blocks=sparse and tigrag.ppr.method=push, issue 24's mode for large corpora);
+    preset with tigrag.blocks=sparse and tigrag.ppr.algorithm=push, issue 24's mode for large corpora);
     "same_top5_as_cpu": the fraction of queries whose top-5 chunk ids equal the CPU's for the same
     preset (same batch, else the CPU's largest); ok when it is at least 99.5% for every row."""
     import dataclasses
@@ -272,7 +272,7 @@ def bench_engine(index: Any, queries: list[str], encoder: Any, batches: list[int
                 name_of_preset, _, mode = preset_name.partition(" ")
                 config = dataclasses.replace(preset(name_of_preset), batch_size=b, memory_budget_mb=64_000)
                 if mode == "sparse":
-                    config = preset_with_config(config, {"tigrag.blocks": "sparse", "tigrag.ppr.method": "push"})
+                    config = preset_with_config(config, {"tigrag.blocks": "sparse", "tigrag.ppr.algorithm": "push"})
                 retriever = Retriever(index, config, encoder=encoder, backend=name)
                 retriever.retrieve(workload[:b])  # warm-up
                 retriever.timer.seconds.clear()
@@ -285,7 +285,7 @@ def bench_engine(index: Any, queries: list[str], encoder: Any, batches: list[int
                              "effective_batch": retriever.batch_size(), "queries": len(workload), "seconds": elapsed,
                              "encoder_lookup_seconds": encode,
                              "queries_per_second_without_encoder": len(workload) / (elapsed - encode),
-                             "stage_seconds": dict(retriever.timer.seconds)})
+                             "step_seconds": dict(retriever.timer.seconds)})
                 top5[preset_name, position, b] = [r.chunk_ids[:5] for r in results[: len(queries)]]
                 print(f"engine {preset_name} {name} B={b}: {len(workload) / (elapsed - encode):,.0f} q/s",
                       file=sys.stderr, flush=True)

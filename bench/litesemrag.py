@@ -149,8 +149,8 @@ def compare(names: list[str], smoke: bool, passage_chunks: bool = False) -> int:
                   f"R@5 {m['recall@5']:.4f} ({report['queries_per_second'] or 0:.1f} q/s)", file=sys.stderr)
         stats = index.litesemrag.stats
         out[name] = {"chunks": index.n_chunks, "queries": len(dataset.queries), "encoder": index.encoder_name,
-                     "litesemrag_stats": stats, "litesemrag_stage_seconds": float(sum(stats["seconds"].values())),
-                     "spectrag_stage_seconds": spectrag_seconds,
+                     "litesemrag_stats": stats, "litesemrag_step_seconds": float(sum(stats["seconds"].values())),
+                     "spectrag_step_seconds": spectrag_seconds,
                      "tigrag_build_seconds": float(sum(v for k, v in index.timings.items()
                                                        if k not in ("spectrag", "litesemrag"))),
                      "systems": systems}
@@ -182,9 +182,9 @@ def markdown(out: dict[str, dict], passage_chunks: bool = False) -> str:
     for name, d in out.items():
         stats = d["litesemrag_stats"]
         lines += [f"## {LABELS.get(name, name)} ({d['queries']} queries, {d['chunks']:,} chunks)", "",
-                  f"LiteSemRAG stage: {d['litesemrag_stage_seconds']:.1f} s ("
+                  f"LiteSemRAG stage: {d['litesemrag_step_seconds']:.1f} s ("
                   + ", ".join(f"{k} {v:.1f} s" for k, v in stats["seconds"].items())
-                  + f"); SpectRAG stage {d['spectrag_stage_seconds']:.1f} s; TIGRAG build recorded "
+                  + f"); SpectRAG stage {d['spectrag_step_seconds']:.1f} s; TIGRAG build recorded "
                   f"{d['tigrag_build_seconds']:.1f} s. {stats['spans']:,} spans ({stats['dropped_spans']:,} past the "
                   f"encoder's window), {stats['strings']:,} strings, {stats['prototypes']:,} prototypes; "
                   f"{stats['frequent_strings']:,} strings with >= 100 occurrences, {stats['concentrated_strings']:,} "

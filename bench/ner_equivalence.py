@@ -39,7 +39,7 @@ def main() -> None:
         row = {"dataset": name, "queries": len(queries),
                **{f"{mode}_{k}": v for mode in runs for k, v in runs[mode]["metrics"].items()},
                "identical_rankings": same_ranking, "identical_hop_entities": same_entities,
-               "entity_seconds_per_query": {m: runs[m]["stage_seconds"].get("entities", 0.0) / len(queries) for m in runs}}
+               "entity_seconds_per_query": {m: runs[m]["step_seconds"].get("entities", 0.0) / len(queries) for m in runs}}
         rows.append(row)
         print(row, file=sys.stderr, flush=True)
     lines = ["# NER at index time (lookup) vs at query time (eq. 3.10 literally)", "",

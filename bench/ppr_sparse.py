@@ -1,4 +1,4 @@
-"""Sparse PPR (forward push, `tigrag.ppr.method=push`) against the exact iterate (issue 24, item 1).
+"""Sparse PPR (forward push, `tigrag.ppr.algorithm=push`) against the exact iterate (issue 24, item 1).
 
 On 2Wiki and MuSiQue-100, over each query's seed tokens (hop 1), in batches of B:
 - top-γ agreement with the exact iterate (γ = 100): mean overlap of the top-100 sets and mean L1
@@ -127,7 +127,7 @@ def ppr_section(be, name: str, index, seeds: list[np.ndarray], args) -> tuple[li
     ref_ids, ref_weights = exact_tops(be, transition, seeds, index.n_vocab, exact_cfg, args.batch)
     rows = []
     for rule, epsilon in SETTINGS:
-        cfg = PPRConfig(method="push", push_threshold=rule, push_epsilon=epsilon)
+        cfg = PPRConfig(algorithm="push", push_threshold=rule, push_epsilon=epsilon)
         ids, weights, stats = push_tops(be, graph, seeds, cfg, args.batch)
         exact_s, push_s = best_of([lambda: exact_tops(be, transition, seeds, index.n_vocab, exact_cfg, args.batch),
                                    lambda: push_tops(be, graph, seeds, cfg, args.batch)], args.repeat)
@@ -141,7 +141,7 @@ def ppr_section(be, name: str, index, seeds: list[np.ndarray], args) -> tuple[li
     wanted = name == "2wikimultihopqa" and args.igraph_queries > 0
     igraph = igraph_run(index.graph, seeds[:args.igraph_queries], exact_cfg.damping) if wanted else None
     if igraph is not None:
-        cfg = PPRConfig(method="push", push_epsilon=args.epsilon)
+        cfg = PPRConfig(algorithm="push", push_epsilon=args.epsilon)
         exact_s, push_s, igraph_s = best_of([
             lambda: exact_tops(be, transition, seeds, index.n_vocab, exact_cfg, args.batch),
             lambda: push_tops(be, graph, seeds, cfg, args.batch), igraph], args.repeat)
@@ -162,7 +162,7 @@ def recall_section(name: str, index, queries, encoder) -> list[dict]:
     for preset_name in ("paper", "best"):
         reference = None
         for method, rule, epsilon in [("exact", None, None)] + [("push", *s) for s in RECALL_SETTINGS]:
-            overrides = {"tigrag.ppr.method": method}
+            overrides = {"tigrag.ppr.algorithm": method}
             if method == "push":
                 overrides.update({"tigrag.ppr.push_threshold": rule, "tigrag.ppr.push_epsilon": epsilon})
             run = experiment.run_config(f"{preset_name} {method}", preset_with(preset_name, overrides))
@@ -171,7 +171,7 @@ def recall_section(name: str, index, queries, encoder) -> list[dict]:
             reference = reference or ranked
             row = {"dataset": name, "preset": preset_name, "method": method, "threshold": rule, "epsilon": epsilon,
                    **{k: report["metrics"][k] for k in ("recall@2", "recall@5", "recall@10")},
-                   "ppr_seconds": report["stage_seconds"].get("ppr"),
+                   "ppr_seconds": report["step_seconds"].get("ppr"),
                    "identical_top5": sum(a == b for a, b in zip(ranked, reference)) / len(ranked)}
             rows.append(row)
             print(row, file=sys.stderr, flush=True)
@@ -192,7 +192,7 @@ def synthetic_section(be, sizes, n_queries: int, batch: int, repeat: int,
         used = np.flatnonzero(np.diff(adjacency.indptr) > 0)
         seeds = [rng.choice(used[used >= 100], size=6) for _ in range(n_queries)]  # content-like tokens
         exact_cfg = PPRConfig()
-        configs = [PPRConfig(method="push", push_threshold=rule, push_epsilon=eps) for rule, eps in settings]
+        configs = [PPRConfig(algorithm="push", push_threshold=rule, push_epsilon=eps) for rule, eps in settings]
         transition = TransitionMatrix.from_adjacency(be, adjacency)
         graph = PushGraph.from_adjacency(be, adjacency)
         ref = exact_tops(be, transition, seeds, vocab, exact_cfg, batch)

@@ -39,7 +39,7 @@ def main() -> None:
             report = experiment.report(run)
             ranked = [r.chunk_ids[:5] for r in run.results]
             reference = reference or ranked
-            row = {"dataset": name, "tol": tol, **report["metrics"], "ppr_seconds": report["stage_seconds"]["ppr"],
+            row = {"dataset": name, "tol": tol, **report["metrics"], "ppr_seconds": report["step_seconds"]["ppr"],
                    "identical_top5": sum(a == b for a, b in zip(ranked, reference)) / len(ranked)}
             rows.append(row)
             print(row, file=sys.stderr, flush=True)

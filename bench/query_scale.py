@@ -1,6 +1,6 @@
 """Query cost against corpus size (issue 24): TIGRAG's q/s and peak memory at 10k-1M synthetic passages,
 exact mode (dense chunks × B blocks, exact PPR: the reference) vs sparse mode (`tigrag.blocks=sparse`,
-`tigrag.ppr.method=push`), both presets; and recall of both modes on 2Wiki and MuSiQue-100.
+`tigrag.ppr.algorithm=push`), both presets; and recall of both modes on 2Wiki and MuSiQue-100.
 
 Each measurement runs in a fresh process (`--worker`), which loads the index, warms up on 8 queries and
 times `Retriever.retrieve` over the queries; the parent samples the RSS of that process tree (peak
@@ -27,12 +27,12 @@ if not __package__:
 from bench.common import CACHE, RESULTS, code_version, dataset_runs, write_results
 from bench.scale import index_command, run_measured, synth
 
-MODES = {"exact": {"tigrag.blocks": "dense", "tigrag.ppr.method": "exact"},
-         "sparse": {"tigrag.blocks": "sparse", "tigrag.ppr.method": "push"}}
+MODES = {"exact": {"tigrag.blocks": "full", "tigrag.ppr.algorithm": "exact"},
+         "sparse": {"tigrag.blocks": "sparse", "tigrag.ppr.algorithm": "push"}}
 PRESETS = ("paper", "best")
 #: the recall table's modes: both above, and the sparse blocks without caps over the exact PPR, whose
 #: rankings should be the exact mode's (the sparse computation alone, no approximation)
-RECALL_MODES = {**MODES, "sparse, no caps, exact PPR": {"tigrag.blocks": "sparse", "tigrag.ppr.method": "exact",
+RECALL_MODES = {**MODES, "sparse, no caps, exact PPR": {"tigrag.blocks": "sparse", "tigrag.ppr.algorithm": "exact",
                                                          "tigrag.pool_max": 0, "tigrag.postings_max": 0}}
 
 
@@ -61,7 +61,7 @@ def worker(index_path: str, preset_name: str, mode: str, queries_file: str) -> N
     print(json.dumps({"queries": len(queries), "seconds": seconds, "queries_per_second": len(queries) / seconds,
                       "load_seconds": load_seconds, "batch_size": retriever.batch_size(),
                       "median_pool": pools[len(pools) // 2] if pools else 0,
-                      "stage_seconds": dict(retriever.timer.seconds)}))
+                      "step_seconds": dict(retriever.timer.seconds)}))
 
 
 def measured_worker(n: int, preset_name: str, mode: str, queries: list[str]) -> dict:
@@ -93,7 +93,7 @@ def scale_section(sizes: list[int], count: int) -> list[dict]:
                        "code_version": code_version(), "load": list(os.getloadavg()),
                        **measured_worker(n, preset_name, mode, queries)}
                 rows.append(row)
-                print({k: v for k, v in row.items() if k != "stage_seconds"}, file=sys.stderr, flush=True)
+                print({k: v for k, v in row.items() if k != "step_seconds"}, file=sys.stderr, flush=True)
     return rows
 
 
@@ -155,8 +155,8 @@ def markdown(payload: dict) -> str:
     lines = ["# Query cost against corpus size: exact vs sparse mode", "",
              "2 cores, NumPy backend (each row records the machine's load). Exact mode: dense chunks × B blocks and "
              "exact PPR (the reference, "
-             "`tigrag.blocks=dense`, `tigrag.ppr.method=exact`); sparse mode: `tigrag.blocks=sparse` and "
-             "`tigrag.ppr.method=push` (with the defaults `tigrag.pool_max` and `tigrag.postings_max`).", ""]
+             "`tigrag.blocks=full`, `tigrag.ppr.algorithm=exact`); sparse mode: `tigrag.blocks=sparse` and "
+             "`tigrag.ppr.algorithm=push` (with the defaults `tigrag.pool_max` and `tigrag.postings_max`).", ""]
     rows = payload["scale"]
     if rows:
         lines += ["## Synthetic corpora (stand-ins `hashing:256`, `capitalized`)", "",

@@ -91,7 +91,7 @@ def main() -> None:
         measured = run_measured(index_command(synth(n), out, args.budget))
         manifest = json.loads((out / "manifest.json").read_text())
         row = {"passages": n, "chunks": manifest["counts"]["chunks"], **measured,
-               "passages_per_second": n / measured["seconds"], "stage_seconds": manifest["build_seconds"]}
+               "passages_per_second": n / measured["seconds"], "step_seconds": manifest["build_seconds"]}
         payload["indexing"].append(row)
         print(row, file=sys.stderr, flush=True)
 

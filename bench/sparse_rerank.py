@@ -4,7 +4,7 @@
     python bench/sparse_rerank.py --smoke      # MuSiQue-100, 20 queries, this checkout only; writes nothing
 
 For each dataset, both presets in the dense mode (the defaults) and the sparse mode (`tigrag.blocks=sparse`,
-`tigrag.ppr.method=push`): the retrieval seconds without the encoder and the rerank stage's seconds, over
+`tigrag.ppr.algorithm=push`): the retrieval seconds without the encoder and the rerank stage's seconds, over
 every question with the vectors already encoded (a VectorCache shared by both checkouts, filled by an untimed
 first call). Each measurement runs in a fresh process of its checkout (this one, and `--code DIR`, the code
 before), the checkouts alternating round by round; the figure is the fastest round. The rankings of both
@@ -37,7 +37,7 @@ limit = int(sys.argv[6]) if sys.argv[6] != "0" else None
 open(sys.argv[4], "w").write(json.dumps(module.measure(sys.argv[3], limit, module.Path(sys.argv[5]))))
 """
 
-MODES = {"dense": {}, "sparse": {"tigrag.blocks": "sparse", "tigrag.ppr.method": "push"}}
+MODES = {"dense": {}, "sparse": {"tigrag.blocks": "sparse", "tigrag.ppr.algorithm": "push"}}
 PRESETS = ("paper", "best")
 
 

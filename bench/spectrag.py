@@ -64,7 +64,7 @@ def main() -> int:
         index = base_index(name)
         start = time.perf_counter()
         index = add_method(index, "spectrag", config=stage_config, show_progress=True)
-        stage_seconds = time.perf_counter() - start
+        step_seconds = time.perf_counter() - start
         dataset = load_dataset(DATA / DATASETS[name])
         if args.smoke:
             dataset.queries = dataset.queries[:20]
@@ -85,7 +85,7 @@ def main() -> int:
             print(f"[{name}] {system}: R@2 {m['recall@2']:.4f} R@5 {m['recall@5']:.4f} R@10 {m['recall@10']:.4f} "
                   f"context recall {m['context_recall']:.4f} ({m['context_chunks']:.1f} chunks)", file=sys.stderr)
         out[name] = {"chunks": index.n_chunks, "queries": len(dataset.queries), "encoder": index.encoder_name,
-                     "spectrag_stage_seconds": stage_seconds, "spectrag_stats": index.spectrag.stats,
+                     "spectrag_step_seconds": step_seconds, "spectrag_stats": index.spectrag.stats,
                      "tigrag_build_seconds": float(sum(index.timings.values())), "systems": systems}
     if not args.smoke:
         stem = "spectrag" if args.weights == SpectragIndexConfig().weights else f"spectrag_{args.weights}"
@@ -112,7 +112,7 @@ def markdown(out: dict[str, dict], weights: str) -> str:
         signals = ", ".join(f"{k} {v['kept']:,}/{v['edges']:,}" if not v["dropped"] else f"{k} dropped"
                             for k, v in stats["signals"].items())
         lines += [f"## {LABELS.get(name, name)} ({d['queries']} queries, {d['chunks']:,} chunks, {d['encoder']})", "",
-                  f"SpectRAG stage: {d['spectrag_stage_seconds']:.1f} s (TIGRAG build recorded: "
+                  f"SpectRAG stage: {d['spectrag_step_seconds']:.1f} s (TIGRAG build recorded: "
                   f"{d['tigrag_build_seconds']:.1f} s); edges kept/linked per signal: {signals}; "
                   f"{stats['edges_kept']:,} edges kept, {stats['isolated_chunks']:,} isolated chunks, "
                   f"{stats['components']:,} components, {stats['zero_eigenvalues']} zero eigenvalue(s) of "

@@ -93,7 +93,7 @@ def bench_retrieval(index, queries: list[str], config: RetrievalConfig, encoder=
         "encoder_seconds": stages.get("encode", 0.0),
         "queries_per_second_without_encoder": len(queries) / (elapsed - stages.get("encode", 0.0)),
         "encoder_texts_per_query": retriever.timer.encoded_texts / len(queries),
-        "stage_seconds": stages,
+        "step_seconds": stages,
     }, retriever
 
 
@@ -138,7 +138,7 @@ def main() -> None:
         "|---|---|---|---|---|---|",
         *[f"| {name} | {r['queries_per_second']:.1f} | {r['encoder_seconds']:.2f} | "
           f"{r['queries_per_second_without_encoder']:.1f} | {r['encoder_texts_per_query']:.2f} | "
-          + ", ".join(f"{k} {v:.2f}" for k, v in r["stage_seconds"].items()) + " |" for name, r in retrieval.items()],
+          + ", ".join(f"{k} {v:.2f}" for k, v in r["step_seconds"].items()) + " |" for name, r in retrieval.items()],
         "", f"best / paper end-to-end queries/s: **{ratio:.2f}×** (target ≥ 1: at least the paper preset's speed)", "",
         "## PPR: batched sparse × dense vs python-igraph prpack (one query per call)", "",
         f"- batched: {ppr['batched_queries_per_second']:.1f} queries/s ({ppr['queries']} queries, batch {ppr['batch']}, "

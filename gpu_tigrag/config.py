@@ -190,8 +190,14 @@ def config_to_dict(config: Any) -> dict[str, Any]:
 
 def upgrade_config_dict(cls: type, data: Mapping[str, Any]) -> Mapping[str, Any]:
     """`data` (a stored config of class `cls`) with the keys of an older layout moved to where they
-    live now (`cls._moved_keys`: TIGRAG's settings, once top-level, into its section); a key given in
-    both places is an error."""
+    live now (`cls._moved_keys`: TIGRAG's settings, once top-level, into its section) and renamed
+    fields under their names now (`cls._renamed`); a key given in both places is an error."""
+    renamed = getattr(cls, "_renamed", {})
+    if isinstance(data, Mapping) and any(key in data for key in renamed):
+        for old, new in renamed.items():
+            if old in data and new in data:
+                raise TigragError(f"{cls.__name__}: {old!r} (the older name) and {new!r} are both given")
+        data = {renamed.get(key, key): value for key, value in data.items()}
     moved = getattr(cls, "_moved_keys", {})
     if not isinstance(data, Mapping) or not any(key in data for key in moved):
         return data
@@ -308,6 +314,7 @@ def setting_path(config_cls: type, key: str) -> str:
         raise TigragError(f"unknown setting {key!r}: a method's settings are set by its name, e.g. spectrag.alpha")
     cls, parts = config_cls, path.split(".")
     for depth, name in enumerate(parts):
+        name = parts[depth] = getattr(cls, "_renamed", {}).get(name, name)  # an older name of a setting
         types = {**_field_types(cls), **_sections_of(cls)}
         types.pop("sections", None)
         where = ".".join(parts[:depth + 1])
@@ -329,7 +336,7 @@ def setting_path(config_cls: type, key: str) -> str:
         if not dataclasses.is_dataclass(hint) and not last:
             raise TigragError(f"{where} is a single value, not a group of settings: {key!r} names nothing")
         cls = hint
-    return path
+    return ".".join(parts)
 
 
 def replace_path(config: Any, key: str, value: Any) -> Any:

@@ -94,7 +94,7 @@ def _current_layout(config: Any) -> Any:
 
 
 def _before_auto(config: dict[str, Any]) -> dict[str, Any]:
-    """A stored config without TIGRAG's modes was written when they were "dense" and "exact" whatever
+    """A stored config without TIGRAG's modes was written when they were "full" and "exact" whatever
     the index (before their "auto" defaults): it resumes only where the modes that run now are those."""
     tigrag = config.get("tigrag")
     if not isinstance(tigrag, dict):
@@ -102,8 +102,9 @@ def _before_auto(config: dict[str, Any]) -> dict[str, Any]:
     ppr = tigrag.get("ppr", {})
     if not isinstance(ppr, dict):
         return config
-    return {**config, "tigrag": {**tigrag, "blocks": tigrag.get("blocks", "dense"),
-                                 "ppr": {**ppr, "method": ppr.get("method", "exact")}}}
+    if "method" not in ppr and "algorithm" not in ppr:  # (tigrag.ppr.method is its older name)
+        ppr = {**ppr, "algorithm": "exact"}
+    return {**config, "tigrag": {**tigrag, "blocks": tigrag.get("blocks", "full"), "ppr": ppr}}
 
 
 def check_meta(output: Path, identity: dict[str, Any], has_rows: bool) -> None:

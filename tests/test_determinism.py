@@ -30,7 +30,7 @@ SYSTEMS = [("best", "tigrag", "best"), ("paper", "tigrag", "paper"), ("SpectRAG"
            ("LiteSemRAG", "litesemrag", None), ("Hybrid", "hybrid", None), ("best sparse", "tigrag", "best"),
            ("paper sparse", "tigrag", "paper")]
 #: settings of a system beyond its preset: the sparse mode (per-query candidates, push PPR; issue 24)
-OVERRIDES = {label: {"tigrag.blocks": "sparse", "tigrag.ppr.method": "push"} for label in ("best sparse", "paper sparse")}
+OVERRIDES = {label: {"tigrag.blocks": "sparse", "tigrag.ppr.algorithm": "push"} for label in ("best sparse", "paper sparse")}
 TEMPLATES = ["Who is {}?", "{}", "What is known about {} and where did it happen?",
              "Tell me about {} and the people connected with it, and when each of them was born",
              "{} film director birthplace", "Which country is {} in, and what is it famous for today?",

@@ -62,9 +62,9 @@ def test_non_default_settings_name_what_differs_from_the_paper():
 def test_api_settings_reach_preset_rows(example_index):
     dataset = load_dataset(EXAMPLES / "questions.json")
     results = run_experiment(example_index.index, dataset, ["TIGRAG paper", "TIGRAG best"], backend="numpy",
-                             settings={"tigrag.ppr.method": "push"})
+                             settings={"tigrag.ppr.algorithm": "push"})
     for row in results["systems"].values():
-        assert row["config"]["tigrag"]["ppr"]["method"] == "push"
+        assert row["config"]["tigrag"]["ppr"]["algorithm"] == "push"
 
 
 def _masked(line: str) -> str:
@@ -97,7 +97,7 @@ def test_every_system_encodes_its_own_expanded_queries(example_index):
         before = encoder.encoded
         run = experiment.run_system(name)
         encoded.append(encoder.encoded - before)
-        assert run.throughput["stage_seconds"]["encode"] > 0
+        assert run.throughput["step_seconds"]["encode"] > 0
     expanded = sum(len(h.new_entities) for r in run.results for h in r.hops[:-1])
     # the first run encodes the questions once, then its expanded queries in the warm-up (the first 32 queries:
     # all 15) and again in the timed call; the second finds them cached for its warm-up, not for its timed call

@@ -122,7 +122,7 @@ def test_quick_eval_is_the_full_runs_tigrag_row(example_index, tmp_path, capsys)
     full = json.loads(capsys.readouterr().out)["results"]["systems"]
     assert quick["metrics"] == full["TIGRAG"]["metrics"]
     assert {"recall@10", "recall_dedup@10", "mrr@10", "ndcg@10"} <= set(quick["metrics"])
-    throughput = {"queries_per_second_without_encoder", "stage_seconds", "encoder_texts_per_query",
+    throughput = {"queries_per_second_without_encoder", "step_seconds", "encoder_texts_per_query",
                   "mean_pool_size_hop1", "mean_hops", "dense_fallbacks"}
     assert throughput <= set(quick) and throughput <= set(full["TIGRAG"])
     assert throughput <= set(full["NaiveRAG"])  # every method's retriever reports its throughput

@@ -74,7 +74,7 @@ def test_link_bonus_counts_in_the_queries_cosine_spread_or_in_cosine(backend, un
 
     from gpu_tigrag.config import RetrievalConfig
     from gpu_tigrag.methods.tigrag.config import FusionConfig
-    from gpu_tigrag.methods.tigrag.dense_blocks import DenseBlocks
+    from gpu_tigrag.methods.tigrag.full_blocks import FullBlocks
 
     rng = np.random.default_rng(3)
     dense = rng.normal(0.5, [0.1, 0.02], size=(30, 2)).astype(np.float32)  # two encoders' spreads
@@ -87,7 +87,7 @@ def test_link_bonus_counts_in_the_queries_cosine_spread_or_in_cosine(backend, un
     config = RetrievalConfig.of("tigrag", fusion=FusionConfig(title_links=True, question_link_bonus=5.0, bridge_link_bonus=2.0,
                                                  link_bonus_unit=unit))
     stub = SimpleNamespace(be=backend, config=config, settings=config.tigrag)
-    got = backend.to_host(DenseBlocks.add_link_bonus(stub, *(backend.asarray(a) for a in (final, dense, question, bridged))))
+    got = backend.to_host(FullBlocks.add_link_bonus(stub, *(backend.asarray(a) for a in (final, dense, question, bridged))))
     scale = dense.std(axis=0) if unit == "cosine_std" else np.ones(2)
     expected = final.copy()
     base = np.where(np.isfinite(final), final, dense)
@@ -97,10 +97,10 @@ def test_link_bonus_counts_in_the_queries_cosine_spread_or_in_cosine(backend, un
 
 
 def test_the_cosine_spread_of_a_query_has_the_same_bits_in_any_batch():
-    """The cosine_std link bonus's spread (dense_blocks.column_std): a column alone and the same column in a
+    """The cosine_std link bonus's spread (full_blocks.column_std): a column alone and the same column in a
     block of 16 give the same float32 (numpy's std down axis 0 did not: pairwise for one column, row by row
     for several, 1e-6 apart)."""
-    from gpu_tigrag.methods.tigrag.dense_blocks import column_std
+    from gpu_tigrag.methods.tigrag.full_blocks import column_std
 
     block = np.random.default_rng(0).standard_normal((7870, 16)).astype(np.float32)
     together = column_std(np, block)

@@ -127,7 +127,7 @@ def test_ablations_change_only_their_stage(index, backend):
     full = Retriever(index, RetrievalConfig(), backend=backend)
     no_rerank = Retriever(index, RetrievalConfig.of("tigrag", rerank=False), backend=backend)
     seeds = full.query_seeds(QUERIES[:1])
-    hop = full.graph_stage(seeds)
+    hop = full.graph_hop(seeds)
     ranked = no_rerank.retrieve(QUERIES[:1], k=index.n_chunks)[0]
     rho = backend.to_host(hop.rho)[:, 0]
     first_hop = ranked.hops[0]
@@ -139,7 +139,7 @@ def test_ablations_change_only_their_stage(index, backend):
     np.testing.assert_array_equal(index.bm25.data, bm25_before)  # the index itself is untouched
 
     degree = Retriever(index, RetrievalConfig.of("tigrag", expansion="degree"), backend=backend)
-    a, b = (backend.to_host(degree.graph_stage(degree.query_seeds([q])).rho) for q in QUERIES[:2])
+    a, b = (backend.to_host(degree.graph_hop(degree.query_seeds([q])).rho) for q in QUERIES[:2])
     np.testing.assert_array_equal(a, b)  # degree expansion ignores the query
 
 

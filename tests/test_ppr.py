@@ -73,7 +73,7 @@ def test_top_k_rows_equals_a_stable_full_sort_on_random_ties(backend):
         np.testing.assert_array_equal(got, expected)
 
 
-# -- sparse PPR by forward push (tigrag.ppr.method = "push") ------------------------------------------
+# -- sparse PPR by forward push (tigrag.ppr.algorithm = "push") ------------------------------------------
 import pytest  # noqa: E402
 
 from gpu_tigrag.errors import TigragError  # noqa: E402
@@ -84,7 +84,7 @@ PUSH_SEEDS = [np.array([0, 3]), np.array([5]), np.array([7, 1, 1]), np.array([],
 
 
 def push(backend, w, seeds, support=64, **settings):
-    cfg = PPRConfig(**{"damping": 0.6, "max_iter": 500, "method": "push", **settings})
+    cfg = PPRConfig(**{"damping": 0.6, "max_iter": 500, "algorithm": "push", **settings})
     return push_pagerank(backend, PushGraph.from_adjacency(backend, scipy.sparse.csr_matrix(w)), seeds, cfg, support)
 
 
@@ -199,11 +199,11 @@ def test_seed_lists_are_distinct_and_ascending_per_query():
 
 
 def test_push_settings_are_checked():
-    for bad in ({"method": "approx"}, {"push_epsilon": 0.0}, {"push_epsilon": float("nan")},
+    for bad in ({"algorithm": "approx"}, {"push_epsilon": 0.0}, {"push_epsilon": float("nan")},
                 {"push_threshold": "degree"}):
         with pytest.raises(TigragError, match="tigrag.ppr"):
             PPRConfig(**bad)
-    assert (PPRConfig().method, PPRConfig().push_threshold) == ("auto", "edges")  # auto: exact below 50k chunks
+    assert (PPRConfig().algorithm, PPRConfig().push_threshold) == ("auto", "edges")  # auto: exact below 50k chunks
 
 
 @pytest.mark.parametrize("name", ["paper", "best"])
@@ -217,7 +217,7 @@ def test_push_mode_retrieves_as_the_exact_iterate_at_a_tiny_epsilon(example_inde
 
     results = {}
     for method in ("exact", "push"):
-        config = preset_with(name, {"tigrag.ppr.method": method, "tigrag.ppr.push_epsilon": 1e-10})
+        config = preset_with(name, {"tigrag.ppr.algorithm": method, "tigrag.ppr.push_epsilon": 1e-10})
         retriever = Retriever(example_index.index, config, backend="numpy")
         assert (retriever.transition is None) == (method == "push")
         results[method] = retriever.retrieve(QUESTIONS, k=10)

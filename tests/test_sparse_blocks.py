@@ -122,17 +122,17 @@ QUESTIONS = ["Who directed The Glass Orchard?", "Where was the director of The G
 
 @pytest.mark.parametrize("preset_name", ["paper", "best"])
 @pytest.mark.parametrize("ppr", ["exact", "push"])
-def test_sparse_blocks_rank_as_the_dense_blocks(example_index, backend, preset_name, ppr):
+def test_sparse_blocks_rank_as_the_full_blocks(example_index, backend, preset_name, ppr):
     from gpu_tigrag.methods.tigrag.retriever import Retriever
     from gpu_tigrag.presets import preset_with
 
     index = example_index.index
     results = {}
-    for blocks in ("dense", "sparse"):
-        config = preset_with(preset_name, {"tigrag.blocks": blocks, "tigrag.ppr.method": ppr})
+    for blocks in ("full", "sparse"):
+        config = preset_with(preset_name, {"tigrag.blocks": blocks, "tigrag.ppr.algorithm": ppr})
         retriever = Retriever(index, config, backend=backend)
         results[blocks] = retriever.retrieve(QUESTIONS, k=8)
-    for dense, sparse_result in zip(results["dense"], results["sparse"]):
+    for dense, sparse_result in zip(results["full"], results["sparse"]):
         assert sparse_result.chunk_ids == dense.chunk_ids, dense.query
         np.testing.assert_allclose(sparse_result.scores, dense.scores, rtol=1e-5, atol=1e-6)
         assert [h.top_chunks for h in sparse_result.hops] == [h.top_chunks for h in dense.hops]
@@ -144,7 +144,7 @@ def test_sparse_rankings_do_not_depend_on_the_batch(example_index, backend):
     from gpu_tigrag.methods.tigrag.retriever import Retriever
     from gpu_tigrag.presets import preset_with
 
-    config = preset_with("best", {"tigrag.blocks": "sparse", "tigrag.ppr.method": "push"})
+    config = preset_with("best", {"tigrag.blocks": "sparse", "tigrag.ppr.algorithm": "push"})
     retriever = Retriever(example_index.index, config, backend=backend)
     together = retriever.retrieve(QUESTIONS, k=8)
     alone = [retriever.retrieve([q], k=8)[0] for q in reversed(QUESTIONS)][::-1]

@@ -414,7 +414,7 @@ def throughput_lines(queries: int, row: dict[str, Any], query_encode_seconds: fl
              + (f"(query encoding {encode:.2f} s + retrieval {row['seconds']:.2f} s; " if encode else "(")
              + "start-up and loading not counted)")
     given = [f"{row['queries_per_second']:.1f} q/s with the question vectors given"] if encode else []
-    encoder = row.get("stage_seconds", {}).get("encode", 0.0)
+    encoder = row.get("step_seconds", row.get("stage_seconds", {})).get("encode", 0.0)  # stage_seconds: older runs
     rest = f"{row['queries_per_second_without_encoder']:.1f} q/s without the encoder" + (
         f" (its {encoder:.2f} s inside the retrieval left out too)" if encoder else "")
     return [first, "; ".join(given + [rest])]

@@ -29,7 +29,7 @@ from ..presets import preset_with
 from ..methods.registry import System, method_available, systems
 from ..retrieve.factory import make_retriever
 from ..retrieve.results import QueryResult
-from ..retrieve.base import StageTimer
+from ..retrieve.base import StepTimer
 from ..text.tokens import treebank_words
 from .datasets import Dataset, check_gold
 from .metrics import DEFAULT_CUTOFFS, RECALL_KS, Cutoffs, per_query_metrics, score_rankings
@@ -227,15 +227,15 @@ def passage_rankings(index: Index, run: SystemRun) -> list[list[tuple[str, float
     return out
 
 
-def throughput(results: Sequence[QueryResult], seconds: float, timer: StageTimer) -> dict[str, Any]:
+def throughput(results: Sequence[QueryResult], seconds: float, timer: StepTimer) -> dict[str, Any]:
     """Throughput of one TIGRAG retrieval call: queries/s without the encoder's seconds, seconds per
-    stage, texts sent to the encoder per query, mean hop-1 pool, mean hops and dense fallbacks."""
+    query step, texts sent to the encoder per query, mean hop-1 pool, mean hops and dense fallbacks."""
     n = len(results)
-    stages = dict(timer.seconds)
+    steps = dict(timer.seconds)
     hop_pools = [[h.pool_size for h in r.hops] for r in results if r.hops]  # methods without hops: none
     return {
-        "queries_per_second_without_encoder": n / max(seconds - stages.get("encode", 0.0), 1e-9),
-        "stage_seconds": stages,
+        "queries_per_second_without_encoder": n / max(seconds - steps.get("encode", 0.0), 1e-9),
+        "step_seconds": steps,
         "encoder_texts_per_query": timer.encoded_texts / max(n, 1),
         "mean_pool_size_hop1": float(np.mean([p[0] for p in hop_pools])) if hop_pools else None,
         "mean_hops": float(np.mean([len(p) for p in hop_pools])) if hop_pools else None,

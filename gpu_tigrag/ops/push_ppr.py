@@ -1,4 +1,4 @@
-"""Sparse Personalized PageRank by forward push (`tigrag.ppr.method = "push"`), B queries at once.
+"""Sparse Personalized PageRank by forward push (`tigrag.ppr.algorithm = "push"`), B queries at once.
 
 The exact iterate (ops/ppr.py) sweeps a vocab × B block over the whole graph, so its cost grows
 with the vocabulary. Forward push (Andersen, Chung & Lang 2006) moves a query's mass only where

@@ -35,16 +35,17 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class StageTimer:
-    """Seconds spent per stage, summed over batches; `encode` is the encoder alone. `encoded_texts`
-    counts the texts sent to the encoder (queries and expanded queries μ ⊕ e)."""
+class StepTimer:
+    """Seconds spent per query step (`encode`, `ppr`, `rerank`, ...), summed over batches; `encode` is
+    the encoder alone. `encoded_texts` counts the texts sent to the encoder (queries and expanded
+    queries μ ⊕ e). (A *stage* is a method's index arrays, `IndexStage`; a query runs steps.)"""
 
     seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     encoded_texts: int = 0
 
-    def add(self, stage: str, start: float) -> float:
+    def add(self, step: str, start: float) -> float:
         now = time.perf_counter()
-        self.seconds[stage] += now - start
+        self.seconds[step] += now - start
         return now
 
 
@@ -123,7 +124,7 @@ class BaseRetriever(abc.ABC):
         self.config = config if config is not None else self.default_config()
         self.be = backend if isinstance(backend, Backend) else get_backend(backend)
         self.device = DeviceIndex.of(index, self.be)
-        self.timer = StageTimer()
+        self.timer = StepTimer()
         if self.uses_passage_encoder:
             self.encoder = encoder or query_encoder(index, allow_mixed_encoder)  # loaded on the first text
             check_compatible(index.encoder_identity, self.encoder, allow_mixed_encoder)

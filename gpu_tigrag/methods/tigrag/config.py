@@ -15,9 +15,12 @@ from ...config_types import (DEFAULT_ENTITY_LABELS, ENTITY_LABELS, INT32_MAX, MA
 #: larger bonus reorders nothing) the linked scores stay near 2,000, where float32 still resolves 2.4e-4,
 #: far from float32's 3.4e38 (a bonus of 1e308 is inf in float32: inf scores drop results from the top k)
 MAX_LINK_BONUS = 1000.0
-#: what `tigrag.blocks` and `tigrag.ppr.method` accept ("auto" chooses by the index's size, `resolve_modes`)
-BLOCKS: tuple[str, ...] = ("auto", "dense", "sparse")
-PPR_METHODS: tuple[str, ...] = ("auto", "exact", "push")
+#: what `tigrag.blocks` and `tigrag.ppr.algorithm` accept ("auto" chooses by the index's size, `resolve_modes`)
+BLOCKS: tuple[str, ...] = ("auto", "full", "sparse")
+PPR_ALGORITHMS: tuple[str, ...] = ("auto", "exact", "push")
+#: older names of values, read as the names now: `tigrag.blocks=dense` was the full chunks × B blocks
+#: ("dense" names the dense first stage)
+BLOCK_ALIASES = {"dense": "full"}
 #: tigrag.sparse_min_chunks: from 50,000 chunks "auto" takes the sparse path. Below it every dataset the
 #: project evaluates (2Wiki 7,870 chunks, HotpotQA, MuSiQue) keeps the exact reference bit for bit; at
 #: 10k passages the exact mode answers at 71 q/s without the encoder and at 100k at 9.5 q/s (the sparse
@@ -36,12 +39,16 @@ class PPRConfig(CheckedConfig):
     tol: float = setting(1e-4, 'L1 change per column below which a column has converged (bench/results/ppr_tolerance.md; '
                                 'a column sums to 1, so 1 stops after one sweep)', bounds="(0, 1]")
     max_iter: int = setting(50, 'PPR sweeps at most per block (push: rounds at most per query)', bounds=(1, MAX_SWEEPS))
-    method: str = setting("auto", '"auto": "exact" below tigrag.sparse_min_chunks chunks, "push" from there; "exact": power iteration over the whole graph (vocab × B per block); "push": forward push per query, work bounded by the mass pushed, not the vocabulary (bench/results/ppr_sparse.md)')
+    algorithm: str = setting("auto", '(older name: tigrag.ppr.method) "auto": "exact" below tigrag.sparse_min_chunks chunks, "push" from there; "exact": power iteration over the whole graph (vocab × B per block); "push": forward push per query, work bounded by the mass pushed, not the vocabulary (bench/results/ppr_sparse.md)')
     push_epsilon: float = setting(1e-6, 'push: the threshold ε: a node u is pushed while its residual r(u) ≥ ε·(edges of u) ("edges") or ≥ ε ("mass"); under "edges" a query visits at most 1/((1 − damping)·ε) edges whatever the graph\'s size; scores p(u) + (1 − damping)·r(u) never exceed PPR and their L1 error is the residual left, damping·Σr', bounds="(0, 1)")
     push_threshold: str = setting("edges", 'push: "edges" (r(u) ≥ ε·edges of u, Andersen-Chung-Lang) or "mass" (r(u) ≥ ε: the hubs are pushed too, so its work grows with their degree)')
 
+    #: older names of fields, read as their names now (stored configs, `--set`): *method* names a retrieval method
+    _renamed = {"method": "algorithm"}
+
     def _check(self) -> None:
-        require(self.method in PPR_METHODS, f"tigrag.ppr.method must be one of {', '.join(PPR_METHODS)}, got {self.method!r}")
+        require(self.algorithm in PPR_ALGORITHMS,
+                f"tigrag.ppr.algorithm must be one of {', '.join(PPR_ALGORITHMS)}, got {self.algorithm!r}")
         require(self.push_threshold in ("mass", "edges"),
                 f"tigrag.ppr.push_threshold must be 'mass' or 'edges', got {self.push_threshold!r}")
 
@@ -92,13 +99,15 @@ class TigragQueryConfig(CheckedConfig):
     scoring: str = setting("bm25", 'ablation (Table 10): "bm25" (eq. 3.7) or "graph": token presence instead of BM25')
     expansion: str = setting("ppr", 'ablation (Table 10): "ppr" or "degree": top-γ tokens by weighted degree centrality instead of PPR')
     rerank: bool = setting(True, 'ablation (Table 10): False ranks the pool by the graph score ρ instead of the embedding cosine')
-    blocks: str = setting("auto", '"auto": "dense" below tigrag.sparse_min_chunks chunks (rankings identical to the reference), "sparse" from there; "dense": scores as chunks × B blocks over the whole corpus (the reference); "sparse": each query scores only its candidates (the postings of its top-γ tokens, the dense first stage\'s top chunks), so no chunks × B block is made and a query\'s cost follows its candidates, not the corpus (bench/results/scale.md)')
-    sparse_min_chunks: int = setting(SPARSE_MIN_CHUNKS, 'where "auto" (tigrag.blocks, tigrag.ppr.method) turns to the sparse path: an index of at least this many chunks gets sparse blocks and push PPR; below it, the exact reference (bench/results/query_scale.md: the exact mode\'s cost per query grows with the corpus, about 14 ms at 10k chunks and 105 ms at 100k without the encoder, the sparse mode\'s stays near 8 ms)', bounds=(1, INT32_MAX))
+    blocks: str = setting("auto", '"auto": "full" below tigrag.sparse_min_chunks chunks (rankings identical to the reference), "sparse" from there; "full" (older name: "dense"): scores as chunks × B blocks over the whole corpus (the reference); "sparse": each query scores only its candidates (the postings of its top-γ tokens, the dense first stage\'s top chunks), so no chunks × B block is made and a query\'s cost follows its candidates, not the corpus (bench/results/scale.md)')
+    sparse_min_chunks: int = setting(SPARSE_MIN_CHUNKS, 'where "auto" (tigrag.blocks, tigrag.ppr.algorithm) turns to the sparse path: an index of at least this many chunks gets sparse blocks and push PPR; below it, the exact reference (bench/results/query_scale.md: the exact mode\'s cost per query grows with the corpus, about 14 ms at 10k chunks and 105 ms at 100k without the encoder, the sparse mode\'s stays near 8 ms)', bounds=(1, INT32_MAX))
     pool_max: int = setting(1000, 'sparse blocks only: a pool holds at most this many chunks (the highest ρ, then the lowest chunk id), so the rerank\'s work is bounded whatever the corpus; 0 = no cap (the paper\'s pool)', bounds=(0, INT32_MAX))
     postings_max: int = setting(250, 'sparse blocks only: each expanded token adds ρ to its this many highest-BM25 chunks, so scoring is bounded whatever the corpus; 0 = every posting (the paper\'s ρ)', bounds=(0, INT32_MAX))
     fusion: FusionConfig = setting(help='beyond the paper: off by default', factory=FusionConfig)
 
     def _check(self) -> None:
+        if self.blocks in BLOCK_ALIASES:  # an older name of the value
+            object.__setattr__(self, "blocks", BLOCK_ALIASES[self.blocks])
         require(self.blocks in BLOCKS, f"tigrag.blocks must be one of {', '.join(BLOCKS)}, got {self.blocks!r}")
         require(self.scoring in ("bm25", "graph"), f"tigrag.scoring must be 'bm25' or 'graph', got {self.scoring!r}")
         require(self.expansion in ("ppr", "degree"), f"tigrag.expansion must be 'ppr' or 'degree', got {self.expansion!r}")
@@ -109,7 +118,7 @@ class TigragQueryConfig(CheckedConfig):
 
 
 def resolve_modes(settings: TigragQueryConfig, n_chunks: int) -> tuple[TigragQueryConfig, dict[str, str]]:
-    """`settings` with "auto" of `blocks` and `ppr.method` resolved for an index of `n_chunks` chunks
+    """`settings` with "auto" of `blocks` and `ppr.algorithm` resolved for an index of `n_chunks` chunks
     (sparse and push from `sparse_min_chunks` on), and {setting: what "auto" chose} for the report and
     `query -v` (empty when neither was "auto")."""
     from dataclasses import replace
@@ -117,11 +126,11 @@ def resolve_modes(settings: TigragQueryConfig, n_chunks: int) -> tuple[TigragQue
     large = n_chunks >= settings.sparse_min_chunks
     chosen: dict[str, str] = {}
     if settings.blocks == "auto":
-        chosen["tigrag.blocks"] = "sparse" if large else "dense"
-    if settings.ppr.method == "auto":
-        chosen["tigrag.ppr.method"] = "push" if large else "exact"
+        chosen["tigrag.blocks"] = "sparse" if large else "full"
+    if settings.ppr.algorithm == "auto":
+        chosen["tigrag.ppr.algorithm"] = "push" if large else "exact"
     if not chosen:
         return settings, chosen
     resolved = replace(settings, blocks=chosen.get("tigrag.blocks", settings.blocks),
-                       ppr=replace(settings.ppr, method=chosen.get("tigrag.ppr.method", settings.ppr.method)))
+                       ppr=replace(settings.ppr, algorithm=chosen.get("tigrag.ppr.algorithm", settings.ppr.algorithm)))
     return resolved, chosen

@@ -2,8 +2,8 @@
 
 Per batch of B queries, every numeric stage is one array operation over the batch:
 seed matrix -> PPR (vocab × B, or a sparse push) -> top-γ -> PPR-weighted BM25 -> pooling ->
-masked cosine. The score stages are held by `self.blocks`: dense chunks × B blocks (the
-reference, `tigrag.blocks="dense"`) or per-query candidate lists (`"sparse"`), behind the same
+masked cosine. The score steps are held by `self.blocks`: full chunks × B blocks (the
+reference, `tigrag.blocks="full"`) or per-query candidate lists (`"sparse"`), behind the same
 methods. Between hops only the entity bookkeeping (sets of entity ids per query) runs in Python;
 expansion tokens and texts are lookups in tables built at index time.
 """
@@ -29,7 +29,7 @@ from .entity_source import EntityExtractor, IndexEntities, QueryTimeEntities
 from .expansion import expanded_query_vectors
 from ...retrieve.base import BaseRetriever, PreparedBatch
 from ...retrieve.results import HopTrace, QueryResult
-from .dense_blocks import DenseBlocks
+from .full_blocks import FullBlocks
 from .sparse_blocks import SparseBlocks
 from .titles import TitleIndex
 
@@ -89,9 +89,9 @@ class TigragRetriever(BaseRetriever):
                       f"{self.settings.sparse_min_chunks:,}",
                       ", ".join(f"{k}={v}" for k, v in self.chosen_modes.items()))
         config, device = self.settings, self.device
-        self.transition = device.transition if config.ppr.method == "exact" else None
+        self.transition = device.transition if config.ppr.algorithm == "exact" else None
         self.push_graph = None
-        if config.ppr.method == "push":  # sparse PPR: no transition matrix, no vocab × B block
+        if config.ppr.algorithm == "push":  # sparse PPR: no transition matrix, no vocab × B block
             self.push_graph = device.get("ppr.push_graph", lambda: PushGraph.from_adjacency(self.be, index.graph))
         self.bm25 = device.bm25
         if config.scoring == "graph":  # ablation: token presence, no BM25 weighting
@@ -109,7 +109,7 @@ class TigragRetriever(BaseRetriever):
         self.passage_chunks = device.get("tigrag.passage_chunks", self._passage_chunks)
         self.device_passage_chunks = device.get("tigrag.passage_chunks_device", lambda: tuple(
             self.be.asarray(a) for a in self.passage_chunks))
-        self.blocks = DenseBlocks(self) if config.blocks == "dense" else SparseBlocks(self)
+        self.blocks = FullBlocks(self) if config.blocks == "full" else SparseBlocks(self)
 
     @classmethod
     def default_config(cls) -> RetrievalConfig:
@@ -136,7 +136,7 @@ class TigragRetriever(BaseRetriever):
         return indptr, order
 
     # -- stages ---------------------------------------------------------------------------
-    def graph_stage(self, seeds: Sequence[np.ndarray]) -> GraphHop:
+    def graph_hop(self, seeds: Sequence[np.ndarray]) -> GraphHop:
         """PPR expansion over the token graph, weighted BM25 and pooling for a batch of seed sets."""
         be, xp, cfg = self.be, self.be.xp, self.settings
         t = time.perf_counter()
@@ -163,7 +163,7 @@ class TigragRetriever(BaseRetriever):
         """The PPR's working memory plus the score blocks' (`blocks.bytes_per_query`: dense blocks over
         every chunk, or the candidates the sparse blocks have met)."""
         ppr = self.settings.ppr
-        vocab_bytes = (push_bytes_per_query(self.be, self.index.n_vocab, ppr.top_gamma) if ppr.method == "push"
+        vocab_bytes = (push_bytes_per_query(self.be, self.index.n_vocab, ppr.top_gamma) if ppr.algorithm == "push"
                        else self.index.n_vocab * self.VOCAB_BYTES_PER_QUERY)
         return self.blocks.bytes_per_query() + vocab_bytes
 
@@ -173,7 +173,7 @@ class TigragRetriever(BaseRetriever):
         n = len(queries)
         query_vectors = be.asarray(batch.vectors)
         blocks = self.blocks
-        first_hop = self.graph_stage(seeds)
+        first_hop = self.graph_hop(seeds)
         t = time.perf_counter()
         cosine = blocks.question_cosine(query_vectors, first_hop, k)
         sigma = self._rank_pool(first_hop, lambda: blocks.pool_cosine(first_hop, cosine))
@@ -256,7 +256,7 @@ class TigragRetriever(BaseRetriever):
             expanded_seeds.append(np.concatenate([seeds[q]] + [b.tokens for b in ents]))
             entity_texts.append([b.text for b in ents])
         self.timer.add("entities", t)
-        graph_hop = self.graph_stage(expanded_seeds)
+        graph_hop = self.graph_hop(expanded_seeds)
         vectors, owner = (expanded_query_vectors(self, [queries[q] for q in active], entity_texts)
                           if self.settings.rerank else (None, None))
         t = time.perf_counter()
@@ -279,5 +279,5 @@ class TigragRetriever(BaseRetriever):
                 for q, query in enumerate(queries)]
 
 
-#: the generic name `Retriever`, an alias kept for callers that import it from this module
+#: `Retriever`: another name of TigragRetriever, the API's first name for the default method's retriever (docs/python.md)
 Retriever = TigragRetriever

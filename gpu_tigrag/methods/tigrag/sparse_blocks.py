@@ -1,6 +1,6 @@
-"""TIGRAG's score stages over per-query candidate lists (`tigrag.blocks="sparse"`).
+"""TIGRAG's score steps over per-query candidate lists (`tigrag.blocks="sparse"`).
 
-The same stages as `dense_blocks.DenseBlocks`, held as `ops.sparse_scores.SparseScores`: a query's
+The same stages as `full_blocks.FullBlocks`, held as `ops.sparse_scores.SparseScores`: a query's
 ρ has an entry for each chunk in the postings of its top-γ tokens (one sparse product with the
 postings, B × vocab by vocab × chunks), its pool is a subset of those, and its cosine is a
 gather-dot over the pooled (chunk, query) pairs. Where the method needs the whole corpus by cosine
@@ -82,7 +82,7 @@ class SparseBlocks:
     # -- token-graph stage ---------------------------------------------------------------------
     def score_and_pool(self, ids: Any, weights: Any, n_seeds: np.ndarray) -> tuple[SparseScores, SparseScores,
                                                                                     np.ndarray]:
-        """(ρ, pool, dense_fallback) as in `DenseBlocks.score_and_pool`; a fallback query's pool is every
+        """(ρ, pool, dense_fallback) as in `FullBlocks.score_and_pool`; a fallback query's pool is every
         chunk, which its entries do not list (its cosine comes from the first stage)."""
         be, xp, timer = self.be, self.be.xp, self.r.timer
         t = time.perf_counter()
@@ -208,7 +208,7 @@ class SparseBlocks:
 
     def add_link_bonus(self, final: SparseScores, cosine: QuestionCosine, question: SparseScores,
                        bridged: SparseScores) -> SparseScores:
-        """`DenseBlocks.add_link_bonus` on the linked entries: their score (or question cosine where no
+        """`FullBlocks.add_link_bonus` on the linked entries: their score (or question cosine where no
         hop ranked them) plus the bonus, in units of the query's cosine spread over all chunks."""
         be, xp, fusion = self.be, self.be.xp, self.settings.fusion
         flags = sparse.concat(be, [question, bridged.with_scores(2 * bridged.scores)], "sum")

@@ -1,4 +1,4 @@
-"""TIGRAG's score stages over dense chunks × B blocks: the reference (`tigrag.blocks="dense"`).
+"""TIGRAG's score steps over full chunks × B blocks: the reference (`tigrag.blocks="full"`).
 
 Every stage of the retriever's hop loop that touches chunk scores is a method here, and
 `sparse_blocks.SparseBlocks` answers the same methods over per-query candidate lists; the loop
@@ -22,7 +22,7 @@ from .rerank import masked_max_cosine
 from .scoring import cumulative_mass_pool, ppr_weighted_bm25
 
 
-class DenseBlocks:
+class FullBlocks:
     """The chunks × B implementation of the hop loop's score stages (module doc)."""
 
     #: bytes per (chunk, query) of the blocks alive at once: scores, sorted copy, cumulative sums,
