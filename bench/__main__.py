@@ -4,7 +4,7 @@
     python -m bench run NAME [ARGS...]            run one: its script with its fixed arguments, then ARGS
     python -m bench smoke NAME [--tmp DIR]        its smoke run (a quick run that writes no result)
 
-`run` and `smoke` start the script in a fresh interpreter (`python -m bench.<stem>`, or bash for a .sh
+`run` and `smoke` start the script in a fresh interpreter (`python -m bench.<module>`, e.g. bench.studies.ann, or bash for a .sh
 script) in the current folder and exit with its status. A study is a frozen decision record: running
 it again rewrites the result file that records the decision, which `run` says before it starts.
 """
@@ -25,7 +25,7 @@ from bench import KINDS, REGISTRY, ROOT, Benchmark, get
 def command(bench: Benchmark, args: list[str]) -> list[str]:
     if bench.script.endswith(".sh"):
         return ["bash", str(bench.path), *bench.args, *args]
-    return [sys.executable, "-m", f"bench.{Path(bench.script).stem}", *bench.args, *args]
+    return [sys.executable, "-m", bench.module, *bench.args, *args]
 
 
 def execute(bench: Benchmark, args: list[str]) -> int:

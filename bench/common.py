@@ -62,7 +62,7 @@ def timed(be: Any, fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
 def bench_index_config():
     """The configuration of the benchmark scripts' reference indexes: the defaults with all-MiniLM-L6-v2 on
     torch, the encoder of every figure since the project began (the engine's default encoder is now
-    multilingual-e5-small; bench/encoders.py re-embeds these indexes' chunks for every other encoder)."""
+    multilingual-e5-small; bench/studies/encoders.py re-embeds these indexes' chunks for every other encoder)."""
     from gpu_tigrag.config import EncoderConfig, IndexConfig
 
     return IndexConfig(encoder=EncoderConfig(model="all-MiniLM-L6-v2", backend="torch"))

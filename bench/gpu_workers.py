@@ -11,7 +11,7 @@ compared (top-5 chunk ids per query); "ok" is false, and the exit status 1, unle
 Usage: python bench/gpu_workers.py --out DIR [--passages 20000] [--queries 4000] [--cpu-workers 8] [--work DIR]
        python bench/gpu_workers.py --smoke --out DIR   (CPU dry run: numpy in the GPU's place)
 Writes DIR/gpu_workers.json after every step, so a run stopped by a time limit keeps what it
-measured. bench/gpu_check.py runs it as its `workers` section; bench/gpu_workers.sh runs it alone.
+measured. bench/checks/gpu_check.py runs it as its `workers` section; bench/gpu_workers.sh runs it alone.
 """
 
 from __future__ import annotations

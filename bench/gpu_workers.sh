@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Issue 5's GPU-worker figure alone (bench/gpu_check.sh runs it too, as its workers section):
+# Issue 5's GPU-worker figure alone (bench/checks/gpu_check.sh runs it too, as its workers section):
 #   bash bench/gpu_workers.sh [OUT_DIR]
-# Needs the wheels bench/prepare_gpu_check.py left in .cache/bench/gpu_inputs/wheels (nltk,
+# Needs the wheels bench/checks/prepare_gpu_check.py left in .cache/bench/gpu_inputs/wheels (nltk,
 # dask.distributed and what the GPU image lacks of them).
 # Writes OUT_DIR/gpu_workers.json and its log (default: $OUT, else bench/results/gpu).
 set -euo pipefail

@@ -7,7 +7,7 @@
     python bench/litesemrag.py --diagnose              # what the matched nodes reach, per dataset
     python bench/litesemrag.py --best                  # the `LiteSemRAG best` sweep (litesemrag_best.md)
 
-For each dataset: the cached reference index (bench/encoders.py's `base_index`: all-MiniLM-L6-v2),
+For each dataset: the cached reference index (bench/studies/encoders.py's `base_index`: all-MiniLM-L6-v2),
 its LiteSemRAG stage (built once, timed, and cached beside it as `index_<name>_litesemrag`), its
 SpectRAG stage built in memory, then NaiveRAG, BM25, Hybrid, TIGRAG (both presets), SpectRAG and
 LiteSemRAG with its ablation, each to the evaluation depth through the one evaluation path.
@@ -48,7 +48,7 @@ from pathlib import Path
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 from bench.common import CACHE, DATA, write_results
-from bench.encoders import DATASETS, base_index
+from bench.studies.encoders import DATASETS, base_index
 
 from gpu_tigrag.config import RetrievalConfig
 from gpu_tigrag.errors import IndexFormatError

@@ -4,7 +4,7 @@
     python bench/spectrag.py --datasets musique_train100 --smoke
     python bench/spectrag.py --best                   # the `SpectRAG best` sweep (bench/results/spectrag_best.md)
 
-For each dataset: the cached reference index (bench/encoders.py's `base_index`: all-MiniLM-L6-v2), its
+For each dataset: the cached reference index (bench/studies/encoders.py's `base_index`: all-MiniLM-L6-v2), its
 SpectRAG stage built in memory and timed against the TIGRAG build's recorded seconds, then
 NaiveRAG, BM25, Hybrid (RRF of dense and BM25), TIGRAG (both presets), SpectRAG and its
 ablations, each to the evaluation depth through the one evaluation path. Reports R@2/5/10,
@@ -33,7 +33,7 @@ import numpy as np
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 from bench.common import DATA, write_results
-from bench.encoders import DATASETS, base_index
+from bench.studies.encoders import DATASETS, base_index
 
 from gpu_tigrag.methods.spectrag.config import SpectragIndexConfig
 from gpu_tigrag.evaluate.datasets import load_dataset

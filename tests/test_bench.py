@@ -17,11 +17,18 @@ import pytest
 from conftest import ROOT, SHARED_DATA
 
 BENCH = ROOT / "bench"
-#: helper modules of the runner, not benchmarks
-NOT_SCRIPTS = {"__init__.py", "__main__.py", "common.py", "agreement.py", "reliability_probes.py",
-               "reliability_issue30.py"}
+#: helper modules of the runner, not benchmarks (paths under bench/)
+NOT_SCRIPTS = {"__init__.py", "__main__.py", "common.py", "studies/__init__.py", "studies/agreement.py",
+               "checks/__init__.py", "checks/reliability_probes.py", "checks/reliability_issue30.py"}
 #: shell wrappers that run a registered script on a GPU machine (they install wheels first)
-DEVICE_WRAPPERS = {"gpu_check.sh": "gpu_check.py", "gpu_workers.sh": "gpu_workers.py"}
+DEVICE_WRAPPERS = {"checks/gpu_check.sh": "checks/gpu_check.py", "gpu_workers.sh": "gpu_workers.py"}
+#: where each kind's scripts live: the recurring ones at bench/, the frozen studies and the checks in their folders
+KIND_FOLDERS = {"study": "studies", "check": "checks"}
+
+
+def bench_files(pattern: str) -> list:
+    """bench/'s scripts and those of its kind folders, as paths."""
+    return sorted([*BENCH.glob(pattern), *BENCH.glob(f"studies/{pattern}"), *BENCH.glob(f"checks/{pattern}")])
 #: smoke runs checked in detail elsewhere
 SMOKED_ELSEWHERE = {"gpu_check": "tests/test_gpu_check_smoke.py",
                     "gpu_workers": "tests/test_gpu_check_smoke.py (the GPU check's workers section)"}
@@ -49,12 +56,18 @@ def test_the_registry_lists_every_script_once_with_a_kind():
     names = [b["name"] for b in REGISTRY]
     assert len(names) == len(set(names))
     registered = {b["script"].removeprefix("bench/") for b in REGISTRY}
-    scripts = {p.name for p in BENCH.glob("*.py")} - NOT_SCRIPTS | {p.name for p in BENCH.glob("*.sh")}
+    scripts = {p.relative_to(BENCH).as_posix() for p in bench_files("*.py") + bench_files("*.sh")} - NOT_SCRIPTS
     assert registered <= scripts, f"registered scripts that do not exist: {registered - scripts}"
     assert scripts - registered == set(DEVICE_WRAPPERS), f"scripts missing from the registry: {scripts - registered}"
     listing = bench_cli("list")
     assert listing.returncode == 0 and all(name in listing.stdout for name in names)
     assert "decision:" in listing.stdout
+    # bench/ by kind: a check's script in checks/, a study's in studies/ (a study that is a mode of a recurring
+    # script, e.g. `spectrag.py --best`, stays with it)
+    recurring = {b["script"] for b in REGISTRY if b["kind"] not in KIND_FOLDERS}
+    misplaced = [b["name"] for b in REGISTRY if b["kind"] in KIND_FOLDERS and b["script"] not in recurring
+                 and not b["script"].startswith(f"bench/{KIND_FOLDERS[b['kind']]}/")]
+    assert misplaced == []
 
 
 def test_studies_are_frozen_decision_records_with_their_result_files():
@@ -74,9 +87,9 @@ def test_unknown_names_and_missing_smoke_modes_are_one_line_errors():
 
 
 def test_every_script_compiles():
-    for path in sorted(BENCH.glob("*.py")):
+    for path in bench_files("*.py"):
         compile(path.read_text(), str(path), "exec")  # a SyntaxError names the file
-    for path in sorted(BENCH.glob("*.sh")):
+    for path in bench_files("*.sh"):
         proc = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
         assert proc.returncode == 0, f"{path.name}: {proc.stderr}"
 

@@ -1,4 +1,4 @@
-"""CI keeps the GPU check runnable: its smoke run (`python -m bench smoke gpu_check`: bench/gpu_check.py
+"""CI keeps the GPU check runnable: its smoke run (`python -m bench smoke gpu_check`: bench/checks/gpu_check.py
 --smoke, numpy in the GPU's place, tiny inputs, a tiny stand-in index of examples/corpus.json) runs every
 section, `bench/gpu_workers.py --smoke` among them, and each section must succeed with its figures, so a
 section that breaks fails here. The script runs in its own process: this module imports nothing of bench/."""

@@ -4,7 +4,7 @@ All three compute the same pieces (chunks, vocabulary, token table, token graph,
 entity lists) in their own order and memory shape, then hand them to `assemble_index`, which
 builds the entity table and the token graph's statistics and returns the `Index`; so an index grown by
 `add` or streamed partition by partition equals a full in-memory build array for array (tested,
-and fingerprinted by bench/identity.py). Stage timings use one helper, `timed`.
+and fingerprinted by bench/checks/identity.py). Stage timings use one helper, `timed`.
 
 Named-entity recognition needs only the chunk texts, so `EntityThread` runs it beside the encoder:
 spaCy's NER is one thread of Python and Cython, the encoder's runtime releases the GIL while it

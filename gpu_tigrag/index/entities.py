@@ -5,7 +5,7 @@ and entity token ids. Entities are de-duplicated case-insensitively; the first s
 form seen names them. Every occurrence is kept, in reading order, with the label NER gave
 it there (a bit mask, bit i = ENTITY_LABELS[i]), so which labels drive a hop is a retrieval
 setting and the lookup returns exactly what NER on the chunk at query time returns
-(eq. 3.10; checked by bench/ner_equivalence.py).
+(eq. 3.10; checked by bench/studies/ner_equivalence.py).
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def count_pairs(be: Backend, keys: Any, method: str = "sort") -> tuple[Any, Any]
 
     "sort" is `xp.unique` (sorts every key); "hash" inserts the keys into an open-addressing
     table (kernels/pair_count.py, atomics on the GPU) and sorts only the distinct ones.
-    bench/pair_count.py measures both.
+    bench/studies/pair_count.py measures both.
     """
     if method == "sort":
         return be.xp.unique(keys, return_counts=True)

@@ -298,7 +298,7 @@ class SpectragRetriever(BaseRetriever):
 
     def explain(self, queries: Sequence[str]) -> dict[str, list[list[int]]]:
         """Each query's seeds S0 (in fusion order) and candidate set (ascending ids): what stages 1-3
-        chose, for comparisons with the public code (bench/faithfulness_spectrag.py)."""
+        chose, for comparisons with the public code (bench/studies/faithfulness_spectrag.py)."""
         seeds_out: list[list[int]] = []
         candidates_out: list[list[int]] = []
         for start in range(0, len(queries), self.batch_size()):

@@ -8,7 +8,7 @@ queries, and hence the results, can be compared one to one; an entity that query
 finds and the table lacks gets a fresh id after the table's.
 
 The table keeps every occurrence with the label NER gave it there, so with a deterministic
-NER the two give the same entities in the same order (bench/ner_equivalence.py measures it).
+NER the two give the same entities in the same order (bench/studies/ner_equivalence.py measures it).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Sweep the two PPR parameters the paper does not give (damping d, γ) on 2Wiki and MuSiQue.
 
-Usage: python bench/sweep.py [--datasets 2wikimultihopqa musique_train100]
+Usage: python bench/studies/sweep.py [--datasets 2wikimultihopqa musique_train100]
 Writes bench/results/sweep_ppr.{json,md}. The encoder is cached across configurations.
 """
 
@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import dataset_runs, write_results
 
 from gpu_tigrag.config import RetrievalConfig
@@ -38,7 +38,7 @@ def main() -> None:
             rows.append(row)
             print(row, file=sys.stderr, flush=True)
     lines = ["# PPR damping × γ sweep (TIGRAG 2-hop, all other parameters at paper defaults)", "",
-             "Command: `python bench/sweep.py`", "",
+             "Command: `python bench/studies/sweep.py`", "",
              "| dataset | damping | γ | R@2 | R@5 | mean hop-1 pool (chunks) |", "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['dataset']} | {r['damping']} | {r['top_gamma']} | {r['recall@2']:.4f} | "

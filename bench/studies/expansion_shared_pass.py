@@ -12,7 +12,7 @@
 Reported: the cosine of each shared vector to its own pass's vector, and R@2/5/10 of `best` with the
 shared vectors in place of the per-text ones (everything else unchanged).
 
-Usage: python bench/expansion_shared_pass.py [--smoke]
+Usage: python bench/studies/expansion_shared_pass.py [--smoke]
 Writes bench/results/expansion_shared_pass.{json,md} (not with --smoke).
 """
 
@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import CACHE, DATA, DATASETS, write_results
 
 
@@ -172,7 +172,7 @@ def main() -> int:
         rows[name] = run_variant(index, queries, make, reference)
         print(name, {k: round(v, 4) for k, v in rows[name].items()}, file=sys.stderr, flush=True)
     lines = ["# One encoder pass for all of a question's expanded queries?", "",
-             f"`python bench/expansion_shared_pass.py` — MuSiQue-100 ({len(queries)} questions), the engine's default "
+             f"`python bench/studies/expansion_shared_pass.py` — MuSiQue-100 ({len(queries)} questions), the engine's default "
              "index (multilingual-e5-small, onnx-int8), preset `best` with its expanded-query vectors replaced; "
              "cosine: of each shared vector to the same text's own pass (onnx-int8 per text for the pooled "
              "variant, torch fp32 per text for the block mask); for torch fp32 per text, to onnx-int8 per text.", "",

@@ -1,7 +1,7 @@
 """LiteSemRAG against its public code on the same chunks (issue 22): the faithfulness harness.
 
-    python -m bench.faithfulness_litesemrag --public /tmp/litesemrag_public [--label after]
-    python -m bench.faithfulness_litesemrag --public DIR --limit 20      # smoke: 20 queries, nothing written
+    python -m bench.studies.faithfulness_litesemrag --public /tmp/litesemrag_public [--label after]
+    python -m bench.studies.faithfulness_litesemrag --public DIR --limit 20      # smoke: 20 queries, nothing written
 
 `--public` is a local copy of the public code (YxRicardo/LiteSemRAG: RAG_graph.py, text_processing.py,
 utils.py); nothing of it is copied into this repository. Without `--public` the script says what to
@@ -50,8 +50,8 @@ from pathlib import Path
 from typing import Any
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
-from bench.agreement import agreement
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
+from bench.studies.agreement import agreement
 from bench.common import CACHE, DATA, RESULTS, code_version, write_results
 
 DATASET = "musique_train100"
@@ -122,7 +122,7 @@ def main() -> int:
               "LiteSemRAG code (RAG_graph.py, text_processing.py, utils.py), e.g.\n"
               "  mkdir -p /tmp/litesemrag_public && git --git-dir=PATH/TO/LiteSemRAG.git archive HEAD | "
               "tar -x -C /tmp/litesemrag_public\n"
-              "  python -m bench.faithfulness_litesemrag --public /tmp/litesemrag_public "
+              "  python -m bench.studies.faithfulness_litesemrag --public /tmp/litesemrag_public "
               "--extra-path /tmp/litesemrag_deps   # hdbscan installed there with pip --target")
         return 0
     missing = [f for f in PUBLIC_FILES if not (args.public / f).is_file()]
@@ -137,7 +137,7 @@ def main() -> int:
 # --- the shared inputs -----------------------------------------------------------------------------
 
 def inputs(limit: int = 0):
-    from bench.encoders import DATASETS
+    from bench.studies.encoders import DATASETS
     from bench.litesemrag import stage_index
 
     from gpu_tigrag.evaluate.datasets import load_dataset
@@ -488,10 +488,10 @@ def markdown(p: dict[str, Any]) -> str:
         "| tar -x -C /tmp/litesemrag_public",
         "pip install --no-deps --target /tmp/litesemrag_deps hdbscan",
         "# before: the engine at the commit named in the `before` row's code_version (the JSON)",
-        "python -m bench.faithfulness_litesemrag --public /tmp/litesemrag_public --extra-path /tmp/litesemrag_deps "
+        "python -m bench.studies.faithfulness_litesemrag --public /tmp/litesemrag_public --extra-path /tmp/litesemrag_deps "
         "--label before",
         "# after: the engine now",
-        "python -m bench.faithfulness_litesemrag --public /tmp/litesemrag_public --extra-path /tmp/litesemrag_deps "
+        "python -m bench.studies.faithfulness_litesemrag --public /tmp/litesemrag_public --extra-path /tmp/litesemrag_deps "
         "--label after",
         "```", "",
         f"MuSiQue-100: {p['chunks']:,} chunks, one per passage (title and text, the engine's index), {p['queries']} "

@@ -6,7 +6,7 @@ the first N keys of a corpus large enough. Each timing is the mean of `--repeat`
 warm-up (JIT compilation, memory pool), the device synchronised before the clock stops; the
 two results are checked equal. Tables are allocated inside the timed call, as in indexing.
 
-Usage: python bench/pair_count.py [--sizes 1000000 10000000 50000000] [--backends numpy cupy] [--smoke]
+Usage: python bench/studies/pair_count.py [--sizes 1000000 10000000 50000000] [--backends numpy cupy] [--smoke]
 Writes bench/results/pair_count.{json,md} (`--smoke`: 20,000 keys, one repeat, nothing written).
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import timed, write_results
 
 from gpu_tigrag.backend import Backend, cuda_available, get_backend
@@ -62,7 +62,7 @@ def markdown(rows: list[dict[str, Any]], repeat: int) -> str:
         "",
         f"Window pair keys of synthetic Zipf tokens (vocabulary {N_VOCAB:,}, mean length {MEAN_LENGTH}, "
         f"w = {WINDOW}); mean of {repeat} runs after a warm-up. Ratio = hash seconds / sort seconds "
-        "(> 1: hash slower). `python bench/pair_count.py`",
+        "(> 1: hash slower). `python bench/studies/pair_count.py`",
         "",
         "| backend | keys | distinct | sort s | hash s | sort keys/s | hash keys/s | hash/sort | equal |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---|",

@@ -12,7 +12,7 @@ Speed: end-to-end queries/s on 2Wiki (499 queries, the index's encoder, no vecto
 backend), encoder seconds and texts per query, for `paper`, `best` as it is ("text") and `best` with
 "sum" (the chosen w) and "joint", each timed `--repeats` times in alternating order in one process.
 
-Usage: python bench/expansion.py [--cache DIR] [--skip-speed] [--repeats N] [--smoke] [--render]
+Usage: python bench/studies/expansion.py [--cache DIR] [--skip-speed] [--repeats N] [--smoke] [--render]
 Writes bench/results/expansion.{json,md} (not with --smoke).
 """
 
@@ -31,7 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import RESULTS, dataset_index, dataset_queries, write_results
 
 from gpu_tigrag.encoders import CachingEncoder, VectorCache, index_encoder_config, load_encoder
@@ -159,10 +159,10 @@ def markdown(payload: dict[str, Any]) -> str:
     w = payload["chosen_weight"]
     lines = [
         "# Fewer encoder passes per query: the vectors of the expanded queries μ ⊕ e", "",
-        f"Command: `{payload.get('command', 'python bench/expansion.py')}` (vectors cached in a scratch VectorCache "
+        f"Command: `{payload.get('command', 'python bench/studies/expansion.py')}` (vectors cached in a scratch VectorCache "
         "for the recall runs: `--cache DIR` keeps them; the speed runs use no cache). Numpy backend, 2 CPU cores shared with other "
         f"work (load average at the speed runs: {', '.join(f'{x:.1f}' for x in payload['speed']['load_average'])})"
-        if payload.get("speed") else "Command: `python bench/expansion.py --skip-speed`", "",
+        if payload.get("speed") else "Command: `python bench/studies/expansion.py --skip-speed`", "",
         "`text` (paper, eq. 3.15): one encoder pass per text \"question entity\". `sum`: normalize(vec(question) + "
         "w·vec(entity)), with vec(question) the hop-1 query vector and each distinct entity of a batch embedded "
         "alone, once. w is chosen on the first half of 2Wiki (mean of R@2, R@5, R@10 of `best`); 2Wiki's second "
@@ -235,7 +235,7 @@ def main() -> None:
         cache = args.cache or Path(scratch)
         recall = {name: recall_rows(name, cache, weights, limit) for name in datasets}
     weight = choose_weight(recall[datasets[0]], weights)
-    payload: dict[str, Any] = {"command": " ".join(["python bench/expansion.py", *sys.argv[1:]]), "weights": list(weights), "chosen_weight": weight, "recall": recall,
+    payload: dict[str, Any] = {"command": " ".join(["python bench/studies/expansion.py", *sys.argv[1:]]), "weights": list(weights), "chosen_weight": weight, "recall": recall,
                                "target": {v: within_target(recall, v) for v in candidates(weight)},
                                "best_preset_fusion": dataclasses.asdict(preset("best").tigrag.fusion)}
     if not args.skip_speed:

@@ -1,4 +1,4 @@
-"""The probes of issue 30 for bench/reliability.py: a careless user and an attacker trying to make the engine
+"""The probes of issue 30 for bench/checks/reliability.py: a careless user and an attacker trying to make the engine
 delete, overwrite, leak or lie — every writer (index, add, extend, run, trec, eval --out/--save-runs/--save-qrels,
 report --out, datasets fetch, the vector cache) and every loader (edited arrays with matching checksums, crafted
 headers and manifests), extreme settings and colliding ids. Each runs in a fresh process in the scratch folder;
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.reliability_probes import FAST, Probe, _generation, _replace_file, _tigrag
+from bench.checks.reliability_probes import FAST, Probe, _generation, _replace_file, _tigrag
 
 #: the filing session's counts over its own 204 probes (issue 30's text), before this round's changes
 ISSUE30_BEFORE = {"clear error": 85, "correct": 82, "traceback or confusing": 16, "silent wrong": 9,

@@ -1,8 +1,8 @@
-"""The probes of issue 23 for bench/reliability.py: every case the issue lists, as a user (or a
+"""The probes of issue 23 for bench/checks/reliability.py: every case the issue lists, as a user (or a
 Python caller) would try it, each run in a fresh process on scratch files made here.
 
 A probe's `check` looks at what the command left (files, output) and returns "" when that is right,
-else "silent wrong: …" or "data loss: …"; `bench/reliability.py` classifies each probe from its exit
+else "silent wrong: …" or "data loss: …"; `bench/checks/reliability.py` classifies each probe from its exit
 code, standard error and this check ("security: …" for a device or file outside replaced or exposed). Readers racing writers and planted symbolic links need process
 choreography: they are the tests named in CHECKED_BY_TESTS, which the reliability suite runs.
 """
@@ -57,7 +57,7 @@ CHECKED_BY_TESTS = {
     "a short write reported by numpy reads as a full disk": ["tests/test_reliability_disk.py"],
 }
 
-#: a checkout whose gpu_tigrag the probes run instead of this one's (`bench/reliability.py --code DIR`: the same
+#: a checkout whose gpu_tigrag the probes run instead of this one's (`bench/checks/reliability.py --code DIR`: the same
 #: probes on the code before a change)
 PROBED_CODE = "TIGRAG_PROBED_CODE"
 
@@ -331,7 +331,7 @@ def probes(small_disk: Path | None = None, read_only: Path | None = None) -> lis
               ["index", "c.json", "-o", "dimidx", "--methods", "tigrag,spectrag", "--set", "spectrag.dimensions=8", *FAST],
               check=said("3 chunks give 2 of the 8 spectral dimensions")),
         Probe("SpectRAG's default on examples/ (30 chunks)",
-              ["index", str(Path(__file__).resolve().parents[1] / "examples" / "corpus.json"), "-o", "exidx",
+              ["index", str(Path(__file__).resolve().parents[2] / "examples" / "corpus.json"), "-o", "exidx",
                "--methods", "tigrag,spectrag", *FAST], check=said("30 chunks give 29 of the 32 spectral dimensions")),
         Probe("litesemrag.level_weights=1e308", ["query", "idx", "film", "--method", "litesemrag", "--set",
                                                  "litesemrag.level_weights=1e308,1,1,1"], "error"),

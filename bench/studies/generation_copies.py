@@ -3,7 +3,7 @@
 (`generation_files.HARD_LINKS`) or copied (a reflink where the filesystem clones, else written again),
 time and disk; and the bytes per second of each way to put one file in a generation, to size a large index.
 
-    python bench/generation_copies.py [--corpus FILE | --passages N] [--reflink-dir XFS_MOUNT] [-o bench/results/generations.md]
+    python bench/studies/generation_copies.py [--corpus FILE | --passages N] [--reflink-dir XFS_MOUNT] [-o bench/results/generations.md]
 
 The index is built with the fast stand-ins (hashing:384, capitalized entities). Each command runs in a
 fresh process on a fresh copy of the index while this process holds the old generation (as a reader
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("TIGRAG_DATA", ROOT.parent / "shared" / "data"))
 DEFAULT_CORPUS = DATA / "2wikimultihopqa" / "2wikimultihopqa_corpus.json"
 FAST = ["--set", "encoder.model=hashing:384", "--set", "entities.model=capitalized"]
@@ -217,7 +217,7 @@ def main() -> None:
             if args.reflink_dir:
                 shutil.rmtree(places[-1][1], ignore_errors=True)
     section = (f"{BEGIN}\n## Hard links or copies of the unchanged files (issue 30 item 7)\n\n"
-               f"`{' '.join(['python', 'bench/generation_copies.py', *sys.argv[1:]])}`: the index of "
+               f"`{' '.join(['python', 'bench/studies/generation_copies.py', *sys.argv[1:]])}`: the index of "
                f"`{'synthetic ' + str(args.passages) if args.passages else args.corpus.name}` ({index_mb:.1f} MB, "
                f"hashing:384), median of {args.repeat}; the commands run in fresh processes while a reader holds "
                "the old generation.\n\n" + table(rows) + "\n\nOne file into a new generation:\n\n" + table(rates)

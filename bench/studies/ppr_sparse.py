@@ -14,7 +14,7 @@ On 2Wiki and MuSiQue-100, over each query's seed tokens (hop 1), in batches of B
 - on synthetic Zipf token graphs (gpu_tigrag.synth.zipf_token_csr, no stopwords removed) of growing
   size: queries/s of both modes on the same seeds, to show which one grows with the graph.
 
-Usage: python bench/ppr_sparse.py [--datasets ...] [--batch 256] [--repeat 3] [--smoke]
+Usage: python bench/studies/ppr_sparse.py [--datasets ...] [--batch 256] [--repeat 3] [--smoke]
 Writes bench/results/ppr_sparse.{json,md}; --smoke runs a small synthetic graph only and writes nothing.
 """
 
@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import dataset_runs, igraph_graph, write_results
 
 from gpu_tigrag.backend import get_backend
@@ -267,7 +267,7 @@ def decision(payload: dict) -> list[str]:
 
 def markdown(payload: dict) -> str:
     lines = ["# Sparse PPR: forward push against the exact iterate (issue 24, item 1)", "",
-             "Command: `python bench/ppr_sparse.py`", "",
+             "Command: `python bench/studies/ppr_sparse.py`", "",
              f"numpy backend, this machine (2 shared cores: timings are ratios measured in the same run), "
              f"batch {payload['batch']}, γ = {GAMMA}, damping {PPRConfig().damping}; exact = the default iterate "
              f"(tol {PPRConfig().tol:g}). Seeds: each query's tokens (hop 1).", "",

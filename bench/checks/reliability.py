@@ -2,7 +2,7 @@
 disks tried through the CLI and the Python API as a user would, plus the reliability test suite,
 written to bench/results/reliability.md/.json.
 
-    python bench/reliability.py            # ~6 min on 2 cores
+    python bench/checks/reliability.py            # ~6 min on 2 cores
 
 Each probe runs `tigrag ...` (or a shell pipe, or Python code against the API) in a fresh process
 in a scratch folder (tiny corpora, the fast stand-ins `hashing:64` and `capitalized`; spaCy where
@@ -10,7 +10,7 @@ the probe is about it) and is classified as the issues count: a clear error (exi
 `tigrag: error:` line, nothing left behind), a correct result (exit 0, with the warning named where
 there is one), a traceback or a confusing exit, a silent wrong result (the probe's check of what the
 command left fails, or a mistake goes through), or data loss. A probe passes when its class is the
-one expected. The issue-23 probes and their checks are in bench/reliability_probes.py. Concurrent
+one expected. The issue-23 probes and their checks are in bench/checks/reliability_probes.py. Concurrent
 writers and readers, kills, resumes and planted links need process choreography: the tests in the
 reliability suite (`pytest -m reliability`: tests/test_reliability_*.py and the other tests marked
 `reliability`) do those, and the report names the ones that check issue 23's cases.
@@ -30,16 +30,16 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import ROOT, write_results
-from bench.reliability_issue30 import CHECKED_BY_TESTS as ISSUE30_TESTS
-from bench.reliability_issue30 import ISSUE30_BEFORE
-from bench.reliability_issue30 import probes as issue30_probes
-from bench.reliability_issue30 import scratch_files as issue30_scratch
-from bench.reliability_probes import CHECKED_BY_TESTS as ISSUE23_TESTS
-from bench.reliability_probes import CLASSES, PROBED_CODE, Probe, probed_code
-from bench.reliability_probes import probes as issue23_probes
-from bench.reliability_probes import scratch_files as issue23_scratch
+from bench.checks.reliability_issue30 import CHECKED_BY_TESTS as ISSUE30_TESTS
+from bench.checks.reliability_issue30 import ISSUE30_BEFORE
+from bench.checks.reliability_issue30 import probes as issue30_probes
+from bench.checks.reliability_issue30 import scratch_files as issue30_scratch
+from bench.checks.reliability_probes import CHECKED_BY_TESTS as ISSUE23_TESTS
+from bench.checks.reliability_probes import CLASSES, PROBED_CODE, Probe, probed_code
+from bench.checks.reliability_probes import probes as issue23_probes
+from bench.checks.reliability_probes import scratch_files as issue23_scratch
 
 FAST = ["--set", "encoder.model=hashing:64", "--set", "entities.model=capitalized"]
 CORPUS = [{"title": "Glass Orchard", "text": "The Glass Orchard is a drama film directed by Mirela Vantz."},
@@ -218,7 +218,7 @@ def markdown(results: list[dict], suite: dict, disk: bool, read_only: bool) -> s
     after, after30 = counts(new), counts(latest)
     lines = [
         "# Reliability: what a user can get wrong, and what the engine does (issues 11, 23 and 30)", "",
-        "Reproduce: `.venv/bin/python bench/reliability.py` (probes in fresh processes on tiny corpora, then the "
+        "Reproduce: `.venv/bin/python bench/checks/reliability.py` (probes in fresh processes on tiny corpora, then the "
         "reliability tests).", "",
         "## Figures", "",
         f"- **{len(results)} probes, {sum(r['passed'] for r in results)} as expected** "
@@ -244,7 +244,7 @@ def markdown(results: list[dict], suite: dict, disk: bool, read_only: bool) -> s
           for name in CLASSES],
         "", "As for issue 23, the first *before* column is copied from the issue's text (its probes were not kept); "
         f"the second runs this script's probes on the code before the issue ([{BEFORE_STEM}.md]({BEFORE_STEM}.md)); "
-        "the *after* column counts this script's issue-30 probes (bench/reliability_issue30.py), one or more per case "
+        "the *after* column counts this script's issue-30 probes (bench/checks/reliability_issue30.py), one or more per case "
         "the issue lists and more of each class: every writer tried on a user's file, its own input, an index's "
         "files, a FIFO and a device node; every loader tried on arrays edited with a matching checksum, crafted "
         "headers, pointers and file names.", "",
@@ -287,8 +287,8 @@ def probes_on(code: Path) -> int:
         results = [probe.run(folder) for probe in issue30_probes()]
     found = counts(results)
     lines = [f"# Issue 30's probes on the code before it ({version})", "",
-             f"Reproduce: `git worktree add /tmp/before {version} && .venv/bin/python bench/reliability.py --code "
-             "/tmp/before` (the probes of bench/reliability_issue30.py, this checkout's, run with that checkout's "
+             f"Reproduce: `git worktree add /tmp/before {version} && .venv/bin/python bench/checks/reliability.py --code "
+             "/tmp/before` (the probes of bench/checks/reliability_issue30.py, this checkout's, run with that checkout's "
              "gpu_tigrag).", "", "**By class:** " + ", ".join(f"{n} {c}" for n, c in found.items()) + ".", "",
              "| probe | exit | class | first stderr line, or the check's finding |", "|---|---|---|---|",
              *[f"| {r['probe']} | {r['exit']} | {r['class']} | "

@@ -10,7 +10,7 @@
    queries/s of both for batches of 1 and 256 queries, measured side by side in the same run.
 
 Queries of the synthetic corpora are words 3-9 of the first passages' texts (as bench/scale.py).
-Usage: python bench/ann.py [--datasets ...] [--sizes 100000 300000 1000000] [--subsets 30000]
+Usage: python bench/studies/ann.py [--datasets ...] [--sizes 100000 300000 1000000] [--subsets 30000]
        [--hnsw-sizes 100000] [--queries 1000] [--smoke]
 Writes bench/results/ann.{json,md} (not with --smoke, which runs a small synthetic set only).
 """
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import CACHE, dataset_index, dataset_queries, write_results
 
 from gpu_tigrag.backend import get_backend
@@ -223,7 +223,7 @@ def markdown(payload: dict[str, Any]) -> str:
            f"load {payload['load_average']} at the start): speeds are ratios within one run, exact beside ANN.",
            "", "Commands (from the repository root; the second rewrites this file from the JSON):", "", "```bash",
            *(".venv/bin/" + c.strip() for c in payload.get("commands") or [payload["command"]]),
-           ".venv/bin/python bench/ann.py --markdown-only", "```", "",
+           ".venv/bin/python bench/studies/ann.py --markdown-only", "```", "",
            f"Defaults: `ann.kind` {a.kind} (= ivf at or above `ann.min_chunks` {a.min_chunks:,} chunks), "
            f"`dense.search` {d.search}, `dense.nprobe` {d.nprobe}, `dense.ef_search` {d.ef_search}. The ANN's "
            "candidates are re-scored exactly, so its cosines are the exact ones; only the candidate set is "
@@ -368,7 +368,7 @@ def main() -> None:
         row = scale_row("smoke", vectors, vectors[:300] + 0.1, KINDS)
         print(markdown({"command": "smoke", "load_average": "-", "scale": [row]}))
         return
-    payload: dict[str, Any] = {"command": "python bench/ann.py " + " ".join(sys.argv[1:]),
+    payload: dict[str, Any] = {"command": "python bench/studies/ann.py " + " ".join(sys.argv[1:]),
                                "load_average": " ".join(f"{v:.1f}" for v in os.getloadavg())}
     payload["datasets"] = {name: dataset_quality(name) for name in args.datasets}
     rows = []

@@ -2,10 +2,10 @@
 tuned on all-MiniLM-L6-v2) and in units of each query's cosine standard deviation over all chunks
 (`fusion.link_bonus_unit`), on 2Wiki and MuSiQue-100, R@2/R@5.
 
-    python bench/link_bonus.py
-    python bench/link_bonus.py --encoders multilingual-e5-small/torch --grid cosine_std:5,2 cosine_std:3,1.2 --append
+    python bench/studies/link_bonus.py
+    python bench/studies/link_bonus.py --encoders multilingual-e5-small/torch --grid cosine_std:5,2 cosine_std:3,1.2 --append
 
-Chunk vectors come from bench/encoders.py's cache (the other index stages do not depend on the
+Chunk vectors come from bench/studies/encoders.py's cache (the other index stages do not depend on the
 encoder). Writes bench/results/link_bonus.md and .json.
 """
 
@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import DATA, RESULTS, write_results
-from bench.encoders import DATASETS, base_index, candidate_encoder, embeddings, with_encoder
+from bench.studies.encoders import DATASETS, base_index, candidate_encoder, embeddings, with_encoder
 
 from gpu_tigrag.evaluate.datasets import load_dataset
 from gpu_tigrag.evaluate.experiment import Experiment
@@ -72,7 +72,7 @@ def main() -> int:
 
 def markdown(rows: list[dict]) -> str:
     lines = ["# Title-link bonuses of the `best` preset across encoders", "",
-             "Command: `python bench/link_bonus.py`. `absolute`: bonuses added in cosine units (the old calibration, "
+             "Command: `python bench/studies/link_bonus.py`. `absolute`: bonuses added in cosine units (the old calibration, "
              "tuned on MiniLM); `cosine_std`: in standard deviations of the query's cosine over all chunks. "
              "**bold**: the `best` preset.", "",
              "| encoder | dataset | mean cosine std | unit | question bonus | bridge bonus | R@2 | R@5 |",

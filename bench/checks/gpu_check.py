@@ -1,5 +1,5 @@
 """The GPU check: parity tests and throughput on one NVIDIA GPU, each GPU figure next to the
-CPU figure from the same code. Run through bench/gpu_check.sh (see bench/README.md).
+CPU figure from the same code. Run through bench/checks/gpu_check.sh (see bench/README.md).
 
 Sections (each recorded, an error in one does not hide the others; exit status 1 if any failed):
   parity      `pytest -m gpu`: every test marked gpu (the CuPy case of each backend-parametrised test, and the
@@ -47,8 +47,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-if not __package__:  # run as `python bench/gpu_check.py`: import `bench` (and gpu_tigrag) from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+if not __package__:  # run as `python bench/checks/gpu_check.py`: import `bench` (and gpu_tigrag) from the repository root
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import ROOT, synchronize, timed
 
 from gpu_tigrag.backend import Backend, get_backend
@@ -165,11 +165,11 @@ def bench_indexing(sizes: list[int], cpu_max: int) -> dict[str, Any]:
 
 
 def bench_pair_count(sizes: list[int], cpu_max: int) -> dict[str, Any]:
-    """bench/pair_count.py's comparison on the indexing section's corpora (all their keys).
+    """bench/studies/pair_count.py's comparison on the indexing section's corpora (all their keys).
 
     "ok" is false when the two methods disagree, which fails the section but keeps the figures.
     """
-    from bench.pair_count import compare
+    from bench.studies.pair_count import compare
 
     from gpu_tigrag.index.graph import window_pair_keys
 
@@ -319,7 +319,7 @@ def encoder_folder(inputs: Path, scratch: Path, force_random: bool = False) -> t
 
     source = inputs / "encoder_architecture"
     if not (source / "config.json").is_file():
-        raise RuntimeError(f"{source}: no encoder architecture (run bench/prepare_gpu_check.py)")
+        raise RuntimeError(f"{source}: no encoder architecture (run bench/checks/prepare_gpu_check.py)")
     target = scratch / "encoder_random_weights"
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(source, target)
@@ -330,11 +330,11 @@ def encoder_folder(inputs: Path, scratch: Path, force_random: bool = False) -> t
 
 def random_weights_check(scratch: Path) -> dict[str, Any]:
     """The smoke run's check of the path the GPU machine takes (the default encoder's weights are not carried):
-    the architecture copied without weights as bench/prepare_gpu_check.py copies it, given random weights by
+    the architecture copied without weights as bench/checks/prepare_gpu_check.py copies it, given random weights by
     `encoder_folder`, then loaded and run on two texts. Scratch files are removed afterwards."""
     import shutil
 
-    from bench.prepare_gpu_check import copy_encoder_architecture
+    from bench.checks.prepare_gpu_check import copy_encoder_architecture
 
     from gpu_tigrag.config import EncoderConfig
     from gpu_tigrag.encoders.sentence import SentenceTransformerEncoder
@@ -533,7 +533,7 @@ def section(report: dict[str, Any], name: str, fn: Callable[[], Any], out: Path)
 def smoke_inputs(folder: Path) -> tuple[Path, Path]:
     """A tiny index of examples/corpus.json (stand-in encoder `hashing:256` and NER `capitalized`)
     and its questions' recorded vectors, in `folder`: the smoke run's stand-in for the 2Wiki inputs."""
-    from bench.prepare_gpu_check import write_query_inputs
+    from bench.checks.prepare_gpu_check import write_query_inputs
 
     from gpu_tigrag.config import EncoderConfig, EntityConfig, IndexConfig
     from gpu_tigrag.corpus import load_corpus

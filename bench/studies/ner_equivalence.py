@@ -5,7 +5,7 @@ chunks of every hop while retrieving. Same index, same encoder (cached), same qu
 script reports recall for both, the share of queries whose ranked chunks and hop entities are
 identical, and the time NER adds per query.
 
-Usage: python bench/ner_equivalence.py [--datasets 2wikimultihopqa musique_train100]
+Usage: python bench/studies/ner_equivalence.py [--datasets 2wikimultihopqa musique_train100]
 Writes bench/results/ner_equivalence.{json,md}.
 """
 
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import dataset_runs, write_results
 from gpu_tigrag.config import RetrievalConfig
 from gpu_tigrag.evaluate.experiment import Experiment, query_dataset
@@ -43,7 +43,7 @@ def main() -> None:
         rows.append(row)
         print(row, file=sys.stderr, flush=True)
     lines = ["# NER at index time (lookup) vs at query time (eq. 3.10 literally)", "",
-             "Command: `python bench/ner_equivalence.py`. Same index (spaCy en_core_web_sm run once per chunk at build),"
+             "Command: `python bench/studies/ner_equivalence.py`. Same index (spaCy en_core_web_sm run once per chunk at build),"
              " same cached encoder, TIGRAG 2-hop at the paper's defaults.", "",
              "| dataset | R@2 / R@5 lookup | R@2 / R@5 query-time NER | identical rankings | identical hop entities |"
              " entity step per query (lookup / NER) |", "|---|---|---|---|---|---|"]

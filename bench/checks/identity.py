@@ -7,9 +7,9 @@ then, on the MuSiQue corpus, the
 per-array sha256 of a fresh in-memory build, of a streaming build and of a build grown by `add`
 (manifest checksums). Run it before and after a change and compare the two files:
 
-    python bench/identity.py --out bench/results/identity_before.json
+    python bench/checks/identity.py --out bench/results/identity_before.json
     (change the code)
-    python bench/identity.py --out bench/results/identity_after.json --compare bench/results/identity_before.json
+    python bench/checks/identity.py --out bench/results/identity_after.json --compare bench/results/identity_before.json
 
 Any difference is listed and the exit code is 1. Takes ~8 min on 2 cores (plus ~6 min the first
 time, to build the MuSiQue LiteSemRAG stage).
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import DATA, DATASETS, code_version, dataset_index, dataset_queries
 
 from gpu_tigrag.corpus import load_corpus

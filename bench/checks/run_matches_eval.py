@@ -1,7 +1,7 @@
 """`tigrag run`'s TREC files scored elsewhere give `tigrag eval`'s figures: one doc-id space for runs and qrels.
 
-    python bench/run_matches_eval.py [--datasets beir_scifact 2wikimultihopqa musique_train100]
-    python bench/run_matches_eval.py --smoke     # the bundled example, writes nothing
+    python bench/checks/run_matches_eval.py [--datasets beir_scifact 2wikimultihopqa musique_train100]
+    python bench/checks/run_matches_eval.py --smoke     # the bundled example, writes nothing
 
 For each dataset and preset: `tigrag run INDEX DATASET [--split test] -o run.trec -k 100` (the queries the
 split judges, passages named by corpus id), `tigrag eval INDEX DATASET --save-qrels qrels.trec --json`, then
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 
 from bench.bm25_parity import CORPORA, STANDINS, build  # noqa: E402
 from bench.common import CACHE, DATA, ROOT, write_results  # noqa: E402
@@ -66,7 +66,7 @@ def compare(index: Path, dataset: Path, split: str | None, preset: str, work: Pa
 
 def markdown(payload: dict) -> str:
     lines = ["# `tigrag run`'s TREC files scored by ir_measures equal `tigrag eval`'s figures", "",
-             "Command: `python bench/run_matches_eval.py`. Per dataset and preset: `tigrag run INDEX DATASET "
+             "Command: `python bench/checks/run_matches_eval.py`. Per dataset and preset: `tigrag run INDEX DATASET "
              "[--split test] -o run.trec -k 100`, `tigrag eval INDEX DATASET --save-qrels qrels.trec --json`, "
              "ir_measures on the two files. Indexes with stand-in vectors and entities (bench/bm25_parity.py's): "
              "the check is about passage names and depth, so the figures are low and not the methods' quality.", "",

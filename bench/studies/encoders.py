@@ -3,8 +3,8 @@ MuSiQue-100, NaiveRAG and TIGRAG (both presets) R@2/R@5; on SciFact, NaiveRAG an
 on the engine's chunks, and dense passage retrieval nDCG@10 on the BEIR passages next to the
 model's published figure (a check that the weights are what they claim); and passages/s.
 
-    python bench/encoders.py                       # every installed (model, runtime) pair
-    python bench/encoders.py --candidates all-MiniLM-L6-v2/torch multilingual-e5-small/onnx-int8
+    python bench/studies/encoders.py                       # every installed (model, runtime) pair
+    python bench/studies/encoders.py --candidates all-MiniLM-L6-v2/torch multilingual-e5-small/onnx-int8
 
 Each candidate re-embeds the chunks of the cached indexes (bench/common.py; the other stages do
 not depend on the encoder), so candidates differ only in their vectors. Embeddings are cached in
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import CACHE, DATA, RESULTS, bench_index_config, dataset_index, write_results
 from bench.common import DATASETS as COMMON_DATASETS
 
@@ -164,7 +164,7 @@ def main() -> int:
 
 def markdown(rows: list[dict], skipped: dict, datasets: list[str]) -> str:
     lines = ["# Encoders, measured the same way (issue 12)", "",
-             "Reproduce: `python bench/encoders.py` (2-core CPU; chunks of the cached indexes re-embedded by each "
+             "Reproduce: `python bench/studies/encoders.py` (2-core CPU; chunks of the cached indexes re-embedded by each "
              "candidate; passages/s on 300 2Wiki chunks in this run).", ""]
     head = "| candidate | passages/s |"
     rule = "|---|---|"

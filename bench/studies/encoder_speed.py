@@ -15,7 +15,7 @@ Quality (--recall): indexes of 2Wiki, MuSiQue-100 and SciFact built with the onn
 (cached in .cache/bench/index_<name>_onnx-int8), evaluated by `tigrag eval` with TIGRAG paper,
 TIGRAG best and NaiveRAG next to the torch indexes of .cache/bench (bench/eval_all.sh's).
 
-Usage: python bench/encoder_speed.py [--models all-MiniLM-L6-v2 multilingual-e5-small]
+Usage: python bench/studies/encoder_speed.py [--models all-MiniLM-L6-v2 multilingual-e5-small]
                                      [--passages 1000] [--rounds 3] [--recall] [--no-speed]
 Writes bench/results/encoder_speed.{json,md} (a run with --no-speed keeps the stored speed figures,
 and one without --recall keeps the stored recall figures).
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import CACHE, DATA, DATASETS, RESULTS, ROOT, dataset_index, dataset_queries, write_results
 
 import numpy as np
@@ -286,7 +286,7 @@ def main() -> None:
     stored = {}
     if (RESULTS / "encoder_speed.json").is_file():
         stored = json.loads((RESULTS / "encoder_speed.json").read_text())
-    payload = {"command": "python bench/encoder_speed.py " + " ".join(sys.argv[1:]), "cpu": cpu_info(),
+    payload = {"command": "python bench/studies/encoder_speed.py " + " ".join(sys.argv[1:]), "cpu": cpu_info(),
                "onnxruntime": onnxruntime.__version__, "torch": torch.__version__,
                "load_average_at_start": os.getloadavg()}
     if args.no_speed:

