@@ -1,8 +1,8 @@
-"""Shared fixtures and helpers: paths to the bundled example and to ../shared/data, backends under
-test, the example's questions, a spaCy-free entity tagger for it, and its index built once per session.
-
-Test modules import the helpers with `from conftest import ...`, never from one another, and never a
-bench script (tests of bench/ run `python -m bench ...` in a subprocess).
+"""Shared fixtures: the backends under test, ../shared/data, and the bundled example's index built once per
+session; the plain helpers (paths, questions, the example's entity tagger, ...) are in helpers.py. Tests are
+laid out by layer: unit/, index/, methods/<name>/ (and methods/ for the registry and plug-ins, with the
+contract every method keeps, methods/contract.py), reliability/, interface/ (CLI, API, evaluation, runs,
+bench) and data/ (quality on ../shared/data).
 
 Markers (declared in pyproject.toml): `slow` (real transformer/spaCy builds or otherwise long: not in
 `make test`), `data` (reads ../shared/data), `gpu` (needs a CUDA device: the `backend` fixture's CuPy
@@ -10,13 +10,8 @@ case carries it, so `pytest -m gpu` selects every CuPy case), `reliability` (the
 
 from __future__ import annotations
 
-import contextlib
-import http.server
-import json
-import logging
 import os
 import shutil
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,29 +19,10 @@ from typing import Any
 import pytest
 
 from gpu_tigrag.backend import cuda_available, get_backend
-
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples"
-SHARED_DATA = Path(os.environ.get("TIGRAG_DATA", ROOT.parent / "shared" / "data"))
-
-#: the questions of the bundled example (examples/questions.json), in file order
-QUESTIONS = [q["question"] for q in json.loads((EXAMPLES / "questions.json").read_text())]
-
-#: the named entities of the bundled example corpus with their spaCy labels
-ENTITIES = {"Mirela Vantz": "PERSON", "Korvath": "GPE", "Oskar Helm": "PERSON", "Tamsin Orrey": "PERSON",
-            "Ansel Brightwater": "PERSON", "Gideon Marsh": "PERSON", "Clara Weskin": "PERSON", "Port Elsin": "GPE",
-            "Northern Ledger": "ORG", "Mount Varn": "LOC", "Piet Anholt": "PERSON", "Marta Quell": "PERSON",
-            "Lena Sorvik": "PERSON", "Elsin Medal": "WORK_OF_ART", "Royal Conservatory of Halden": "ORG"}
-
-
-def string_entities(texts):
-    """An entity extractor for the example corpus without spaCy: the `ENTITIES` each text contains."""
-    return [[(name, label) for name, label in ENTITIES.items() if name in text] for text in texts]
-
+from helpers import EXAMPLE_ENCODER, EXAMPLES, SHARED_DATA, string_entities
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
 
 def _backend_params():
     yield pytest.param("numpy", id="numpy")
@@ -66,10 +42,6 @@ def backend(request):
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     return SHARED_DATA
-
-
-#: the settings of the shared example index: the stand-in encoder `hashing:128`, everything else default
-EXAMPLE_ENCODER = "hashing:128"
 
 
 @dataclass(frozen=True)
@@ -102,62 +74,3 @@ def example_index(tmp_path_factory) -> ExampleIndex:
     path = tmp_path_factory.mktemp("example") / "index"
     save_index(index, path)
     return ExampleIndex(index, path)
-
-
-def require_data(path: Path) -> Path:
-    if not path.exists():
-        pytest.skip(f"{path} is absent: put ../shared/data beside the checkout (or set TIGRAG_DATA) to run this test")
-    return path
-
-
-class ChatHandler(http.server.BaseHTTPRequestHandler):
-    """A chat-completions endpoint for model "toy" that answers "The answer to QUESTION"; the first
-    `fail_first` calls get HTTP 503 (set `calls` and `fail_first` before each use)."""
-
-    fail_first = 0
-    calls = 0
-    lock = threading.Lock()
-
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        with ChatHandler.lock:
-            ChatHandler.calls += 1
-            failing = ChatHandler.calls <= ChatHandler.fail_first
-        if failing:
-            self.send_error(503, "busy")
-            return
-        if self.path != "/v1/chat/completions" or body["model"] != "toy":
-            self.send_error(404)
-            return
-        question = body["messages"][0]["content"].split("Question: ")[-1].split("\n")[0]
-        reply = {"choices": [{"message": {"role": "assistant",
-                                          "content": f"Thought: easy.\nAnswer: The answer to {question}"}}]}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
-@contextlib.contextmanager
-def logged_messages(logger: str = "gpu_tigrag"):
-    """Collect the messages logged under `logger` (INFO and above) during the block into a list."""
-    messages: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            messages.append(record.getMessage())
-
-    target = logging.getLogger(logger)
-    handler, level = Collect(logging.INFO), target.level
-    target.addHandler(handler)
-    target.setLevel(logging.INFO)
-    try:
-        yield messages
-    finally:
-        target.removeHandler(handler)
-        target.setLevel(level)

@@ -24,7 +24,7 @@ Sections (each recorded, an error in one does not hide the others; exit status 1
               and on the CPU, q/s and which modes ran; a size whose build cannot finish before the
               deadline is skipped and says so (last section: raise --deadline-s to give it the time)
 
-`--smoke` is the CPU dry run that CI runs (tests/test_gpu_check_smoke.py): numpy in the device's
+`--smoke` is the CPU dry run that CI runs (tests/interface/test_gpu_check_smoke.py): numpy in the device's
 place, tiny sizes, and a tiny index of examples/corpus.json built with the stand-in encoder and NER
 (nothing from .cache needed); the encoder section also runs the random-weights path. `--deadline-s` bounds the whole run: subprocess sections get the time
 left, and the report is rewritten after every section.

@@ -28,13 +28,13 @@ ISSUE30_BEFORE = {"clear error": 85, "correct": 82, "traceback or confusing": 16
 
 CHECKED_BY_TESTS = {
     "trec refuses a run still being written (its writer lock held), --partial marks it":
-        ["tests/test_outputs.py::test_trec_refuses_a_run_still_being_written"],
+        ["tests/index/test_outputs.py::test_trec_refuses_a_run_still_being_written"],
     "a FIFO, device, folder or link at a TREC output is never replaced, even with --force":
-        ["tests/test_outputs.py::test_trec_never_replaces_a_non_regular_file_even_with_force"],
+        ["tests/index/test_outputs.py::test_trec_never_replaces_a_non_regular_file_even_with_force"],
     "a flat index's conversion removes only the files its manifest lists":
-        ["tests/test_outputs.py::test_converting_a_flat_index_removes_only_its_listed_files"],
+        ["tests/index/test_outputs.py::test_converting_a_flat_index_removes_only_its_listed_files"],
     "the vector cache never deletes or writes a file it did not make":
-        ["tests/test_outputs.py::test_the_vector_cache_never_deletes_or_writes_a_file_it_did_not_make"],
+        ["tests/index/test_outputs.py::test_the_vector_cache_never_deletes_or_writes_a_file_it_did_not_make"],
 }
 
 USER_FILES = ("data.npy", "table.parquet", ".notes.tmp-1", ".x.old-2", "gen-000001/keep.txt", "corpus.json")

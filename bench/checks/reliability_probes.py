@@ -37,24 +37,24 @@ except TigragError as exc:
 #: root cannot reproduce here), with the test that checks each
 CHECKED_BY_TESTS = {
     "a planted lock link is refused, nothing outside touched": [
-        "tests/test_reliability_writers.py::test_the_cli_refuses_a_planted_lock_link"],
-    "nothing follows a link planted at any path the engine writes": ["tests/test_reliability_links.py"],
+        "tests/reliability/test_reliability_writers.py::test_the_cli_refuses_a_planted_lock_link"],
+    "nothing follows a link planted at any path the engine writes": ["tests/reliability/test_reliability_links.py"],
     "readers (CLI and API) in loops during add, extend and a stream build: every load old or new": [
-        "tests/test_reliability_readers.py::test_readers_in_loops_never_see_a_write"],
+        "tests/reliability/test_reliability_readers.py::test_readers_in_loops_never_see_a_write"],
     "readers never see a write (generations)": [
-        "tests/test_generations.py::test_readers_in_threads_never_see_a_save",
-        "tests/test_generations.py::test_a_reader_keeps_its_generation_stages_read_later_included"],
+        "tests/index/test_generations.py::test_readers_in_threads_never_see_a_save",
+        "tests/index/test_generations.py::test_a_reader_keeps_its_generation_stages_read_later_included"],
     "no generation folder or dangling link is written through": [
-        "tests/test_generations.py::test_a_generation_folder_or_a_dangling_link_is_never_written"],
+        "tests/index/test_generations.py::test_a_generation_folder_or_a_dangling_link_is_never_written"],
     "a damaged stage fails only its method; extend repairs it": [
-        "tests/test_reliability_stages.py::test_a_damaged_stage_fails_only_its_method_and_extend_repairs_it"],
+        "tests/reliability/test_reliability_stages.py::test_a_damaged_stage_fails_only_its_method_and_extend_repairs_it"],
     "two dask workers give exactly the local results": [
-        "tests/test_batch_run.py::test_two_dask_workers_give_exactly_the_local_results"],
+        "tests/interface/test_batch_run.py::test_two_dask_workers_give_exactly_the_local_results"],
     "numba gets a private cache where neither install nor home is writable (root writes anywhere)": [
-        "tests/test_kernels.py::test_numba_gets_a_private_cache_where_it_could_write_none"],
+        "tests/unit/test_kernels.py::test_numba_gets_a_private_cache_where_it_could_write_none"],
     "a read-only vector cache is read without adding to it (root writes anywhere)": [
-        "tests/test_encoders.py::test_a_cache_that_cannot_be_written_or_opened_never_stops_the_work"],
-    "a short write reported by numpy reads as a full disk": ["tests/test_reliability_disk.py"],
+        "tests/unit/test_encoders.py::test_a_cache_that_cannot_be_written_or_opened_never_stops_the_work"],
+    "a short write reported by numpy reads as a full disk": ["tests/reliability/test_reliability_disk.py"],
 }
 
 #: a checkout whose gpu_tigrag the probes run instead of this one's (`bench/checks/reliability.py --code DIR`: the same

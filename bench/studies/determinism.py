@@ -199,7 +199,7 @@ def markdown(payload: dict) -> str:
     lines = ["# Determinism: query vectors and rankings independent of batching (default CPU encoder)", "",
              f"Command: `{payload['command']}`. Encoder {MODEL}; passages embedded once each (\"title\\ntext\"), "
              "queries ranked against all passages by cosine (dense passage retrieval, the encoder's own effect; the "
-             "engine's rankings through every entry point are tested in tests/test_determinism.py). Load average "
+             "engine's rankings through every entry point are tested in tests/interface/test_determinism.py). Load average "
              f"at start {payload['load_start']}, at end {payload['load_end']} (the machine was shared: speed "
              "figures are best rounds of interleaved runs).", ""]
     for name, data in payload["datasets"].items():

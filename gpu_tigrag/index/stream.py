@@ -30,7 +30,7 @@ Stages 1 and 3 run in local spawned processes, or on the workers of a Dask sched
 must be on a filesystem they share with this process (checked before any work is sent).
 `memory_budget_mb` sizes the partitions, so it bounds the working memory of the partitions in
 flight above the fixed cost of the runtime (interpreter and libraries in each process); the merge
-and the assembly in this process need memory in proportion to the index itself (tests/test_stream.py).
+and the assembly in this process need memory in proportion to the index itself (tests/index/test_stream.py).
 """
 
 from __future__ import annotations

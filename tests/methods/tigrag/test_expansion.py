@@ -1,0 +1,179 @@
+"""The vectors of the expanded queries μ ⊕ e (methods/tigrag/expansion.py, `tigrag.fusion.expansion_vectors`):
+the paper's texts and passes unchanged under "text", the "sum" vectors as specified, the setting's checks."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from helpers import QUESTIONS
+from gpu_tigrag.backend import get_backend
+from gpu_tigrag.config import RetrievalConfig
+from gpu_tigrag.encoders import load_encoder
+from gpu_tigrag.encoders.base import QUERY
+from gpu_tigrag.errors import TigragError
+from gpu_tigrag.methods.tigrag.config import FusionConfig
+from gpu_tigrag.methods.tigrag.expansion import combine, expanded_query_vectors, expansion_texts
+from gpu_tigrag.methods.tigrag.retriever import TigragRetriever
+from gpu_tigrag.presets import preset, preset_with
+
+
+class Recording:
+    """An encoder that passes every call on to `inner` and records the texts of each call."""
+
+    def __init__(self, inner):
+        self.inner, self.calls = inner, []
+        self.name, self.fingerprint, self.backend, self.dim = inner.name, inner.fingerprint, inner.backend, inner.dim
+
+    def encode(self, texts, show_progress=False, kind="passage", **options):
+        self.calls.append(list(texts))
+        return self.inner.encode(texts, show_progress, kind=kind)
+
+
+def recording_retriever(example_index, config: RetrievalConfig, backend: str = "numpy"):
+    index = example_index.index
+    encoder = Recording(load_encoder(index.config.encoder))
+    return TigragRetriever(index, config, encoder=encoder, backend=backend), encoder
+
+
+def stub_retriever(be, encoder, fusion: FusionConfig):
+    """The parts of a retriever `expanded_query_vectors` reads: settings, backend, `encode`."""
+    def encode(texts):
+        return be.asarray(encoder.encode(list(texts), kind=QUERY))
+    return SimpleNamespace(settings=SimpleNamespace(fusion=fusion), be=be, encode=encode)
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+QUESTION_ENTITIES = (["Where was the director born?", "Who wrote the opera?"],
+                     [["Mirela Vantz", "Korvath"], ["Ansel Brightwater", "Mirela Vantz"]])
+
+
+def test_paper_embeds_question_entity_texts_one_each(example_index):
+    """"text" (the paper's default): one text "question entity" per pair, in order, nothing else."""
+    encoder = Recording(load_encoder(example_index.index.config.encoder))
+    be = get_backend("numpy")
+    questions, entities = QUESTION_ENTITIES
+    vectors, owner = expanded_query_vectors(stub_retriever(be, encoder, FusionConfig()), questions, entities)
+    assert encoder.calls == [["Where was the director born? Mirela Vantz", "Where was the director born? Korvath",
+                              "Who wrote the opera? Ansel Brightwater", "Who wrote the opera? Mirela Vantz"]]
+    assert owner.tolist() == [0, 0, 1, 1]
+    np.testing.assert_allclose(vectors, encoder.inner.encode(encoder.calls[0], kind=QUERY), atol=1e-6)
+
+
+def test_paper_preset_sends_the_question_then_its_question_entity_texts(example_index):
+    """End to end under `paper`: the batch's questions, then exactly one "question entity" text per
+    expanded entity of each expanded question (the traces' entities), as before the setting existed."""
+    assert preset("paper").tigrag.fusion.expansion_vectors == "text"
+    retriever, encoder = recording_retriever(example_index, preset("paper"))
+    results = retriever.retrieve(QUESTIONS, k=5)
+    assert encoder.calls[0] == QUESTIONS
+    expected = expansion_texts([q for q, r in zip(QUESTIONS, results) if len(r.hops) > 1],
+                               [r.hops[0].new_entities for r in results if len(r.hops) > 1])
+    assert expected and sorted(expected) == sorted(t for call in encoder.calls[1:] for t in call)
+    assert retriever.timer.encoded_texts == len(QUESTIONS) + len(expected)
+
+
+def test_sum_vectors_are_normalised_question_plus_weighted_entity(example_index, backend):
+    """"sum": normalize(vec(q) + w·vec(e)); each distinct entity embedded once, alone; the questions
+    embedded again when no hop-1 vectors are passed, not at all when they are."""
+    inner = load_encoder(example_index.index.config.encoder)
+    questions, entities = QUESTION_ENTITIES
+    q_vec, e_vec = inner.encode(questions, kind=QUERY), inner.encode(["Mirela Vantz", "Korvath", "Ansel Brightwater"],
+                                                                      kind=QUERY)
+    expected = unit(np.stack([q_vec[0] + 0.3 * e_vec[0], q_vec[0] + 0.3 * e_vec[1],
+                              q_vec[1] + 0.3 * e_vec[2], q_vec[1] + 0.3 * e_vec[0]]))
+    fusion = FusionConfig(expansion_vectors="sum", expansion_weight=0.3)
+
+    encoder = Recording(inner)
+    vectors, owner = expanded_query_vectors(stub_retriever(backend, encoder, fusion), questions, entities)
+    assert owner.tolist() == [0, 0, 1, 1]
+    assert encoder.calls == [["Mirela Vantz", "Korvath", "Ansel Brightwater"], questions]
+    np.testing.assert_allclose(backend.to_host(vectors), expected, atol=1e-5)
+
+    encoder = Recording(inner)
+    vectors, _ = expanded_query_vectors(stub_retriever(backend, encoder, fusion), questions, entities,
+                                        question_vectors=backend.asarray(q_vec))
+    assert encoder.calls == [["Mirela Vantz", "Korvath", "Ansel Brightwater"]]
+    np.testing.assert_allclose(backend.to_host(vectors), expected, atol=1e-5)
+    assert vectors.dtype == backend.xp.float32
+
+
+def test_sum_weight_changes_the_vectors_and_the_paper_text_vectors_differ_from_sum(example_index):
+    inner = load_encoder(example_index.index.config.encoder)
+    be = get_backend("numpy")
+    questions, entities = QUESTION_ENTITIES
+    light, _ = expanded_query_vectors(stub_retriever(be, inner, FusionConfig(expansion_vectors="sum",
+                                                                             expansion_weight=0.1)), questions, entities)
+    heavy, _ = expanded_query_vectors(stub_retriever(be, inner, FusionConfig(expansion_vectors="sum",
+                                                                             expansion_weight=3.0)), questions, entities)
+    q_vec = inner.encode(questions, kind=QUERY)
+    # a light entity keeps the vector near its question's; a heavy one pulls it towards the entity
+    assert (light * q_vec[[0, 0, 1, 1]]).sum(axis=1).min() > (heavy * q_vec[[0, 0, 1, 1]]).sum(axis=1).max()
+
+
+def test_joint_embeds_one_text_per_question_with_all_its_entities(example_index):
+    encoder = Recording(load_encoder(example_index.index.config.encoder))
+    be = get_backend("numpy")
+    questions, entities = QUESTION_ENTITIES
+    vectors, owner = expanded_query_vectors(stub_retriever(be, encoder, FusionConfig(expansion_vectors="joint")),
+                                            questions, entities)
+    assert encoder.calls == [["Where was the director born? Mirela Vantz Korvath",
+                              "Who wrote the opera? Ansel Brightwater Mirela Vantz"]]
+    assert owner.tolist() == [0, 1]
+    np.testing.assert_allclose(vectors, encoder.inner.encode(encoder.calls[0], kind=QUERY), atol=1e-6)
+    # a question without an entity gets no vector (its rerank is -inf everywhere, as under "text")
+    encoder.calls.clear()
+    _, owner = expanded_query_vectors(stub_retriever(be, encoder, FusionConfig(expansion_vectors="joint")),
+                                      ["Q0?", "Q1?", "Q2?"], [["A"], [], ["B", "C"]])
+    assert encoder.calls == [["Q0? A", "Q2? B C"]] and owner.tolist() == [0, 2]
+
+
+def test_combine_handles_no_pairs_and_a_zero_sum():
+    be = get_backend("numpy")
+    empty = combine(be, None, np.zeros((0, 4), np.float32), np.zeros(0, np.int64), np.zeros(0, np.int64), 1.0)
+    assert empty.shape == (0, 4) and empty.dtype == np.float32
+    q = np.array([[1.0, 0, 0, 0]], np.float32)
+    out = combine(be, q, -q, np.array([0]), np.array([0]), 1.0)
+    assert np.all(np.isfinite(out)) and np.allclose(out, 0)
+
+
+def test_sum_retrieval_embeds_fewer_texts_and_agrees_across_backends(example_index, backend):
+    """End to end under "sum": the questions, then per batch the distinct entities and the questions
+    again (each entity once however many questions expand it), so fewer texts than the paper's pairs."""
+    config = preset_with("paper", {"tigrag.fusion.expansion_vectors": "sum", "tigrag.fusion.expansion_weight": 0.3})
+    retriever, encoder = recording_retriever(example_index, config, backend.name)
+    results = retriever.retrieve(QUESTIONS, k=5)
+    expanded = [r for r in results if len(r.hops) > 1]
+    distinct = {e for r in expanded for e in r.hops[0].new_entities}
+    assert encoder.calls[0] == QUESTIONS
+    assert sorted(encoder.calls[1]) == sorted(distinct) and len(encoder.calls[1]) == len(distinct)
+    assert sorted(encoder.calls[2]) == sorted(q for q, r in zip(QUESTIONS, results) if len(r.hops) > 1)
+    pairs = sum(len(r.hops[0].new_entities) for r in expanded)
+    assert len(distinct) < pairs and retriever.timer.encoded_texts == 2 * len(QUESTIONS) - (
+        len(results) - len(expanded)) + len(distinct)
+    reference, _ = recording_retriever(example_index, config, "numpy")
+    assert [r.chunk_ids for r in reference.retrieve(QUESTIONS, k=5)] == [r.chunk_ids for r in results]
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"tigrag.fusion.expansion_vectors": "mean"}, "expansion_vectors must be 'text', 'sum' or 'joint'"),
+    ({"tigrag.fusion.expansion_weight": 0.0}, "expansion_weight must be in \\(0, 1e6\\]"),
+    ({"tigrag.fusion.expansion_weight": -1.0}, "expansion_weight must be in \\(0, 1e6\\]"),
+    ({"tigrag.fusion.expansion_weight": float("nan")}, "expansion_weight must be in \\(0, 1e6\\]"),
+    ({"tigrag.fusion.expansion_weight": float("inf")}, "expansion_weight must be in \\(0, 1e6\\]"),
+    ({"tigrag.fusion.expansion_weight": "inf"}, "expansion_weight"),
+])
+def test_setting_validation(overrides, message):
+    with pytest.raises(TigragError, match=message):
+        preset_with("paper", overrides)
+
+
+def test_settings_parse_from_strings_as_set_does():
+    config = preset_with("paper", {"tigrag.fusion.expansion_vectors": "sum", "tigrag.fusion.expansion_weight": "0.25"})
+    assert config.tigrag.fusion.expansion_vectors == "sum" and config.tigrag.fusion.expansion_weight == 0.25
+    assert FusionConfig().expansion_vectors == "text"  # the paper's behaviour is the default

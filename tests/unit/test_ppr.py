@@ -1,0 +1,226 @@
+import numpy as np
+import scipy.sparse
+
+from gpu_tigrag.methods.tigrag.config import PPRConfig
+from gpu_tigrag.ops.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
+from gpu_tigrag.ops.topk import top_k_rows
+
+
+def random_graph(n=40, seed=0, isolated=(7,)):
+    rng = np.random.default_rng(seed)
+    w = rng.random((n, n)) * (rng.random((n, n)) < 0.15)
+    w = np.triu(w, 1)
+    w = w + w.T
+    for i in isolated:
+        w[i, :] = w[:, i] = 0
+    return w.astype(np.float32)
+
+
+def direct_solve(w, seeds, d):
+    """x = (1-d) v + d (P x + v · dangling mass), solved as one linear system."""
+    n = w.shape[0]
+    deg = w.sum(axis=0)
+    p = np.where(deg > 0, w / np.where(deg > 0, deg, 1), 0.0)
+    v = np.zeros(n)
+    v[list(set(seeds))] = 1.0 / len(set(seeds))
+    dangling = (deg == 0).astype(float)
+    a = np.eye(n) - d * (p + np.outer(v, dangling))
+    return np.linalg.solve(a, (1 - d) * v)
+
+
+def test_batched_ppr_equals_direct_linear_solve(backend):
+    w = random_graph()
+    seed_sets = [np.array([0, 3]), np.array([5]), np.array([7, 1, 1]), np.array([], dtype=np.int64)]
+    cfg = PPRConfig(damping=0.6, tol=1e-7, max_iter=500)
+    tm = TransitionMatrix.from_adjacency(backend, scipy.sparse.csr_matrix(w))
+    x, iters = personalized_pagerank(backend, tm, seed_matrix(backend, seed_sets, w.shape[0]), cfg)
+    x = backend.to_host(x)
+    assert iters < 500
+    for j, seeds in enumerate(seed_sets[:3]):
+        np.testing.assert_allclose(x[:, j], direct_solve(w, seeds, cfg.damping), atol=2e-6)
+        assert abs(x[:, j].sum() - 1.0) < 1e-5
+    assert np.all(x[:, 3] == 0)  # no seed, no mass
+
+
+def test_top_gamma_is_sorted_subset_and_l1_normalised(backend):
+    scores = backend.asarray(np.array([[0.1, 0.0], [0.5, 0.0], [0.2, 0.3], [0.0, 0.0]], dtype=np.float32))
+    ids, weights = top_gamma(backend, scores, 2)
+    ids, weights = backend.to_host(ids), backend.to_host(weights)
+    assert set(ids[:, 0]) == {1, 2}
+    np.testing.assert_allclose(sorted(weights[:, 0]), [0.2 / 0.7, 0.5 / 0.7], rtol=1e-6)
+    # column 1 reaches one node: it gets all the weight, the other slot none
+    assert weights[:, 1].sum() == 1.0 and sorted(weights[:, 1]) == [0.0, 1.0]
+
+
+def test_top_k_rows_breaks_ties_at_the_cut_by_lowest_id(backend):
+    xp = backend.xp
+    scores = xp.asarray(np.array([[1, 5, 0], [3, 3, 0], [3, 3, 0], [3, 3, 2], [5, 1, 1]], dtype=np.float32))
+    ids = backend.to_host(top_k_rows(backend, scores, 2))
+    assert ids[:, 0].tolist() == [1, 4] and ids[:, 1].tolist() == [0, 1] and ids[:, 2].tolist() == [3, 4]
+    many = np.zeros((200, 3), dtype=np.float32)
+    many[::7] = 1.0  # 29 tied rows per column, far more than k
+    ids = backend.to_host(top_k_rows(backend, xp.asarray(many), 5))
+    assert (ids == np.array([0, 7, 14, 21, 28])[:, None]).all()
+    assert backend.to_host(top_k_rows(backend, scores, 9)).tolist() == [[0] * 3, [1] * 3, [2] * 3, [3] * 3, [4] * 3]
+
+
+def test_top_k_rows_equals_a_stable_full_sort_on_random_ties(backend):
+    rng = np.random.default_rng(5)
+    scores = rng.integers(0, 6, size=(300, 37)).astype(np.float32)  # heavy ties everywhere
+    for k in (1, 7, 100, 299):
+        expected = np.sort(np.argsort(-scores, axis=0, kind="stable")[:k], axis=0)
+        got = backend.to_host(top_k_rows(backend, backend.xp.asarray(scores), k))
+        np.testing.assert_array_equal(got, expected)
+
+
+# -- sparse PPR by forward push (tigrag.ppr.algorithm = "push") ------------------------------------------
+import pytest  # noqa: E402
+
+from gpu_tigrag.errors import TigragError  # noqa: E402
+from gpu_tigrag.ops.push_ppr import PushGraph, push_pagerank, scores_at, seed_lists  # noqa: E402
+
+PUSH_SEEDS = [np.array([0, 3]), np.array([5]), np.array([7, 1, 1]), np.array([], dtype=np.int64), np.array([7]),
+              np.array([2, 9, 11, 30])]
+
+
+def push(backend, w, seeds, support=64, **settings):
+    cfg = PPRConfig(**{"damping": 0.6, "max_iter": 500, "algorithm": "push", **settings})
+    return push_pagerank(backend, PushGraph.from_adjacency(backend, scipy.sparse.csr_matrix(w)), seeds, cfg, support)
+
+
+@pytest.mark.parametrize("threshold", ["mass", "edges"])
+@pytest.mark.parametrize("epsilon", [1e-2, 1e-4, 1e-7])
+def test_push_is_a_lower_bound_with_l1_error_the_residual_left(backend, threshold, epsilon):
+    """p ≤ PPR node by node; ||PPR − p||₁ = 1 − Σp (the residual's mass) < ε per touched node (per
+    edge of the touched nodes under "edges"), for seeds on the isolated node 7 too (dangling rule)."""
+    w = random_graph()
+    result = push(backend, w, PUSH_SEEDS, push_epsilon=epsilon, push_threshold=threshold)
+    x = backend.to_host(result.dense(backend))
+    edges = np.maximum((w > 0).sum(axis=1), 1)
+    for j, seeds in enumerate(PUSH_SEEDS):
+        if not len(seeds):
+            continue
+        exact = direct_solve(w, seeds, 0.6)
+        error = exact - x[:, j]
+        assert error.min() > -1e-6
+        assert abs(np.abs(error).sum() - (1 - x[:, j].sum())) < 1e-5
+        touched = int(result.stats[j, 0])
+        bound = epsilon * (edges.sum() if threshold == "edges" else touched)
+        assert 0 < touched <= w.shape[0] and np.abs(error).sum() < bound + 1e-6
+    assert result.stats[3].tolist() == [0, 0, 0]
+
+
+def test_push_top_gamma_agrees_with_the_exact_iterate(backend):
+    """Against the exact iterate's top-γ S (scores π) with R = 1 − Σp the push's residual mass: a node of S
+    can lose its place only to one whose π is within R below it; where the sets agree the normalised
+    weights differ by at most 2R / π(S) in L1; at a tiny ε they are the same."""
+    w = random_graph(n=60, seed=4)
+    seeds = [np.array([0, 3]), np.array([5]), np.array([7, 1]), np.array([10, 20, 30, 40])]
+    tm = TransitionMatrix.from_adjacency(backend, scipy.sparse.csr_matrix(w))
+    exact = backend.to_host(personalized_pagerank(backend, tm, seed_matrix(backend, seeds, 60),
+                                                  PPRConfig(damping=0.6, tol=1e-9, max_iter=500))[0])
+    exact_ids, exact_weights = (backend.to_host(a) for a in top_gamma(backend, backend.asarray(exact), 8))
+    equal_sets = 0
+    for epsilon in (1e-3, 1e-4, 1e-8):
+        result = push(backend, w, seeds, push_epsilon=epsilon, top_gamma=8)
+        ids, weights = (backend.to_host(a) for a in result.top_gamma(backend, 8))
+        residual = 1 - backend.to_host(result.dense(backend)).sum(axis=0)
+        for j in range(len(seeds)):
+            ours, ref = set(ids[:, j].tolist()), set(exact_ids[:, j].tolist())
+            lost, gained = exact[list(ref - ours), j], exact[list(ours - ref), j]
+            assert not lost.size or lost.max() - gained.min() <= residual[j] + 1e-5
+            if ours == ref:
+                equal_sets += 1
+                mine = dict(zip(ids[:, j].tolist(), weights[:, j].tolist()))
+                l1 = sum(abs(mine[k] - v) for k, v in zip(exact_ids[:, j].tolist(), exact_weights[:, j].tolist()))
+                assert l1 <= 2 * residual[j] / exact[list(ref), j].sum() + 1e-5
+                if epsilon == 1e-8:
+                    assert l1 < 1e-5
+            else:
+                assert epsilon > 1e-8
+    assert equal_sets >= 10
+
+
+def test_push_without_seeds_scores_nothing(backend):
+    w = random_graph()
+    result = push(backend, w, [np.array([], dtype=np.int64)] * 2, push_epsilon=1e-4, top_gamma=5)
+    ids, weights = result.top_gamma(backend, 5)
+    assert not backend.to_host(weights).any() and not backend.to_host(ids).any()
+    assert not backend.to_host(result.dense(backend)).any() and not result.stats.any()
+    assert push(backend, w, [], push_epsilon=1e-4).ids.shape == (0, 40)
+
+
+def test_a_dangling_seed_sends_its_mass_back_to_the_seeds(backend):
+    """Node 7 has no edge: alone it keeps all its mass; beside seed 1 it shares the restart."""
+    w = random_graph()
+    x = backend.to_host(push(backend, w, [np.array([7]), np.array([7, 1])], push_epsilon=1e-9).dense(backend))
+    assert x[7, 0] == pytest.approx(1.0, abs=1e-6) and x[:, 0].sum() == pytest.approx(1.0, abs=1e-6)
+    np.testing.assert_allclose(x[:, 1], direct_solve(w, [7, 1], 0.6), atol=1e-6)
+
+
+def test_a_push_query_ignores_its_batch_mates_and_the_batch_size(backend):
+    """Every query's support is the same bits alone, in a batch, and in another order."""
+    w = random_graph(n=120, seed=2, isolated=(3, 50))
+    rng = np.random.default_rng(0)
+    seeds = [rng.choice(120, size=rng.integers(0, 6), replace=True) for _ in range(23)]
+    together = push(backend, w, seeds, push_epsilon=1e-5)
+    order = rng.permutation(len(seeds))
+    shuffled = push(backend, w, [seeds[i] for i in order], push_epsilon=1e-5)
+    for j, seed in enumerate(seeds):
+        alone = push(backend, w, [seed], push_epsilon=1e-5)
+        k = int(np.nonzero(order == j)[0][0])
+        for other, row in ((alone, 0), (shuffled, k)):
+            assert np.array_equal(backend.to_host(other.ids[row]), backend.to_host(together.ids[j]))
+            assert np.array_equal(backend.to_host(other.scores[row]), backend.to_host(together.scores[j]))
+            assert np.array_equal(other.stats[row], together.stats[j])
+
+
+def test_push_keeps_the_best_nodes_and_gathers_their_scores(backend):
+    """A support of 6 keeps each query's 6 best nodes of the full push; `scores_at` reads them (0 elsewhere)
+    as it reads a dense block."""
+    w = random_graph()
+    seeds = [np.array([0, 3]), np.array([5, 9])]
+    full = backend.to_host(push(backend, w, seeds, push_epsilon=1e-6, support=40).dense(backend))
+    small = push(backend, w, seeds, push_epsilon=1e-6, support=6, top_gamma=2)
+    kept = backend.to_host(small.dense(backend))
+    for j in range(2):
+        best = np.argsort(-full[:, j], kind="stable")[:6]
+        assert set(np.nonzero(kept[:, j])[0]) == set(best)
+        np.testing.assert_array_equal(kept[best, j], full[best, j])
+    rows, cols = np.array([0, 3, 39, 5, 0]), np.array([0, 0, 0, 1, 1])
+    np.testing.assert_array_equal(backend.to_host(scores_at(backend, small, rows, cols)), kept[rows, cols])
+    np.testing.assert_array_equal(backend.to_host(scores_at(backend, backend.asarray(kept), rows, cols)),
+                                  kept[rows, cols])
+
+
+def test_seed_lists_are_distinct_and_ascending_per_query():
+    indptr, ids = seed_lists([np.array([5, 1, 5]), np.array([], dtype=np.int64), np.array([2])], 10)
+    assert indptr.tolist() == [0, 2, 2, 3] and ids.tolist() == [1, 5, 2]
+
+
+def test_push_settings_are_checked():
+    for bad in ({"algorithm": "approx"}, {"push_epsilon": 0.0}, {"push_epsilon": float("nan")},
+                {"push_threshold": "degree"}):
+        with pytest.raises(TigragError, match="tigrag.ppr"):
+            PPRConfig(**bad)
+    assert (PPRConfig().algorithm, PPRConfig().push_threshold) == ("auto", "edges")  # auto: exact below 50k chunks
+
+
+@pytest.mark.parametrize("name", ["paper", "best"])
+def test_push_mode_retrieves_as_the_exact_iterate_at_a_tiny_epsilon(example_index, name):
+    """Both presets through the retriever: with ε = 1e-10 the push's rankings are the exact mode's (its
+    top-γ and weights agree to float precision), and bridge ranking reads the push's support."""
+    from helpers import QUESTIONS
+
+    from gpu_tigrag.methods.tigrag.retriever import Retriever
+    from gpu_tigrag.presets import preset_with
+
+    results = {}
+    for method in ("exact", "push"):
+        config = preset_with(name, {"tigrag.ppr.algorithm": method, "tigrag.ppr.push_epsilon": 1e-10})
+        retriever = Retriever(example_index.index, config, backend="numpy")
+        assert (retriever.transition is None) == (method == "push")
+        results[method] = retriever.retrieve(QUESTIONS, k=10)
+    for exact, pushed in zip(results["exact"], results["push"]):
+        assert pushed.chunk_ids == exact.chunk_ids
+        np.testing.assert_allclose(pushed.scores, exact.scores, atol=1e-5)
