@@ -38,7 +38,7 @@ demo: setup
 
 # Every file must compile and have no undefined name (ruff, configured in pyproject.toml).
 lint: setup
-	$(BIN)/ruff check gpu_tigrag bench tests
+	$(BIN)/ruff check gpu_tigrag kernels bench tests
 
 test: lint
 	$(PYTEST) $(XDIST) -m "not slow" $(PYTEST_ARGS)

@@ -16,9 +16,30 @@ and imports neither NumPy nor torch nor numba; `__all__` lists them.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import importlib.util
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+
+def _checkout_kernels() -> None:
+    """`gpu_tigrag.kernels` is the repository's top-level kernels/ folder. A wheel installs it inside the
+    package (pyproject.toml's package-dir); in a checkout (an editable install, or the repository root on
+    the path) it stays at the top, without an __init__.py (so that `import kernels` from the root never
+    finds it), and this makes that folder the package's `kernels` before anything imports it."""
+    here = Path(__file__).resolve().parent
+    folder = here.parent / "kernels"
+    if (here / "kernels").is_dir() or not folder.is_dir() or f"{__name__}.kernels" in sys.modules:
+        return
+    spec = importlib.machinery.ModuleSpec(f"{__name__}.kernels", None, is_package=True)
+    spec.submodule_search_locations = [str(folder)]
+    sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+
+
+_checkout_kernels()
 
 #: public name -> the module (relative to this package) that defines it
 _EXPORTS: dict[str, str] = {

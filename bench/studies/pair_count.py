@@ -1,4 +1,4 @@
-"""Counting windowed co-occurrence pairs: sort (`xp.unique`) against hash (gpu_tigrag/kernels/pair_count.py).
+"""Counting windowed co-occurrence pairs: sort (`xp.unique`) against hash (kernels/pair_count.py).
 
 Both methods count the same packed pair keys, emitted by the window kernel from synthetic Zipf
 tokens (`gpu_tigrag.synth.zipf_token_csr`, as in the GPU check: vocabulary 200k, mean chunk length 60, w = 4),

@@ -143,7 +143,7 @@ def test_numba_gets_a_private_cache_where_it_could_write_none(tmp_path, monkeypa
     points NUMBA_CACHE_DIR at a private folder of the temporary directory."""
     import os
 
-    from gpu_tigrag.kernels import ensure_numba_cache
+    from gpu_tigrag.numba_cache import ensure_numba_cache
 
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     monkeypatch.setattr(os, "access", lambda path, mode: False)

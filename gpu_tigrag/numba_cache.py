@@ -1,8 +1,5 @@
-"""Numba kernels: each has a `numba.njit` CPU twin and a `numba.cuda` kernel with the same contract.
-
-The CUDA kernels are compiled only when first launched, so importing this package never
-needs a GPU; under NUMBA_ENABLE_CUDASIM=1 they run on the CPU simulator for tests.
-"""
+"""A numba cache folder the kernels (`cache=True`) can write, chosen before the first of them compiles:
+every kernel module imports this module first (`from .. import numba_cache`)."""
 
 from __future__ import annotations
 
@@ -10,8 +7,13 @@ import os
 import tempfile
 from pathlib import Path
 
+#: the kernels' folder: the top-level kernels/ of a checkout, gpu_tigrag/kernels/ of an install
+KERNELS = Path(__file__).resolve().parent / "kernels"
+if not KERNELS.is_dir():
+    KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 
-def ensure_numba_cache(package: Path = Path(__file__).resolve().parent) -> str | None:
+
+def ensure_numba_cache(package: Path = KERNELS) -> str | None:
     """Give numba a cache folder it can write, before the kernels (`cache=True`) are compiled.
 
     numba caches beside the module (`__pycache__`), else in the user's cache folder; where neither is

@@ -16,6 +16,8 @@ about a millisecond, where one sort of the whole batch's entries costs seconds.
 
 from __future__ import annotations
 
+from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
+
 import math
 
 import numpy as np

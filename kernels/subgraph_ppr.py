@@ -20,6 +20,8 @@ its own tolerance.
 
 from __future__ import annotations
 
+from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
+
 import numpy as np
 from numba import njit, prange
 

@@ -10,6 +10,8 @@ ids, the rule `gpu_tigrag.ops.topk.top_k_rows` applies on the GPU through CuPy's
 
 from __future__ import annotations
 
+from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
+
 import numpy as np
 from numba import njit, prange
 

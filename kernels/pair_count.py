@@ -15,6 +15,8 @@ cannot overflow whatever the number of keys. The price is 8 more bytes per slot.
 
 from __future__ import annotations
 
+from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
+
 import functools
 from typing import Any
 

@@ -10,6 +10,8 @@ independent: one loop iteration (CPU) or one thread (GPU) per window, no atomics
 
 from __future__ import annotations
 
+from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
+
 import numpy as np
 from numba import njit, prange
 

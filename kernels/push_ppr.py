@@ -33,6 +33,8 @@ inlined device functions for the CUDA kernel), as kernels/pair_count.py does for
 
 from __future__ import annotations
 
+from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
+
 import numpy as np
 from numba import get_num_threads, njit, prange
 

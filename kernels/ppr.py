@@ -11,6 +11,8 @@ the matrix being symmetric in pattern); x, v, out are C-ordered vocab × B float
 
 from __future__ import annotations
 
+from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
+
 import numpy as np
 from numba import njit, prange
 

@@ -24,6 +24,8 @@ all threads; GPU: one thread per entry.
 
 from __future__ import annotations
 
+from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
+
 import numpy as np
 from numba import njit, prange
 

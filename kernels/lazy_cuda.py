@@ -15,6 +15,8 @@ built dispatcher, so numba types the body exactly as if `from numba import cuda`
 
 from __future__ import annotations
 
+from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
+
 import threading
 import types
 from typing import Any, Callable
