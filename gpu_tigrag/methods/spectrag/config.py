@@ -65,6 +65,7 @@ class SpectragQueryConfig(CheckedConfig):
     bm25: str = setting("okapi", 'BM25 of the seeds and the relevance: "okapi", the public code\'s (rank_bm25\'s BM25Okapi over the lower-cased [a-z0-9]+ words of each chunk, k1 1.5, b 0.75, idf floor 0.25 × the mean idf), built from the chunk texts when the retriever starts; "index", the index\'s BM25 (the engine\'s tokens and Lucene idf)')
     rrf_k: int = setting(60, 'RRF constant k of the seed fusion, 1 / (k + rank + 1)', bounds=(0, MAX_RANKED))
     dense_share: float = setting(0.7, 'relevance = .7 cos/max cos + .3 bm25/max bm25', bounds=(0.0, 1.0))
+    relevance_scale: str = setting("max", 'the cosine\'s scale in the relevance: "max", cos / max cos (the paper\'s and code\'s; with an encoder whose cosines are compressed, multilingual-e5\'s, every chunk is near 1 and the proximity terms decide); "spread", (cos - mean cos) / (max cos - mean cos) over the query\'s chunks, the same on any encoder (bench/results/spectrag_default_index.md)')
     hops: int = setting(2, 'breadth-first expansion from S0 over the chunk graph ...', bounds=(1, MAX_HOPS))
     max_candidates: int = setting(200, '... capped at this many chunks (an overflowing hop is cut by relevance)', bounds=(1, MAX_RANKED))
     damping: float = setting(0.85, "PPR on the candidates' induced subgraph, restarting at S0", bounds="(0, 1)")
@@ -82,6 +83,8 @@ class SpectragQueryConfig(CheckedConfig):
 
     def _check(self) -> None:
         require(self.bm25 in ("okapi", "index"), f"spectrag.bm25 must be 'okapi' or 'index', got {self.bm25!r}")
+        require(self.relevance_scale in ("max", "spread"),
+                f"spectrag.relevance_scale must be 'max' or 'spread', got {self.relevance_scale!r}")
         require(self.ppr_norm in ("max", "rank", "off"),
                 f"spectrag.ppr_norm must be 'max', 'rank' or 'off', got {self.ppr_norm!r}")
 

@@ -86,17 +86,26 @@ def fused_seeds(be: Backend, dense: Any, bm25: Any, count: int, rrf_k: int) -> A
     return xp.take_along_axis(ids, order, axis=0)
 
 
-def relevance(be: Backend, dense: Any, bm25: Any, dense_share: float) -> tuple[Any, Any]:
+def relevance(be: Backend, dense: Any, bm25: Any, dense_share: float, scale: str = "max") -> tuple[Any, Any]:
     """(rel chunks × B float32, matched (B,) bool): the code's hybrid relevance vector; raw cosine
-    in the queries BM25 matches nothing for."""
+    in the queries BM25 matches nothing for. `scale` (`spectrag.relevance_scale`) puts the cosines on
+    one scale: "max", c / max c (the code's: near 1 for every chunk where an encoder's cosines are
+    compressed, as multilingual-e5's are); "spread", (c − mean c) / (max c − mean c) over the query's
+    chunks (best 1, mean 0, whatever the encoder's range), also where BM25 matches nothing."""
     xp = be.xp
     top = dense.max(axis=0, keepdims=True)
-    dense_n = xp.where(top > 0, dense / xp.where(top > 0, top, 1), dense)
+    if scale == "spread":  # each column's mean reduced as a contiguous row: the same bits in any batch
+        mean = xp.ascontiguousarray(dense.T).mean(axis=1, dtype=xp.float32)[None, :]
+        dense_n = (dense - mean) / xp.maximum(top - mean, xp.float32(1e-6))
+        fallback = dense_n
+    else:
+        dense_n = xp.where(top > 0, dense / xp.where(top > 0, top, 1), dense)
+        fallback = dense
     lexical = xp.maximum(bm25, 0)
     lex_top = lexical.max(axis=0, keepdims=True)
     matched = lex_top > 0
     rel = xp.where(matched, dense_share * dense_n + (1 - dense_share) * (lexical / xp.where(matched, lex_top, 1)),
-                   dense)
+                   fallback)
     return rel.astype(xp.float32), matched[0]
 
 
@@ -289,7 +298,7 @@ class SpectragRetriever(BaseRetriever):
         dense = query_dot(be, self.embeddings, batch.vectors)  # chunks × B cosine
         lexical = bm25_scores(be, self.bm25, batch.seeds, self.n_terms)
         seeds = fused_seeds(be, dense, lexical, cfg.seeds, cfg.rrf_k)
-        rel, matched = relevance(be, dense, lexical, cfg.dense_share)
+        rel, matched = relevance(be, dense, lexical, cfg.dense_share, cfg.relevance_scale)
         del dense, lexical
         t = self.timer.add("seed", t)
         mask, sizes = expand(be, self.adjacency, seeds, rel, cfg.hops, cfg.max_candidates)

@@ -2,6 +2,7 @@
 
 from method_contract import MethodContract
 
+from gpu_tigrag.config import RetrievalConfig
 from gpu_tigrag.index.build import add_method
 
 
@@ -10,3 +11,10 @@ class TestSpectragContract(MethodContract):
 
     def index(self, example_index):
         return add_method(example_index.index, "spectrag")
+
+
+class TestSpectragSpreadContract(TestSpectragContract):
+    """With `spectrag.relevance_scale=spread` (a per-query mean over every chunk: batch-independent bits)."""
+
+    def config(self):
+        return RetrievalConfig.of("spectrag", relevance_scale="spread")

@@ -195,6 +195,31 @@ def test_relevance_blends_normalised_cosine_and_bm25_or_falls_back_to_raw_cosine
     np.testing.assert_allclose(rel[:, 2], 0.7 * dense[:, 2] + 0.3 * bm25[:, 2], rtol=1e-6)
 
 
+def test_the_spread_scale_puts_every_encoders_cosines_on_one_scale(backend):
+    """relevance_scale "spread": (c - mean c) / (max c - mean c) per query, best chunk 1, mean 0, so a
+    compressed cosine range (e5's) and a wide one (MiniLM's) give the same relevance; also where BM25 matches
+    nothing; the column mean has the same bits alone and in a batch."""
+    xp = backend.xp
+    wide = np.array([0.1, 0.7, 0.4, 0.2], dtype=np.float32)
+    compressed = np.float32(0.8) + wide / np.float32(4)  # e5-like: the same order in a narrow band
+    dense = np.stack([wide, compressed, compressed], axis=1)
+    bm25 = np.array([[0, 0, 1.0], [0, 0, 0], [0, 0, 2.0], [0, 0, 0]], dtype=np.float32)
+    rel, matched = relevance(backend, xp.asarray(dense), xp.asarray(bm25), 0.7, "spread")
+    rel, matched = backend.to_host(rel), backend.to_host(matched)
+    assert matched.tolist() == [False, False, True]
+    expected = (wide - wide.mean()) / (wide.max() - wide.mean())
+    np.testing.assert_allclose(rel[:, 0], expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(rel[:, 1], expected, rtol=1e-4, atol=1e-5)  # the encoder's range is gone
+    np.testing.assert_allclose(rel[:, 2], 0.7 * expected + 0.3 * bm25[:, 2] / 2.0, rtol=1e-4, atol=1e-5)
+    code, _ = relevance(backend, xp.asarray(dense), xp.asarray(bm25), 0.7)  # "max": e5's chunks all near 1
+    assert backend.to_host(code)[:, 1].min() > 0.8
+    alone, _ = relevance(backend, xp.asarray(np.ascontiguousarray(dense[:, 1:2])), xp.asarray(bm25[:, 1:2]), 0.7,
+                         "spread")
+    assert backend.to_host(alone)[:, 0].tobytes() == rel[:, 1].tobytes()
+    with pytest.raises(TigragError, match="spectrag.relevance_scale must be 'max' or 'spread'"):
+        RetrievalConfig.of("spectrag", relevance_scale="z")
+
+
 def test_expansion_is_breadth_first_and_an_overflowing_hop_keeps_the_most_relevant(backend):
     xp = backend.xp
     # a star around 0 (neighbours 1..6), and 1 -- 7 -- 8 a path out of the star
