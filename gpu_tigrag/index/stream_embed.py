@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..errors import TigragError
+
 #: the values of `embed_on`
 EMBED_ON = ("auto", "here", "workers")
 #: `embed_on="auto"` with local worker processes: embed on them (True) or in the build process (False),
@@ -32,13 +34,9 @@ AUTO_LOCAL_WORKERS = False
 def resolve_embed_on(embed_on: str, workers: int, scheduler: str | None, encoder_given: bool) -> str:
     """"here" or "workers" for a build with `workers` local processes or a Dask `scheduler` (module doc)."""
     if embed_on not in EMBED_ON:
-        from ..errors import TigragError
-
         raise TigragError(f"embed_on must be one of {', '.join(EMBED_ON)}, got {embed_on!r}")
     if encoder_given:
         if embed_on == "workers":
-            from ..errors import TigragError
-
             raise TigragError("embed_on='workers' loads the index's encoder in each worker; it cannot be used with "
                               "an encoder object passed in (pass none, or embed_on='here')")
         return "here"
