@@ -79,10 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="working memory of a --stream build above the runtime's own (interpreter and libraries); "
                         "sets the partition size (default 2048)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                   help="processes tokenising and counting partitions (default: all cores)")
+                   help="processes tokenising and counting partitions, and embedding them with --embed-on workers "
+                        "(default: all cores, shared among them)")
     p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="tokenise and count partitions on the workers of this Dask scheduler instead (implies "
-                        "--stream; the output must be on a filesystem the workers share)")
+                   help="tokenise, count and (--embed-on auto or workers) embed partitions on the workers of this "
+                        "Dask scheduler instead (implies --stream; the output must be on a filesystem the workers share)")
     p.add_argument("--embed-on", choices=["auto", "here", "workers"], default="auto",
                    help="where a --stream build computes the chunk vectors: 'workers' (each worker process encodes "
                         "the partitions it tokenised, one encoder per worker: on a cluster of GPU workers, one per "
