@@ -17,39 +17,20 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-import psutil
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 from bench.common import DATA, DATASETS, ROOT, write_results  # noqa: E402
-from bench.scale import tree_rss  # noqa: E402
+from bench.scale import run_measured  # noqa: E402
 
 RUNS = (("1 worker, vectors here", 1, "here"), ("2 workers, vectors here", 2, "here"),
         ("1 worker, vectors on the worker", 1, "workers"), ("2 workers, vectors on the workers", 2, "workers"))
 STAND_INS = ["--set", "encoder.model=hashing:64", "--set", "entities.model=capitalized"]
-
-
-def measure(command: list[str]) -> dict:
-    """Seconds and peak RSS (MiB) of `command` and every process it starts; its console output."""
-    me = psutil.Process()
-    own = me.memory_info().rss
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    peak, start = 0, time.perf_counter()
-    while proc.poll() is None:
-        peak = max(peak, tree_rss(me) - own)
-        time.sleep(0.2)
-    out, err = proc.communicate()
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{err[-2000:]}")
-    seconds_line = next((line for line in out.splitlines() if line.startswith("build seconds")), "")
-    return {"seconds": time.perf_counter() - start, "peak_rss_mib": peak / 2**20, "build_seconds": seconds_line}
 
 
 def main() -> int:
@@ -58,6 +39,7 @@ def main() -> int:
     parser.add_argument("--partition", type=int, default=250, help="passages per partition")
     parser.add_argument("--smoke", action="store_true", help="40 passages, stand-in encoder and NER, no result file")
     args = parser.parse_args()
+    from gpu_tigrag.cli.commands import build_seconds
     from gpu_tigrag.index.store import load_index
 
     n = 40 if args.smoke else args.passages
@@ -74,8 +56,10 @@ def main() -> int:
             command = [sys.executable, "-m", "gpu_tigrag.cli", "index", str(corpus), "-o", str(out), "--stream",
                        "--workers", str(workers), "--embed-on", embed_on, "--partition-passages",
                        str(10 if args.smoke else args.partition), *(STAND_INS if args.smoke else [])]
-            row = measure(command)
-            vectors = load_index(out).embeddings
+            row = run_measured(command)
+            built = load_index(out)
+            row["build_seconds"] = build_seconds(built.timings)  # as the build printed them
+            vectors = built.embeddings
             row["chunks"] = int(vectors.shape[0])
             row["chunks_per_second"] = row["chunks"] / row["seconds"]
             if reference is None:
@@ -97,7 +81,7 @@ def main() -> int:
         lines.append(f"| {name} | {row['seconds']:.1f} | {row['chunks_per_second']:.2f} | "
                      f"{row['chunks_per_second'] / base:.2f}× | {row['peak_rss_mib']:,.0f} | {same} |")
     lines += ["", "Stage seconds as each build printed them:", ""]
-    lines += [f"- {name}: {row['build_seconds'].removeprefix('build seconds: ')}" for name, row in rows.items()]
+    lines += [f"- {name}: {row['build_seconds']}" for name, row in rows.items()]
     text = "\n".join(lines)
     print(text)
     if not args.smoke:

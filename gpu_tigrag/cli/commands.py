@@ -244,12 +244,10 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def _dataset(args: argparse.Namespace):
-    from ..evaluate.datasets import dataset_id, dataset_path, load_dataset
+    from ..evaluate.datasets import choose_split, dataset_path, load_dataset
 
-    split = dataset_id(args.queries)[1]
-    if split is not None and args.split not in ("test", split):
-        raise TigragError(f"{args.queries} names the {split} split, --split says {args.split}; give one of them")
-    dataset = load_dataset(dataset_path(args.queries, args.data_dir), split=split or args.split)
+    split = choose_split(args.queries, None if args.split == "test" else args.split) or "test"  # eval's default
+    dataset = load_dataset(dataset_path(args.queries, args.data_dir), split=split)
     if args.limit:
         dataset.queries = dataset.queries[: args.limit]
     return dataset

@@ -212,14 +212,20 @@ class QuerySource:
         return None if self.split is None else set(read_qrels(self.path, self.split))
 
 
+def choose_split(spec: str | Path, split: str | None) -> str | None:
+    """The split to read: `split` (the user's --split, None: not given) or the one an ir_datasets id names;
+    both, and different, is an error."""
+    named = dataset_id(spec)[1]
+    if split is not None and named is not None and split != named:
+        raise CorpusError(f"{spec} names the {named} split, --split says {split}; give one of them")
+    return split or named
+
+
 def query_source(spec: str | Path, data_dir: str | Path | None = None, split: str | None = None) -> QuerySource:
     """The queries named by `spec`: a query file, a dataset folder, a registry name found under `data_dir`
     or an ir_datasets id of a BEIR set (`beir/scifact/test` reads the test split's queries), with `split`
     choosing a BEIR folder's split (an id naming another split is an error)."""
-    named_split = dataset_id(spec)[1]
-    if split is not None and named_split is not None and split != named_split:
-        raise CorpusError(f"{spec} names the {named_split} split, --split says {split}; give one of them")
-    split = split or named_split
+    split = choose_split(spec, split)
     path = dataset_path(spec, data_dir)
     if split is not None and not (path.is_dir() and is_beir(path)):
         raise CorpusError(f"{path}: --split {split} picks the queries a BEIR folder's qrels judge, and this is not "

@@ -68,8 +68,9 @@ from .ann import ann_for
 from . import assemble
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .checkpoints import BUILD, LEDGER, Ledger, load_npz, save_npy, save_npz
-from .stream_embed import embed_partition, resolve_embed_on
+from .stream_embed import embed_partition, encoder_identity, resolve_embed_on
 from ..encoders import Encoder, load_encoder
+from ..encoders.lazy import LazyEncoder
 from .graph import count_pairs, symmetric_graph, window_pair_keys
 from .index import Index
 from .store import INDEX_WRITE
@@ -301,7 +302,8 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
     config = build.config
     _open_work(build, resume, explicit_size)
     timings: dict[str, float] = {}
-    encoder = encoder or load_encoder(config.encoder)
+    if build.embed_on == "here":
+        encoder = encoder or load_encoder(config.encoder)
     embedding: dict[int, Any] = {}  # partition -> the future of its embedding on a worker
 
     def embed(p: int) -> None:
@@ -323,6 +325,10 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
 
     try:
         with partition_executor(build) as (submit, slots, shares):
+            if encoder is None:  # the workers embed: this process records their encoder, loaded only if a stage needs it
+                name, fingerprint, runtime, dim = submit(encoder_identity, config_to_dict(config.encoder),
+                                                         shares).result()
+                encoder = LazyEncoder(config.encoder, (name, fingerprint, runtime), dim)
             with timed(timings, "split_tokenise"):
                 n_parts = _stage_tokenise(build, submit, slots, show_progress, on_tokenised=tokenised)
             timings["split_tokenise"] -= timings.get("embed", 0.0)  # the embedding overlapped with it is its own stage

@@ -7,7 +7,8 @@ Where the chunk vectors are computed is `embed_on` of `build_index_streaming`:
   workers' text work (the behaviour of a one-worker build);
 * ``"workers"``: the tokenise workers embed too, one task per partition, so N workers run N encoders
   (on N GPUs: one Dask worker per GPU, as dask-cuda's LocalCUDACluster starts them, each encoder on its
-  worker's device); the build process meanwhile recognises entities;
+  worker's device); the build process meanwhile recognises entities, and records the workers' encoder
+  (`encoder_identity`) without loading a model itself;
 * ``"auto"``: ``"workers"`` on a Dask scheduler, and for local workers where bench/results/stream_embed.md
   measured it faster (`AUTO_LOCAL_WORKERS`); ``"here"`` otherwise, and always for an encoder object the
   caller passed in (a worker cannot load it).
@@ -47,20 +48,35 @@ def resolve_embed_on(embed_on: str, workers: int, scheduler: str | None, encoder
     return "workers" if AUTO_LOCAL_WORKERS and workers > 1 else "here"
 
 
-def embed_partition(tokens_path: str, encoder_config: dict[str, Any], out: str,
-                    dask_threads: dict[str, Any] | None = None) -> tuple[str, float]:
-    """Task run on a worker: embed the chunk texts of one partition's tokens checkpoint into `out` (atomic);
-    returns (the file's sha256, seconds spent encoding). `dask_threads`: on a Dask worker, the share of
-    its host's cores to apply first (`dask_run._worker_threads`); local workers applied theirs at start."""
+def _worker_encoder(encoder_config: dict[str, Any], dask_threads: dict[str, Any] | None) -> Any:
+    """The index's encoder in this worker process (loaded once), after its share of the host's cores.
+    `dask_threads`: on a Dask worker, that share (`dask_run._worker_threads`); local workers applied
+    theirs at start."""
     from ..config import EncoderConfig, config_from_dict
     from ..encoders import load_encoder
-    from .checkpoints import load_npz, save_npy
 
     if dask_threads is not None:
         from ..dask_run import _worker_threads
 
         _worker_threads(dask_threads)
-    encoder = load_encoder(config_from_dict(EncoderConfig, encoder_config))
+    return load_encoder(config_from_dict(EncoderConfig, encoder_config))
+
+
+def encoder_identity(encoder_config: dict[str, Any], dask_threads: dict[str, Any] | None = None
+                     ) -> tuple[str, str, str, int]:
+    """Task run on a worker: (name, weights fingerprint, runtime, dimension) of the encoder as the workers
+    load it, so the build process records it without loading a model it would not use (a `LazyEncoder`)."""
+    encoder = _worker_encoder(encoder_config, dask_threads)
+    return encoder.name, encoder.fingerprint, encoder.backend, int(encoder.dim)
+
+
+def embed_partition(tokens_path: str, encoder_config: dict[str, Any], out: str,
+                    dask_threads: dict[str, Any] | None = None) -> tuple[str, float]:
+    """Task run on a worker: embed the chunk texts of one partition's tokens checkpoint into `out` (atomic);
+    returns (the file's sha256, seconds spent encoding)."""
+    from .checkpoints import load_npz, save_npy
+
+    encoder = _worker_encoder(encoder_config, dask_threads)
     texts = load_npz(Path(tokens_path))["texts"].tolist()
     start = time.perf_counter()
     vectors = encoder.encode(texts)

@@ -38,6 +38,22 @@ def test_workers_embed_their_partitions_into_the_same_index(tmp_path):
     assert read_manifest(tmp_path / "idx")["files"] == read_manifest(tmp_path / "here")["files"]
 
 
+def test_the_build_process_loads_no_model_when_the_workers_embed(tmp_path):
+    """The index records the workers' encoder (name, fingerprint, runtime, dimension) without this process
+    loading it: the model the workers use is never loaded here."""
+    from gpu_tigrag.encoders import _ENCODERS, load_encoder
+
+    config = IndexConfig(encoder=EncoderConfig(model="hashing:48"))
+    _ENCODERS.pop(config.encoder, None)
+    index = build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "idx", config, partition_size=7, workers=2,
+                                  entity_extractor=string_entities, embed_on="workers")
+    assert config.encoder not in _ENCODERS
+    loaded = load_encoder(config.encoder)
+    assert index.encoder_identity == (loaded.name, loaded.fingerprint, loaded.backend)
+    assert index.embeddings.shape[1] == loaded.dim == 48
+    np.testing.assert_array_equal(index.embeddings, loaded.encode(index.chunk_texts))
+
+
 def test_dask_workers_embed_by_default(tmp_path):
     pytest.importorskip("distributed")
     from distributed import LocalCluster
