@@ -1,0 +1,245 @@
+"""A tokenizer that loads in a third of the time and gives the same token ids (issue 31, item 5).
+
+multilingual-e5-small's tokenizer is a Unigram model of 250,002 pieces; building its trie takes
+0.6-0.9 s, a quarter of a one-question process. A Unigram segmentation only ever uses pieces that
+occur in the (normalised, pre-tokenised) text, and its scores do not depend on the other pieces but
+through the lowest score (the unknown character's penalty). So a model of the pieces written in
+`SUBSET` (Latin scripts, general punctuation, the word-boundary mark; 110k pieces of e5's) plus the
+lowest-scoring piece and the special tokens segments every text whose normalised characters lie in
+`SUBSET` exactly as the whole model does; its ids map back to the whole model's through `full_ids`.
+Ties go the same way: the lattice visits a position's pieces in the order of their length, which the
+subset does not change.
+
+`SubsetTokenizer` checks every text (normalised by the same normaliser) and sends any text with a
+character outside `SUBSET` to the whole tokenizer, loaded on first need: ids are the whole model's in
+every case (tests/unit/test_tokenizer_subset.py; bench/checks/tokenizer_subset.py over the bundled
+datasets). The subset is derived once per tokenizer file (keyed by its sha256) into the encoder's
+cache folder, written atomically and checked when read; a damaged copy is derived again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..atomic import atomic_directory
+from ..errors import ModelError, TigragError
+
+log = logging.getLogger(__name__)
+
+#: bump when the subset's rule changes: copies of another version are derived again
+VERSION = 1
+#: characters (after normalisation and pre-tokenisation) the subset model covers
+SUBSET = r"\x00-\u024f\u2000-\u206f\u2581"
+_OUTSIDE = re.compile(f"[^{SUBSET}]")
+#: derive a subset only where it keeps at most this share of the pieces (a small vocabulary loads fast)
+MAX_SHARE = 0.6
+#: tokenizer files smaller than this load fast whole (MiniLM's WordPiece: 0.7 MB); e5's is 17 MB
+MIN_FILE_BYTES = 4 << 20
+TOKENIZER_FILE, IDS_FILE, META_FILE = "tokenizer.json", "full_ids.npy", "subset.json"
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One text's token ids (the whole model's) and which of them are special tokens."""
+
+    ids: np.ndarray
+    special_tokens_mask: list[int]
+
+
+def _sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _outside(text: str) -> bool:
+    return _OUTSIDE.search(text) is not None
+
+
+def derive_subset(spec: dict) -> tuple[dict, list[int]] | None:
+    """(the subset tokenizer's JSON, the whole model's id of each subset piece) of a Unigram
+    tokenizer's JSON, or None where the model is not Unigram or the subset saves little."""
+    model = spec.get("model") or {}
+    vocab = model.get("vocab")
+    if model.get("type") != "Unigram" or not isinstance(vocab, list) or not vocab or model.get("byte_fallback"):
+        return None
+    specials = {int(token["id"]) for token in spec.get("added_tokens") or []}
+    unk = model.get("unk_id")
+    if unk is not None:
+        specials.add(int(unk))
+    lowest = min(range(len(vocab)), key=lambda i: vocab[i][1])  # keeps the unknown character's penalty
+    keep = [i for i, (piece, _) in enumerate(vocab) if i in specials or i == lowest or not _outside(piece)]
+    if len(keep) > MAX_SHARE * len(vocab):
+        return None
+    to_subset = {full: sub for sub, full in enumerate(keep)}
+    derived = json.loads(json.dumps(spec))  # a deep copy
+    derived["model"]["vocab"] = [vocab[i] for i in keep]
+    if unk is not None:
+        derived["model"]["unk_id"] = to_subset[int(unk)]
+    for token in derived.get("added_tokens") or []:
+        token["id"] = to_subset[int(token["id"])]
+    post = derived.get("post_processor") or {}
+    for special in (post.get("special_tokens") or {}).values():
+        special["ids"] = [to_subset[int(i)] for i in special["ids"]]
+    for key in ("sep", "cls"):  # RobertaProcessing / BertProcessing: [token, id]
+        if isinstance(post.get(key), list) and len(post[key]) == 2:
+            post[key] = [post[key][0], to_subset[int(post[key][1])]]
+    return derived, keep
+
+
+def _read_subset(folder: Path, source_sha256: str) -> tuple[str, np.ndarray] | None:
+    """The cached subset's JSON text and id map, or None when absent, damaged or of another source."""
+    try:
+        meta = json.loads((folder / META_FILE).read_text())
+        text = (folder / TOKENIZER_FILE).read_text(encoding="utf-8")
+        raw = (folder / IDS_FILE).read_bytes()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("version") != VERSION or meta.get("source_sha256") != source_sha256:
+        return None
+    if (meta.get("tokenizer_sha256") != hashlib.sha256(text.encode("utf-8")).hexdigest()
+            or meta.get("ids_sha256") != hashlib.sha256(raw).hexdigest()):
+        return None
+    try:
+        ids = np.load(io.BytesIO(raw), allow_pickle=False)
+    except ValueError:
+        return None
+    if ids.ndim != 1 or ids.dtype != np.int64 or not ids.size or int(ids.min()) < 0:
+        return None
+    return text, ids
+
+
+def _write_subset(folder: Path, source_sha256: str, derived: dict, keep: list[int]) -> str:
+    text = json.dumps(derived, ensure_ascii=False)
+    buffer = io.BytesIO()
+    np.save(buffer, np.asarray(keep, dtype=np.int64), allow_pickle=False)
+    meta = {"version": VERSION, "source_sha256": source_sha256, "subset": SUBSET, "pieces": len(keep),
+            "tokenizer_sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+            "ids_sha256": hashlib.sha256(buffer.getvalue()).hexdigest()}
+    with atomic_directory(folder) as tmp:
+        (tmp / TOKENIZER_FILE).write_text(text, encoding="utf-8")
+        (tmp / IDS_FILE).write_bytes(buffer.getvalue())
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=1) + "\n")
+    return text
+
+
+def _configure(tokenizer: Any, max_length: int) -> Any:
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length)
+    return tokenizer
+
+
+def _load_file(path: Path, max_length: int) -> Any:
+    from tokenizers import Tokenizer
+
+    try:
+        return _configure(Tokenizer.from_file(str(path)), max_length)
+    except Exception as exc:
+        raise ModelError(f"{path}: cannot load the tokenizer: {exc}") from None
+
+
+class SubsetTokenizer:
+    """Token ids of the tokenizer in `path` (a tokenizer.json), from the subset model where a text
+    allows it, else from the whole one (module doc). `encode` and `encode_batch` answer like
+    tokenizers.Tokenizer's for what the encoder reads (`ids`, `special_tokens_mask`)."""
+
+    def __init__(self, path: Path | None, max_length: int, subset: tuple[str, np.ndarray] | None,
+                 whole: Any = None):
+        self.path, self.max_length = path, max_length
+        self._whole: Any = _configure(whole, max_length) if whole is not None else None
+        self._lock = threading.Lock()
+        self._sub: Any = None
+        self._full_ids: np.ndarray | None = None
+        if subset is not None:
+            from tokenizers import Tokenizer
+
+            text, self._full_ids = subset
+            self._sub = _configure(Tokenizer.from_str(text), max_length)
+        elif self._whole is None:
+            self._whole = _load_file(Path(path), max_length)
+
+    @property
+    def uses_subset(self) -> bool:
+        return self._sub is not None
+
+    def whole(self) -> Any:
+        """The whole tokenizer, loaded on first need."""
+        with self._lock:
+            if self._whole is None:
+                self._whole = _load_file(Path(self.path), self.max_length)
+            return self._whole
+
+    def _fits(self, text: str) -> bool:
+        normalizer = self._sub.normalizer
+        return not _outside(normalizer.normalize_str(text) if normalizer is not None else text)
+
+    def _from_sub(self, encoding: Any) -> Encoded:
+        return Encoded(self._full_ids[np.asarray(encoding.ids, dtype=np.int64)], list(encoding.special_tokens_mask))
+
+    @staticmethod
+    def _from_whole(encoding: Any) -> Encoded:
+        return Encoded(np.asarray(encoding.ids, dtype=np.int64), list(encoding.special_tokens_mask))
+
+    def encode_batch(self, texts: Sequence[str]) -> list[Encoded]:
+        if self._sub is None:
+            return [self._from_whole(e) for e in self._whole.encode_batch(list(texts))]
+        fits = [self._fits(text) for text in texts]
+        out: list[Encoded | None] = [None] * len(texts)
+        inside = [i for i, ok in enumerate(fits) if ok]
+        outside = [i for i, ok in enumerate(fits) if not ok]
+        for i, encoding in zip(inside, self._sub.encode_batch([texts[i] for i in inside])):
+            out[i] = self._from_sub(encoding)
+        if outside:
+            for i, encoding in zip(outside, self.whole().encode_batch([texts[i] for i in outside])):
+                out[i] = self._from_whole(encoding)
+        return out  # type: ignore[return-value]
+
+    def encode(self, text: str) -> Encoded:
+        return self.encode_batch([text])[0]
+
+
+def load_tokenizer(path: Path, max_length: int, cache: Path | None) -> SubsetTokenizer:
+    """The tokenizer of `path` (a tokenizer.json), through its subset where one applies, derived into
+    the folder `cache` (None: no subset) on first use."""
+    try:
+        if cache is None or path.stat().st_size < MIN_FILE_BYTES:
+            return SubsetTokenizer(path, max_length, None)
+        source = _sha256_file(path)
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read the tokenizer: {exc}") from None
+    folder = cache / f"tokenizer-{source[:32]}-subset{VERSION}"
+    found = _read_subset(folder, source)
+    if found is None and not (folder / META_FILE).is_file():
+        found = _derive(path, folder, source)
+    elif found is None:
+        log.warning("%s: cached tokenizer subset is damaged or outdated; deriving it again", folder)
+        found = _derive(path, folder, source)
+    return SubsetTokenizer(path, max_length, found)
+
+
+def _derive(path: Path, folder: Path, source: str) -> tuple[str, np.ndarray] | None:
+    try:
+        spec = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{path}: cannot read the tokenizer: {exc}") from None
+    derived = derive_subset(spec) if isinstance(spec, dict) else None
+    if derived is None:
+        return None
+    try:
+        text = _write_subset(folder, source, *derived)
+    except TigragError as exc:
+        log.info("tokenizer subset not cached (%s); using it from memory this time", exc)
+        text = json.dumps(derived[0], ensure_ascii=False)
+    return text, np.asarray(derived[1], dtype=np.int64)
