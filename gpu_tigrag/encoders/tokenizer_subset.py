@@ -50,10 +50,12 @@ TOKENIZER_FILE, IDS_FILE, META_FILE = "tokenizer.json", "full_ids.npy", "subset.
 
 @dataclass(frozen=True)
 class Encoded:
-    """One text's token ids (the whole model's) and which of them are special tokens."""
+    """One text's token ids (the whole model's), which of them are special tokens, and each token's
+    (start, end) characters in the text."""
 
     ids: np.ndarray
     special_tokens_mask: list[int]
+    offsets: list[tuple[int, int]]
 
 
 def _sha256_file(path: Path) -> str:
@@ -186,11 +188,13 @@ class SubsetTokenizer:
         return not _outside(normalizer.normalize_str(text) if normalizer is not None else text)
 
     def _from_sub(self, encoding: Any) -> Encoded:
-        return Encoded(self._full_ids[np.asarray(encoding.ids, dtype=np.int64)], list(encoding.special_tokens_mask))
+        return Encoded(self._full_ids[np.asarray(encoding.ids, dtype=np.int64)], list(encoding.special_tokens_mask),
+                       list(encoding.offsets))
 
     @staticmethod
     def _from_whole(encoding: Any) -> Encoded:
-        return Encoded(np.asarray(encoding.ids, dtype=np.int64), list(encoding.special_tokens_mask))
+        return Encoded(np.asarray(encoding.ids, dtype=np.int64), list(encoding.special_tokens_mask),
+                       list(encoding.offsets))
 
     def encode_batch(self, texts: Sequence[str]) -> list[Encoded]:
         if self._sub is None:

@@ -63,6 +63,7 @@ def test_subset_gives_the_whole_tokenizers_ids(tokenizer_file, tmp_path):
     reference = whole.encode_batch(TEXTS)
     assert _ids(ours) == _ids(reference)
     assert [e.special_tokens_mask for e in ours] == [e.special_tokens_mask for e in reference]
+    assert [e.offsets for e in ours] == [e.offsets for e in reference]
     assert len(ours[-1].ids) == 64  # truncation as the whole tokenizer's
     one = subset.encode("xßt")
     assert list(one.ids) == whole.encode("xßt").ids
