@@ -72,6 +72,7 @@ def main() -> int:
     import faiss
 
     from gpu_tigrag.backend import get_backend
+    from gpu_tigrag.ops.dense_dot import RowTiles
     from gpu_tigrag.retrieve.first_stage import FlatSearch
     from gpu_tigrag.threads import current_policy
 
@@ -79,7 +80,7 @@ def main() -> int:
         args.rounds = 2
     embeddings, questions, where = inputs(args.index, args.smoke)
     faiss.omp_set_num_threads(current_policy().numba)  # the same cores as the engine's kernels
-    flat = FlatSearch(get_backend("numpy"), embeddings)
+    flat = FlatSearch(get_backend("numpy"), embeddings, RowTiles(embeddings))  # as first_stage(device) makes it
     index = faiss.IndexFlatIP(embeddings.shape[1])
     index.add(embeddings)
     k = args.k

@@ -14,7 +14,12 @@ query-vector row once for all 4 (the accumulators a row of `out`, vectorised ove
 about 2-3× the time of sgemm, which is milliseconds beside the encoder. For fewer queries (one
 question per call) that loop is too short to vectorise and its accumulators go through memory, so a
 thread keeps 4 rows' sums of one query in registers instead: 3× faster for one query (2Wiki's 7,870
-× 384 vectors: 1.45 → 0.47 ms), the same bits (each sum still in k order). GPU kernel: one thread per entry.
+× 384 vectors: 1.45 → 0.47 ms), the same bits (each sum still in k order). Where the caller holds the
+rows in transposed tiles (`tiled_dot_cpu`: tiles × dim × TILE, a copy made once per index), a thread
+takes a tile and, for each k, adds one contiguous row of TILE values times each query's k-th value to
+TILE accumulators: the sums vectorise over rows (each still added in k order: the same bits again), and
+one question costs 0.29 ms instead of 0.79 on 2Wiki's vectors (faiss IndexFlatIP: 0.52 ms with its
+top-k; bench/results/first_stage.md). GPU kernel: one thread per entry.
 
 `gather_max_dot_*` is the sparse mode's product: for each (chunk, query) entry of a pool, the best dot of
 the chunk's row with its query's vectors (rows gathered by id, no chunks × B block), each dot added in k
@@ -35,6 +40,13 @@ from .lazy_cuda import cuda
 ROWS = 4
 #: below this many queries the per-query kernel runs (module doc; measured 1-8 queries on 2Wiki's vectors)
 NARROW_WIDTH = 8
+#: rows of a transposed tile (`tiled_dot_cpu`): 1 KB of float32 per k, the accumulators of a query in L1
+TILE = 256
+#: up to this many queries the tiled kernel runs where tiles exist (faster than the others from 1 to 16
+#: queries on 2Wiki's vectors, even at 32, slower from 64)
+TILED_MAX_WIDTH = 16
+#: from this many rows on (a smaller corpus is answered in microseconds by the other kernels, without a copy)
+TILED_MIN_ROWS = 4096
 
 
 def query_dot_cpu(rows, vectors_t, out) -> None:
@@ -103,6 +115,39 @@ def wide_dot_cpu(rows, vectors_t, out):
                     e = np.float32(rows[i, k])
                     for b in range(width):
                         out[i, b] += e * np.float32(vectors_t[k, b])
+
+
+@njit(cache=True)
+def tile_rows(rows, tiles):
+    """tiles[t, k, r] = rows[t · TILE + r, k], zero past the last row (tiles: ceil(n / TILE) × dim × TILE)."""
+    n, dim = rows.shape
+    tile = tiles.shape[2]
+    tiles[:] = 0.0
+    for i in range(n):
+        t, r = divmod(i, tile)
+        for k in range(dim):
+            tiles[t, k, r] = rows[i, k]
+
+
+@njit(parallel=True, cache=True)
+def tiled_dot_cpu(tiles, n, vectors_t, out):
+    """out[i, b] = Σ_k rows[i, k] · vectors_t[k, b] in k order (`query_dot_cpu`'s bits) for the n rows held in
+    `tiles` (`tile_rows`); a thread per tile, its TILE sums per query vectorised over rows."""
+    n_tiles, dim, tile = tiles.shape
+    width = vectors_t.shape[1]
+    for t in prange(n_tiles):
+        i0 = t * tile
+        acc = np.zeros((width, tile), dtype=np.float32)
+        for k in range(dim):
+            values = tiles[t, k]
+            for b in range(width):
+                v = np.float32(vectors_t[k, b])
+                sums = acc[b]
+                for r in range(tile):
+                    sums[r] += np.float32(values[r]) * v
+        for r in range(min(tile, n - i0)):
+            for b in range(width):
+                out[i0 + r, b] = acc[b, r]
 
 
 @cuda.jit

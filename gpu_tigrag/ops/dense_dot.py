@@ -7,20 +7,51 @@ any batch, after a resume, and in every method that ranks by the same cosine.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
+import numpy as np
+
 from ..backend import Backend
-from ..kernels.dense_dot import query_dot_cpu, query_dot_cuda
+from ..kernels.dense_dot import TILE, TILED_MAX_WIDTH, TILED_MIN_ROWS, query_dot_cpu, query_dot_cuda, tile_rows, tiled_dot_cpu
 
 
-def query_dot(be: Backend, rows: Any, vectors: Any) -> Any:
+class RowTiles:
+    """A chunks × dim matrix's rows in transposed tiles (kernels/dense_dot.py: `tiled_dot_cpu`), made on the
+    first product that uses them (a few queries at a time, on CPU) and kept: one more copy of the vectors,
+    bought for 2.5-3× faster products of one or a few questions (bench/results/first_stage.md)."""
+
+    def __init__(self, rows: Any, min_rows: int = TILED_MIN_ROWS):
+        """`min_rows`: fewer rows are multiplied without tiles (no copy; microseconds either way)."""
+        self.rows, self.min_rows = rows, min_rows
+        self._tiles: np.ndarray | None = None
+        self._lock = threading.Lock()
+
+    def tiles(self) -> np.ndarray:
+        with self._lock:
+            if self._tiles is None:
+                rows = np.ascontiguousarray(self.rows, dtype=np.float32)
+                tiles = np.empty(((rows.shape[0] + TILE - 1) // TILE, rows.shape[1], TILE), dtype=np.float32)
+                tile_rows(rows, tiles)
+                self._tiles = tiles
+            return self._tiles
+
+
+def query_dot(be: Backend, rows: Any, vectors: Any, tiles: RowTiles | None = None) -> Any:
     """`rows @ vectors.T` as float32 (rows: n × d; vectors: B × d; both taken as float32) on the backend of `be`,
-    each entry one fixed sequence of float32 operations (independent of B, of the other rows and of threads)."""
+    each entry one fixed sequence of float32 operations (independent of B, of the other rows and of threads).
+    `tiles`, the same rows tiled (`RowTiles`), serve a CPU product of up to TILED_MAX_WIDTH queries."""
     xp = be.xp
     rows = xp.ascontiguousarray(rows, dtype=xp.float32)  # no copy for the engine's float32 chunk vectors
     vectors_t = xp.ascontiguousarray(xp.asarray(vectors).T, dtype=xp.float32)
     if rows.shape[1] != vectors_t.shape[0]:
         raise ValueError(f"chunk vectors have {rows.shape[1]} dimensions, query vectors {vectors_t.shape[0]}")
     out = xp.empty((rows.shape[0], vectors_t.shape[1]), dtype=xp.float32)
+    if tiles is not None and tiles.rows.shape != rows.shape:
+        raise ValueError(f"tiles of {tiles.rows.shape[0]} rows given for a product with {rows.shape[0]} rows")
+    if (tiles is not None and not be.is_gpu and 0 < vectors_t.shape[1] <= TILED_MAX_WIDTH
+            and rows.shape[0] >= tiles.min_rows):
+        tiled_dot_cpu(tiles.tiles(), rows.shape[0], vectors_t, out)
+        return out
     be.kernel(cpu=query_dot_cpu, cuda=query_dot_cuda)(rows, vectors_t, out)
     return out

@@ -57,6 +57,14 @@ class DeviceIndex:
         return self.get("embeddings", lambda: self.be.asarray(self.index.embeddings))
 
     @property
+    def embedding_tiles(self) -> Any:
+        """The embeddings' rows in transposed tiles (`ops.dense_dot.RowTiles`: made on the first product of a
+        few queries on CPU), for `query_dot(..., tiles=)`."""
+        from ..ops.dense_dot import RowTiles
+
+        return self.get("embedding_tiles", lambda: RowTiles(self.embeddings))
+
+    @property
     def transition(self) -> Any:
         """The column-stochastic transition matrix of the token graph (PPR)."""
         from ..ops.ppr import TransitionMatrix

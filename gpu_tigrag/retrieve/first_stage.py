@@ -43,8 +43,9 @@ class DenseSearch(Protocol):
 class FlatSearch:
     """Exact top-k by cosine over every chunk (module doc)."""
 
-    def __init__(self, be: Backend, embeddings: Any):
-        self.be, self.embeddings = be, embeddings
+    def __init__(self, be: Backend, embeddings: Any, tiles: Any = None):
+        """`tiles`: the embeddings' `RowTiles` (a device's `embedding_tiles`), for searches of a few queries."""
+        self.be, self.embeddings, self.tiles = be, embeddings, tiles
 
     def search(self, vectors: Any, k: int) -> tuple[Any, Any]:
         be, xp = self.be, self.be.xp
@@ -53,7 +54,7 @@ class FlatSearch:
         k = min(k, n)
         rows = max(k, BLOCK_BYTES // max(4 * 3 * n_queries, 1))
         if rows >= n:  # one block holds the corpus: its top-k is the answer (no merge)
-            ids, vals = ranked_top_k(be, query_dot(be, self.embeddings, vectors), k)
+            ids, vals = ranked_top_k(be, query_dot(be, self.embeddings, vectors, self.tiles), k)
             return ids.astype(xp.int64), vals.astype(xp.float32)
         best_ids = xp.zeros((0, n_queries), dtype=xp.int64)
         best_vals = xp.zeros((0, n_queries), dtype=xp.float32)
@@ -123,7 +124,7 @@ def first_stage(device: Any, settings: DenseSearchConfig | None = None) -> Dense
     settings = settings or DenseSearchConfig()
     ann = getattr(device.index, "ann", None)
     if ann is None or settings.search == "exact":
-        return device.get("first_stage.flat", lambda: FlatSearch(device.be, device.embeddings))
+        return device.get("first_stage.flat", lambda: FlatSearch(device.be, device.embeddings, device.embedding_tiles))
     if device.be.is_gpu:
         if not device.__dict__.get("_ann_gpu_noted"):
             log.info("the index's %s ANN is not used on the %s backend: the dense first stage is exact (FlatSearch)",

@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 
 from gpu_tigrag.backend import get_backend
-from gpu_tigrag.ops.dense_dot import query_dot
+from gpu_tigrag.ops.dense_dot import RowTiles, query_dot
 
 
 def test_a_query_gets_the_same_bits_in_any_batch_and_on_any_row_slice():
@@ -28,6 +28,52 @@ def test_a_query_gets_the_same_bits_in_any_batch_and_on_any_row_slice():
         np.testing.assert_array_equal(query_dot(be, rows[lo:hi], vectors[:width]), full[lo:hi, :width])
     np.testing.assert_array_equal(query_dot(be, rows.astype(np.float64), vectors), full)  # taken as float32
     assert query_dot(be, rows[:0], vectors).shape == (0, 37) and query_dot(be, rows, vectors[:0]).shape == (1001, 0)
+
+
+def test_tiled_rows_give_the_same_bits_for_a_few_queries():
+    """RowTiles (the transposed copy a device keeps for products of up to TILED_MAX_WIDTH queries) change
+    the speed, never a bit: any row count against the tile size, every width either side of the limit."""
+    from gpu_tigrag.kernels.dense_dot import TILE, TILED_MAX_WIDTH
+
+    be = get_backend("numpy")
+    rng = np.random.default_rng(3)
+    for n in (1, TILE - 1, TILE, TILE + 1, 3 * TILE + 17):
+        rows = rng.standard_normal((n, 48)).astype(np.float32)
+        vectors = rng.standard_normal((TILED_MAX_WIDTH + 3, 48)).astype(np.float32)
+        tiles = RowTiles(rows, min_rows=1)
+        full = query_dot(be, rows, vectors)  # wide: no tiles at this width
+        for width in (1, 2, 7, 8, 9, TILED_MAX_WIDTH, TILED_MAX_WIDTH + 1):
+            np.testing.assert_array_equal(query_dot(be, rows, vectors[:width], tiles), full[:, :width])
+            np.testing.assert_array_equal(query_dot(be, rows, vectors[:width]), full[:, :width])
+        assert tiles._tiles is not None and tiles._tiles.shape == ((n + TILE - 1) // TILE, 48, TILE)
+    other = rng.standard_normal((5, 48)).astype(np.float32)
+    try:
+        query_dot(be, other, vectors[:1], RowTiles(rows, min_rows=1))
+    except ValueError as exc:
+        assert "tiles of" in str(exc)
+    else:
+        raise AssertionError("tiles of other rows were accepted")
+
+
+def test_flat_search_ranks_the_same_with_tiles():
+    from gpu_tigrag.retrieve.first_stage import FlatSearch
+
+    be = get_backend("numpy")
+    rng = np.random.default_rng(4)
+    rows = rng.standard_normal((700, 32)).astype(np.float32)
+    rows[5] = rows[9]  # an exact tie: chunk-id order either way
+    vectors = rng.standard_normal((12, 32)).astype(np.float32)
+    vectors[0] = rows[5]
+    plain, tiled = FlatSearch(be, rows), FlatSearch(be, rows, RowTiles(rows, min_rows=1))
+    for width in (1, 3, 12):
+        for a, b in zip(plain.search(vectors[:width], 10), tiled.search(vectors[:width], 10)):
+            np.testing.assert_array_equal(a, b)
+    ids, _ = tiled.search(vectors[:1], 3)
+    assert ids[:2, 0].tolist() == [5, 9]
+    assert tiled.tiles._tiles is not None
+    untiled = RowTiles(rows)  # 700 rows: below TILED_MIN_ROWS, never copied
+    query_dot(be, rows, vectors[:1], untiled)
+    assert untiled._tiles is None
 
 
 def test_blas_would_fail_this():

@@ -471,7 +471,7 @@ class LitesemragRetriever(BaseRetriever):
         fused[xp.asarray(rows), xp.asarray(cols)] = xp.asarray((1.0 / (cfg.fusion_rrf_k + ranks)).astype(np.float32))
         dense = None
         if cfg.dense_fusion > 0:
-            dense = query_dot(be, self.device.embeddings, batch.dense)
+            dense = query_dot(be, self.device.embeddings, batch.dense, self.device.embedding_tiles)
             fused += np.float32(cfg.dense_fusion) * reciprocal_rank(be, dense, cfg.fusion_depth, cfg.fusion_rrf_k)
         if cfg.lexical_fusion > 0:
             lexical = bm25_scores(be, self.device.bm25, batch.seeds, self.index.n_vocab)

@@ -295,7 +295,7 @@ class SpectragRetriever(BaseRetriever):
         chunks × B, candidates after each hop)."""
         be, cfg = self.be, self.settings
         t = time.perf_counter()
-        dense = query_dot(be, self.embeddings, batch.vectors)  # chunks × B cosine
+        dense = query_dot(be, self.embeddings, batch.vectors, self.device.embedding_tiles)  # chunks × B cosine
         lexical = bm25_scores(be, self.bm25, batch.seeds, self.n_terms)
         seeds = fused_seeds(be, dense, lexical, cfg.seeds, cfg.rrf_k)
         rel, matched = relevance(be, dense, lexical, cfg.dense_share, cfg.relevance_scale)

@@ -60,7 +60,7 @@ class FullBlocks:
 
     def question_cosine(self, query_vectors: Any, hop: Any, k: int) -> Any:
         """The cosine of every chunk to each question (chunks × B; the embeddings are L2-normalised)."""
-        return query_dot(self.be, self.r.embeddings, query_vectors)
+        return query_dot(self.be, self.r.embeddings, query_vectors, self.r.device.embedding_tiles)
 
     def pool_cosine(self, hop: Any, cosine: Any) -> Any:
         """The question's cosine on its pool, −inf elsewhere (section 3.6)."""
@@ -68,7 +68,8 @@ class FullBlocks:
 
     def expanded_cosine(self, hop: Any, vectors: Any, owner: np.ndarray, n_queries: int) -> Any:
         """The max cosine over each query's expanded-query vectors on its pool (eq. 3.15)."""
-        return masked_max_cosine(self.be, self.r.embeddings, vectors, owner, n_queries, hop.pool)
+        return masked_max_cosine(self.be, self.r.embeddings, vectors, owner, n_queries, hop.pool,
+                                 self.r.device.embedding_tiles)
 
     def rho_ranking(self, hop: Any) -> Any:
         """ρ on the pool, −inf elsewhere (the rerank ablation)."""

@@ -13,11 +13,13 @@ from ...ops.dense_dot import query_dot
 from ...ops.fusion import NEG_INF
 
 
-def masked_max_cosine(be: Backend, embeddings: Any, vectors: Any, owner: Any, n_queries: int, pool: Any) -> Any:
+def masked_max_cosine(be: Backend, embeddings: Any, vectors: Any, owner: Any, n_queries: int, pool: Any,
+                      tiles: Any = None) -> Any:
     """For each query, the max cosine over its expanded-query embeddings (rows of `vectors`
-    whose `owner`, a host array, is that query), on pooled chunks, −inf elsewhere: chunks × B."""
+    whose `owner`, a host array, is that query), on pooled chunks, −inf elsewhere: chunks × B.
+    `tiles`: the embeddings' RowTiles (`query_dot`)."""
     xp = be.xp
-    sims = query_dot(be, embeddings, vectors)  # chunks × M
+    sims = query_dot(be, embeddings, vectors, tiles)  # chunks × M
     best = xp.full((embeddings.shape[0], n_queries), NEG_INF, dtype=xp.float32)
     counts = np.bincount(owner, minlength=n_queries)
     for rank in range(int(counts.max()) if counts.size else 0):
