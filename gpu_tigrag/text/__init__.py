@@ -1,1 +1,1 @@
-"""Text processing: sentence split, sentence-window chunks, valid-token ids (section 3.2)."""
+"""Text processing: sentence split, sentence-window chunks, valid-token ids (section 3.2), title mentions."""

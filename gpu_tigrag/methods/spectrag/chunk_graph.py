@@ -27,7 +27,7 @@ from .config import CHUNK_GRAPH_SIGNALS, SIGNAL_WEIGHTS, SpectragIndexConfig
 from ...errors import ModelError
 from ...text.sentences import split_sentences
 from .chunk_signals import (PairBudget, adjacency_signal, chunk_bodies, citation_signal, entity_signal,
-                            question_signal, section_signal, semantic_signal)
+                            link_signal, question_signal, section_signal, semantic_signal)
 from .spectral import spectral_coordinates
 
 if TYPE_CHECKING:
@@ -124,6 +124,9 @@ def _questions(index: Index, config: SpectragIndexConfig, be: Backend, encoder: 
                show_progress: bool) -> scipy.sparse.csr_matrix | None:
     if config.question_signal == "none":
         return None
+    if config.question_signal == "links":
+        return link_signal(index.chunk_texts, index.chunk_passage, index.passage_titles,
+                           index.config.chunk.title_in_chunk)
     if encoder is None:
         from ...encoders import index_encoder_config, load_encoder
 

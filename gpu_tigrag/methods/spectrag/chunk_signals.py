@@ -18,7 +18,10 @@ signals and the X·Xᵀ SpGEMM of the shared-key signals (entities, citations).
   passage: 50 M) and, as its idf says, tells no chunk apart.
 - citation: shared `[n]` markers, "doi:" DOIs and URLs (the public code's patterns); count / max count.
 - question: no LLM writes questions here; the `sentences` ablation embeds each chunk's
-  sentences as stand-in questions and links chunks whose questions are near (cos >= threshold).
+  sentences as stand-in questions and links chunks whose questions are near (cos >= threshold);
+  `links` stands in with what such questions mostly ask about on a Wikipedia-style corpus: a chunk that
+  names another passage's title ("Where was the director of X born?" joins X's page to its director's)
+  is linked to that passage's chunks, score 1 (text/titles.py finds the mentions).
 
 The shared-key signals (entity, citation) count their chunk pairs before the product and stop with
 a clear error where they would not fit `spectrag.memory_budget_mb` (`PairBudget`).
@@ -278,6 +281,35 @@ def chunk_bodies(chunk_texts: Sequence[str], chunk_passage: np.ndarray, titles: 
     for text, passage in zip(chunk_texts, chunk_passage):
         title = titles[int(passage)]
         yield text[len(title) + 1:] if title_in_chunk and title and text.startswith(title + "\n") else text
+
+
+def link_signal(chunk_texts: Sequence[str], chunk_passage: np.ndarray, titles: Sequence[str],
+                title_in_chunk: bool) -> scipy.sparse.csr_matrix:
+    """Title links: chunk c is linked to every chunk of each other passage whose title c's body names
+    (TitleIndex: capitalised, leftmost-longest mentions), score 1, symmetric, no self pairs."""
+    from ...text.titles import TitleIndex
+
+    n = len(chunk_texts)
+    chunk_passage = np.asarray(chunk_passage, dtype=np.int64)
+    order = np.argsort(chunk_passage, kind="stable")
+    indptr = np.zeros(len(titles) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(chunk_passage, minlength=len(titles)), out=indptr[1:])
+    index = TitleIndex(titles)
+    rows, cols = [], []
+    for c, body in enumerate(chunk_bodies(chunk_texts, chunk_passage, titles, title_in_chunk)):
+        for p in index.mentions(body):
+            if p != chunk_passage[c]:
+                members = order[indptr[p]:indptr[p + 1]]
+                rows.append(np.full(members.size, c, dtype=np.int64))
+                cols.append(members)
+    if not rows:
+        return scipy.sparse.csr_matrix((n, n), dtype=np.float32)
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    matrix = scipy.sparse.coo_matrix((np.ones(r.size, dtype=np.float32), (r, c)), shape=(n, n)).tocsr()
+    matrix.data[:] = 1.0  # a pair named twice stays 1
+    matrix = matrix.maximum(matrix.T).tocsr()
+    matrix.sort_indices()
+    return matrix
 
 
 def question_signal(questions: Sequence[Sequence[str]], encoder: Any, top_k: int, threshold: float,

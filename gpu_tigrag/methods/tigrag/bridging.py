@@ -21,7 +21,7 @@ from ...index.index import Index
 from ...ops.push_ppr import scores_at
 from ...text.tokens import valid_tokens
 from .entity_source import IndexEntities
-from .titles import TitleIndex, entity_key
+from ...text.titles import TitleIndex, entity_key
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from ...retrieve.base import BaseRetriever, PreparedBatch
 from ...retrieve.results import HopTrace, QueryResult
 from .full_blocks import FullBlocks
 from .sparse_blocks import SparseBlocks
-from .titles import TitleIndex
+from ...text.titles import TitleIndex
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from helpers import EXAMPLES, logged_messages, string_entities
 from gpu_tigrag.checksums import sha256_file
 from gpu_tigrag.config import EncoderConfig, IndexConfig
 from gpu_tigrag.methods.spectrag.config import SpectragIndexConfig
-from gpu_tigrag.corpus import Passage
+from gpu_tigrag.corpus import Passage, as_passages
 from gpu_tigrag.encoders import HashingEncoder, load_encoder
 from gpu_tigrag.errors import IndexFormatError, TigragError
 from gpu_tigrag.methods.spectrag import chunk_signals
@@ -18,7 +18,8 @@ from gpu_tigrag.index.add import add_passages
 from gpu_tigrag.index.build import add_method, build_index, check_methods
 from gpu_tigrag.methods.spectrag.chunk_graph import combine_signals, count_tokens, min_max
 from gpu_tigrag.methods.spectrag.chunk_signals import (adjacency_signal, citation_keys, citation_signal, entity_signal,
-                                            question_signal, section_signal, semantic_signal, symmetric_max)
+                                            link_signal, question_signal, section_signal, semantic_signal,
+                                            symmetric_max)
 from gpu_tigrag.index.entities import ChunkEntities, label_mask
 from gpu_tigrag.methods.spectrag.spectral import (normalized_laplacian, principal_angles, spectral_coordinates)
 from gpu_tigrag.index.store import generation_folder, index_fingerprint, load_index, read_manifest, save_index
@@ -141,6 +142,33 @@ def test_question_signal_links_chunks_with_near_questions():
     got = pairs(question_signal(questions, HashingEncoder(64), top_k=20, threshold=0.8))
     assert got == pytest.approx({(0, 1): 1.0})
     assert question_signal(questions, HashingEncoder(64), top_k=1, threshold=0.8).nnz == 0  # only itself searched
+
+
+def test_link_signal_joins_a_chunk_to_the_chunks_of_each_passage_it_names():
+    titles = ["The Glass Orchard", "Mirela Vantz", "Korvath", "Drought"]
+    chunk_passage = np.array([0, 0, 1, 2, 3])
+    texts = ["The Glass Orchard\nThe Glass Orchard is a film directed by Mirela Vantz.",  # its own title: no link
+             "The Glass Orchard\nIt premiered in Korvath and in korvath again.",  # named twice: score 1
+             "Mirela Vantz\nVantz was born in Korvath; a drought is not named (lower case).",
+             "Korvath\nA harbour town.", "Drought\nNo names here."]
+    got = pairs(link_signal(texts, chunk_passage, titles, title_in_chunk=True))
+    assert got == {(0, 2): 1.0, (1, 3): 1.0, (2, 3): 1.0}
+    # the title line at a chunk's head is not a mention of the passage's own title or another's
+    got = pairs(link_signal(["Mirela Vantz\nplain", "Korvath\nplain"], np.array([0, 1]), ["Mirela Vantz", "Korvath"],
+                            title_in_chunk=True))
+    assert got == {}
+    assert link_signal(["nothing"], np.array([0]), ["Korvath"], title_in_chunk=False).nnz == 0
+
+
+def test_links_stand_in_for_the_question_signal_in_the_stage():
+    index = build_index(as_passages([("The Glass Orchard", "A film directed by Mirela Vantz."),
+                                     ("Mirela Vantz", "A director born in Korvath."),
+                                     ("Korvath", "A harbour town.")]), CONFIG, entity_extractor=string_entities)
+    with_links = add_method(index, "spectrag", config=SpectragIndexConfig(question_signal="links"))
+    assert with_links.stage("spectrag").stats["signals"]["question"]["edges"] == 2
+    assert add_method(index, "spectrag").stage("spectrag").stats["signals"]["question"]["dropped"]
+    with pytest.raises(TigragError, match="'none', 'sentences' or 'links'"):
+        SpectragIndexConfig(question_signal="llm")
 
 
 def test_symmetric_max_keeps_the_larger_score_and_drops_self_pairs():

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from gpu_tigrag.methods.tigrag.titles import TitleIndex, normalise_title
+from gpu_tigrag.text.titles import TitleIndex, normalise_title
 
 TITLES = ["The Glass Orchard", "Glass", "Mirela Vantz", "Lloyd (film)", "Lloyd", "Mother (film)",
           "Aschenbrödel", "The", "Johnnycake, West Virginia", "Korvath (town)", "Korvath (band)"]

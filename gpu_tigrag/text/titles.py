@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ...text.tokens import english_stopwords
+from .tokens import english_stopwords
 
 _WORD = re.compile(r"[^\W_]+")
 _DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
