@@ -170,6 +170,10 @@ REGISTRY: tuple[Benchmark, ...] = (
               "test split, 2Wiki and MuSiQue-100 with title gold; both presets)", ("run_matches_eval.json",
                                                                                   "run_matches_eval.md"),
               smoke=("--smoke",)),
+    Benchmark("encoder_gain", "encoder_gain.py", "benchmark",
+              "the default encoder's passages/s and questions/s against another checkout's (the code when issue 31 "
+              "was filed), each in fresh processes, alternating (--code DIR)", ("encoder_gain.json", "encoder_gain.md"),
+              smoke=("--smoke",)),
     Benchmark("tokenizer_subset", "checks/tokenizer_subset.py", "check",
               "the encoder's subset tokenizer gives the whole tokenizer's ids on every text of the bundled datasets "
               "and script probes; load time of each", ("tokenizer_subset.json", "tokenizer_subset.md"),
