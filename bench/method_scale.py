@@ -47,6 +47,32 @@ def bench(index: Path, queries: Path, systems: list[str], batch: int, code: Path
     return json.loads(done.stdout)
 
 
+def ensure_stages(index: Path, systems: list[str], code: Path | None) -> dict[str, float]:
+    """Build, through `tigrag extend`, the index stage of every chosen system's method that has one and that the
+    index lacks (the scale indexes are caches); returns the seconds of each build."""
+    import time
+
+    from gpu_tigrag.index.store import load_index
+    from gpu_tigrag.methods.registry import get_method, systems as named
+
+    wanted = sorted({named()[name].method for name in systems if name in named()
+                     and get_method(named()[name].method).stage is not None})
+    present = load_index(index).stages if wanted else {}
+    seconds = {}
+    for name in wanted:
+        if name in present:
+            continue
+        env = dict(os.environ)
+        if code is not None:
+            env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "gpu_tigrag.cli", "-q", "extend", str(index), "--methods", name],
+                       check=True, env=env, cwd=code or None)
+        seconds[name] = time.perf_counter() - start
+        print(f"{index}: {name} stage built in {seconds[name]:.1f} s", file=sys.stderr, flush=True)
+    return seconds
+
+
 def render(payload: dict[str, Any]) -> str:
     sizes = payload["sizes"]
     lines = ["# Every method against corpus size", "",
@@ -60,11 +86,30 @@ def render(payload: dict[str, Any]) -> str:
         rates = [row["qps"][str(n)] for n in sizes]
         lines.append(f"| {row['system']} | {row['code']} | " + " | ".join(f"{r:,.1f}" for r in rates) + " | "
                      + " | ".join(f"{row['rss'][str(n)]:,.0f}" for n in sizes) + f" | {rates[-1] / rates[0]:.2f} |")
+    for n, stages in sorted(payload.get("stage_seconds", {}).items(), key=lambda item: int(item[0])):
+        for name, seconds in stages.items():
+            lines.append(f"\n{int(n):,} passages: the {name} stage built in {seconds:,.1f} s (`tigrag extend`).")
     lines += ["", "These methods search every chunk exactly below `ann.min_chunks` (200,000 chunks; the synthetic "
               "100,000 passages make ~128,000): their cost grows with the corpus, so 10× the passages gives about "
               "a tenth of the q/s. From that size the index holds an ANN and the dense first stage answers through "
-              "it (bench/results/ann.md)."]
+              "it (bench/results/ann.md). SpectRAG's seeds and relevance take the dense cosine and BM25 of every "
+              "chunk (chunks × B blocks), so it grows the same way."]
     return "\n".join(lines)
+
+
+def merged(payload: dict[str, Any]) -> dict[str, Any]:
+    """`payload` over the result file's: its rows replace those of the same (system, code), the others stay;
+    the commands of both runs are kept."""
+    from bench.common import RESULTS
+
+    old = json.loads((RESULTS / "method_scale.json").read_text())
+    if old["sizes"] != payload["sizes"] or old["queries"] != payload["queries"] or old["batch"] != payload["batch"]:
+        raise SystemExit("--merge: the result file was measured at other sizes, queries or batch")
+    new = {(row["system"], row["code"]) for row in payload["rows"]}
+    rows = [row for row in old["rows"] if (row["system"], row["code"]) not in new] + payload["rows"]
+    stages = {**old.get("stage_seconds", {}), **payload["stage_seconds"]}
+    return {**payload, "command": old["command"] + "`; then `" + payload["command"], "rows": rows,
+            "stage_seconds": stages}
 
 
 def rerender() -> None:
@@ -83,6 +128,8 @@ def main() -> int:
     parser.add_argument("--code", type=Path, help="another checkout (the code before a change), run beside this one")
     parser.add_argument("--smoke", action="store_true", help="1,000 passages, 50 queries, no result file")
     parser.add_argument("--render", action="store_true", help="rewrite the markdown from the JSON, running nothing")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the result file's other rows (same sizes): these systems' rows replace theirs")
     args = parser.parse_args()
     if args.render:
         rerender()
@@ -93,12 +140,16 @@ def main() -> int:
 
     codes: list[tuple[str, Path | None]] = [("this checkout", None)] + ([("--code", args.code)] if args.code else [])
     rows: dict[tuple[str, str], dict[str, Any]] = {}
+    stage_seconds: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as scratch:
         for n in args.sizes:
             index = CACHE / f"scale_{n}" if not args.smoke else Path(scratch) / "index"
             if not (index / "manifest.json").is_file():
                 subprocess.run(index_command(synth(n), index, 8192), check=True)
             queries = query_file(n, args.queries, Path(scratch))
+            built = ensure_stages(index, args.systems, None)
+            if built:
+                stage_seconds[str(n)] = built
             for label, code in codes:
                 for result in bench(index, queries, args.systems, args.batch, code):
                     row = rows.setdefault((result["system"], label), {"system": result["system"], "code": label,
@@ -108,7 +159,9 @@ def main() -> int:
                     print(f"{n:,} {label} {result['system']}: {row['qps'][str(n)]:,.1f} q/s, "
                           f"{row['rss'][str(n)]:,.0f} MiB", file=sys.stderr, flush=True)
     payload = {"command": " ".join(["python bench/method_scale.py", *sys.argv[1:]]), "sizes": args.sizes,
-               "queries": args.queries, "batch": args.batch, "rows": list(rows.values())}
+               "queries": args.queries, "batch": args.batch, "rows": list(rows.values()), "stage_seconds": stage_seconds}
+    if args.merge and not args.smoke:
+        payload = merged(payload)
     print(render(payload))
     if not args.smoke:
         write_results("method_scale", payload, render(payload))
