@@ -86,7 +86,7 @@ def compute_signals(index: Index, config: SpectragIndexConfig, backend: Backend 
     n = index.n_chunks
     makers: dict[str, Callable[[], scipy.sparse.csr_matrix | None]] = {
         "semantic": lambda: semantic_signal(index.embeddings, config.semantic_top_k, config.semantic_threshold,
-                                            be, show_progress),
+                                            be, show_progress, semantic_search(config, n), config.semantic_nprobe),
         "adjacency": lambda: adjacency_signal(index.chunk_passage),
         "section": lambda: section_signal(n),
         "entity": lambda: entity_signal(index.entities, n, config.entity_labels, be, config.entity_pairs,
@@ -100,6 +100,15 @@ def compute_signals(index: Index, config: SpectragIndexConfig, backend: Backend 
         signals[name] = makers[name]()
         seconds[name] = time.perf_counter() - start
     return signals
+
+
+def semantic_search(config: SpectragIndexConfig, n: int) -> str:
+    """"exact" or "ivf": the setting, or for "auto" ivf from ann.min_chunks chunks (the engine's ANN crossover)."""
+    if config.semantic_search != "auto":
+        return config.semantic_search
+    from ...config_types import AnnConfig
+
+    return "ivf" if n >= AnnConfig().min_chunks else "exact"
 
 
 #: an entity held by at most this many chunks is never skipped: its pairs are cheap, and a small

@@ -135,6 +135,43 @@ def nearest_pairs(be: Backend, vectors: Any, k: int, show_progress: bool = False
             np.concatenate(values).astype(np.float32))
 
 
+def ivf_nearest_pairs(embeddings: np.ndarray, k: int, nprobe: int, show_progress: bool = False,
+                      step: int = 65_536) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`nearest_pairs`' answer from an IVF index (index/ann.py's: 4·√n lists, seeded training), each chunk's
+    k nearest among the chunks of its `nprobe` nearest lists, self excluded: the cost grows with n·√n, not
+    n². The inner products are FAISS's (float32)."""
+    from ...config_types import AnnConfig
+    from ...index.ann import build_ann, import_faiss
+
+    vectors = np.ascontiguousarray(embeddings, dtype=np.float32)
+    vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), np.float32(1e-12))
+    m = int(vectors.shape[0])
+    k = min(k, m - 1)
+    if k < 1:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0, dtype=np.float32)
+    faiss = import_faiss("spectrag.semantic_search=ivf")
+    index = build_ann(vectors, AnnConfig(), kind="ivf").faiss_index()
+    params = faiss.SearchParametersIVF(nprobe=min(nprobe, int(index.nlist)))
+    sources, targets, values = [], [], []
+    bar = counter(m, "semantic (ivf)", show_progress, unit="chunk")
+    for start in range(0, m, step):
+        rows = vectors[start:start + step]
+        scores, found = index.search(rows, k + 1, params=params)
+        own = np.arange(start, start + rows.shape[0])[:, None]
+        keep = (found >= 0) & (found != own)
+        # each row's k best other chunks (a row whose own id was not returned keeps its first k)
+        rank = np.cumsum(keep, axis=1)
+        keep &= rank <= k
+        sources.append(np.broadcast_to(own, found.shape)[keep])
+        targets.append(found[keep])
+        values.append(scores[keep])
+        bar.update(rows.shape[0])
+    bar.close()
+    return (np.concatenate(sources).astype(np.int64), np.concatenate(targets).astype(np.int64),
+            np.concatenate(values).astype(np.float32))
+
+
 def _normalised(be: Backend, vectors: np.ndarray) -> Any:
     matrix = be.asarray(np.ascontiguousarray(vectors, dtype=np.float32))
     norms = be.xp.linalg.norm(matrix, axis=1, keepdims=True)
@@ -142,12 +179,16 @@ def _normalised(be: Backend, vectors: np.ndarray) -> Any:
 
 
 def semantic_signal(embeddings: np.ndarray, top_k: int, threshold: float, backend: Backend | None = None,
-                    show_progress: bool = False) -> scipy.sparse.csr_matrix:
-    """Exact top-`top_k` neighbours of each chunk by cosine (self excluded), kept when cos >=
-    `threshold`; score = cos, clipped to [0, 1] (float rounding can pass 1 by an ulp)."""
+                    show_progress: bool = False, search: str = "exact", nprobe: int = 64) -> scipy.sparse.csr_matrix:
+    """Top-`top_k` neighbours of each chunk by cosine (self excluded), kept when cos >= `threshold`;
+    score = cos, clipped to [0, 1] (float rounding can pass 1 by an ulp). `search` "exact": every pair;
+    "ivf": among the chunks of `nprobe` IVF lists (`ivf_nearest_pairs`)."""
     be = backend or get_backend("numpy")
     n = int(embeddings.shape[0])
-    src, dst, cos = nearest_pairs(be, _normalised(be, embeddings), top_k, show_progress, "semantic")
+    if search == "ivf":
+        src, dst, cos = ivf_nearest_pairs(embeddings, top_k, nprobe, show_progress)
+    else:
+        src, dst, cos = nearest_pairs(be, _normalised(be, embeddings), top_k, show_progress, "semantic")
     keep = cos >= threshold
     return symmetric_max(src[keep], dst[keep], np.clip(cos[keep], 0.0, 1.0), n)
 

@@ -30,6 +30,8 @@ class SpectragIndexConfig(CheckedConfig):
     weights: str = setting("config2", 'signal weights: "config2" (Table 10, code default), "config1" (Table 9), or "calibrate" (the public code\'s per-corpus weighting; adjacency keeps config2\'s)')
     semantic_top_k: int = setting(7, "nearest chunks per chunk by cosine, itself excluded (the code's k_neighbors: a search of k + 1 that finds the chunk itself first)", bounds=(1, MAX_NEIGHBOURS))
     semantic_threshold: float = setting(0.75, '... kept from this cosine', bounds=(-1.0, 1.0))
+    semantic_search: str = setting("auto", 'how the nearest chunks are found: "exact", every pair (the public code\'s flat FAISS search; time grows with the square of the chunks: 120 s of a 130 s stage at 128,000 chunks); "ivf", among the chunks of `semantic_nprobe` of 4·√n IVF lists (FAISS); "auto": exact below ann.min_chunks (200,000) chunks, ivf from there (bench/results/spectrag_semantic_ivf.md)')
+    semantic_nprobe: int = setting(64, 'IVF lists searched per chunk (semantic_search=ivf)', bounds=(1, MAX_NEIGHBOURS))
     question_signal: str = setting("none", 'no LLM here: "none" drops the utility-question signal (weights not renormalised); "sentences" uses chunk sentences as stand-in questions (ablation); "links" links a chunk to the chunks of every passage whose title it names, what utility questions mostly ask about on a Wikipedia-style corpus (bench/results/spectrag_links.md)')
     question_top_k: int = setting(20, 'nearest chunks per stand-in question (question_signal=sentences)', bounds=(1, MAX_NEIGHBOURS))
     question_threshold: float = setting(0.80, '... kept from this cosine', bounds=(-1.0, 1.0))
@@ -51,6 +53,8 @@ class SpectragIndexConfig(CheckedConfig):
                 f"spectrag.eigensolver must be 'host' or 'device', got {self.eigensolver!r}")
         require(self.null_space in ("random", "largest"),
                 f"spectrag.null_space must be 'random' or 'largest', got {self.null_space!r}")
+        require(self.semantic_search in ("auto", "exact", "ivf"),
+                f"spectrag.semantic_search must be 'auto', 'exact' or 'ivf', got {self.semantic_search!r}")
         require(self.question_signal in ("none", "sentences", "links"),
                  f"spectrag.question_signal must be 'none', 'sentences' or 'links', got {self.question_signal!r}")
         unknown = set(self.entity_labels) - set(ENTITY_LABELS)

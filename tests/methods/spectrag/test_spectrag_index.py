@@ -128,6 +128,29 @@ def test_semantic_hand_case():
     assert pairs(semantic_signal(vectors, 2, 0.0)) == pytest.approx(both)
 
 
+def test_semantic_signal_from_an_ivf_index_finds_the_exact_pairs():
+    """semantic_search=ivf: probing every list gives the exact signal's pairs (FAISS's float32 products, within
+    an ulp); probing few lists finds most of them; "auto" is exact below ann.min_chunks."""
+    pytest.importorskip("faiss")
+    from gpu_tigrag.methods.spectrag.chunk_graph import semantic_search
+
+    rng = np.random.default_rng(5)
+    centres = rng.standard_normal((20, 32)).astype(np.float32)
+    vectors = centres[rng.integers(0, 20, 1500)] + 0.3 * rng.standard_normal((1500, 32)).astype(np.float32)
+    exact = semantic_signal(vectors, 7, 0.5)
+    every = semantic_signal(vectors, 7, 0.5, search="ivf", nprobe=10_000)
+    assert pairs(every).keys() == pairs(exact).keys()
+    assert abs(exact - every).max() < 1e-5
+    few = semantic_signal(vectors, 7, 0.5, search="ivf", nprobe=4)
+    found = len(pairs(few).keys() & pairs(exact).keys()) / len(pairs(exact))
+    assert 0.8 < found <= 1.0
+    assert semantic_search(SpectragIndexConfig(), 199_999) == "exact"
+    assert semantic_search(SpectragIndexConfig(), 200_000) == "ivf"
+    assert semantic_search(SpectragIndexConfig(semantic_search="ivf"), 10) == "ivf"
+    with pytest.raises(TigragError, match="'auto', 'exact' or 'ivf'"):
+        SpectragIndexConfig(semantic_search="hnsw")
+
+
 def test_citation_keys_and_signal():
     # the public code's patterns: a DOI only after "doi:" (its trailing period kept), no spaces before a comma
     text = "As shown [1], [2, 3] and doi:10.1000/XYZ.42. See https://example.org/a). Bare 10.1000/abc, [4 , 5]."
