@@ -27,10 +27,11 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -387,6 +388,28 @@ def _tokenizer(folder: Path, max_length: int, cache: Path | None = None) -> Subs
     return SubsetTokenizer(None, max_length, None, whole=whole)
 
 
+class _Background:
+    """`work()` run in a daemon thread; `result()` waits for it and returns its value or raises its error."""
+
+    def __init__(self, work: Callable[[], Any]):
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(work,), name="onnx-session", daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[], Any]) -> None:
+        try:
+            self._value = work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
+            self._error = exc
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 class OnnxInt8Encoder:
     """A sentence-transformers model on ONNX Runtime with int8 weights (see the module doc). The
     fingerprint is the source weights' plus the sha256 of the quantised model, so passage vectors of
@@ -416,9 +439,17 @@ class OnnxInt8Encoder:
         self.dim = self.pipeline.dim
         self.batch_size = config.batch_size
         self.cache_folder = cache_folder(resolved, Path(cache_root) if cache_root is not None else None)
+        # the model's bytes are read and hashed and its session built (ONNX Runtime and hashlib release the
+        # GIL) in a thread while this one loads the tokenizer (which holds it): ~0.3 s of a one-question process
+        loading = _Background(lambda: self._session(ort, resolved, threads))
         self.tokenizer = _tokenizer(self.pipeline.transformer, self.pipeline.max_seq_length, self.cache_folder.parent)
-        data, self.inputs, digest = prepare(resolved, self.pipeline, self.cache_folder.parent)
+        self.session, self.inputs, digest = loading.result()
         self.fingerprint = f"{resolved.fingerprint}+int8:{digest[:16]}"
+        self._prompt_lengths: dict[str, int] = {}
+
+    def _session(self, ort: Any, resolved: ResolvedModel, threads: int | None) -> tuple[Any, list[str], str]:
+        """(ONNX Runtime session, input names, the vectors' digest) of the cached int8 model (built first if absent)."""
+        data, inputs, digest = prepare(resolved, self.pipeline, self.cache_folder.parent)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or current_policy().encoder  # physical cores, at most the policy's
         options.inter_op_num_threads = 1
@@ -426,11 +457,11 @@ class OnnxInt8Encoder:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
         try:
-            self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"],
-                                                disabled_optimizers=list(DISABLED_OPTIMIZERS))
+            session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"],
+                                           disabled_optimizers=list(DISABLED_OPTIMIZERS))
         except Exception as exc:
             raise ModelError(f"{self.cache_folder}: ONNX Runtime cannot load the int8 model: {exc}") from None
-        self._prompt_lengths: dict[str, int] = {}
+        return session, inputs, digest
 
     def _prompt_length(self, prompt: str) -> int:
         """Tokens of `prompt` at the start of an encoded text (leading special tokens included, the

@@ -95,3 +95,35 @@ def test_the_configuration_imports_no_array_library():
             "print(sorted(m for m in ('numpy', 'scipy', 'numba') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_auto_device_on_a_machine_without_gpu_nodes_imports_no_torch(monkeypatch, tmp_path):
+    """resolve_device("auto") asks torch only where a GPU device node exists (or torch is imported already):
+    a CPU machine resolves "cpu" without torch's 2.5 s import; a node present hands the question to torch."""
+    from gpu_tigrag.encoders import sentence
+
+    code = ("import sys; from gpu_tigrag.encoders.sentence import resolve_device, gpu_device_present;"
+            "print(gpu_device_present(), resolve_device('auto'), 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    present, device, imported = done.stdout.split()
+    if present == "False":
+        assert (device, imported) == ("cpu", "False")
+    else:  # a GPU machine: torch answers
+        assert imported == "True"
+    node = tmp_path / "nvidia0"
+    assert not sentence.gpu_device_present((str(node),))
+    node.write_text("")
+    assert sentence.gpu_device_present((str(node),))
+    monkeypatch.setattr(sentence, "GPU_DEVICE_PATHS", (str(node),))
+    assert sentence.gpu_device_present()
+    calls = []
+
+    class FakeCuda:
+        @staticmethod
+        def is_available():
+            calls.append(1)
+            return False
+
+    monkeypatch.setitem(sys.modules, "torch", type("FakeTorch", (), {"cuda": FakeCuda})())
+    assert sentence.resolve_device("auto") == "cpu" and calls == [1]
+    assert sentence.resolve_device("cuda:1") == "cuda:1"
