@@ -83,20 +83,23 @@ def main() -> int:
     for code in codes.values():
         package_of(code)
     with tempfile.TemporaryDirectory() as tmp:
-        index, cache = Path(tmp) / "index", Path(tmp) / "vectors"
-        tigrag(ROOT, "index", str(ROOT / "examples" / "corpus.json"), "-o", str(index), "-q",
-               "--set", f"encoder.model={encoder}")
-        tigrag(ROOT, "query", str(index), QUESTION, "--vector-cache", str(cache))  # the warm cache; model caches
-        for code in codes.values():  # each code's bytecode and derived caches, untimed
-            tigrag(code, "query", str(index), QUESTION)
+        # each code builds its own index (an index records its settings; an older code refuses newer fields)
+        # and warms its own vector cache, bytecode and model caches, untimed
+        indexes = {name: Path(tmp) / f"index_{i}" for i, name in enumerate(codes)}
+        caches = {name: Path(tmp) / f"vectors_{i}" for i, name in enumerate(codes)}
+        for name, code in codes.items():
+            tigrag(code, "index", str(ROOT / "examples" / "corpus.json"), "-o", str(indexes[name]), "-q",
+                   "--set", f"encoder.model={encoder}")
+            tigrag(code, "query", str(indexes[name]), QUESTION, "--vector-cache", str(caches[name]))
+            tigrag(code, "query", str(indexes[name]), QUESTION)
         times: dict[str, dict[str, list[float]]] = {name: {"encoder loaded": [], "warm vector cache": []}
                                                    for name in codes}
         for _ in range(rounds):
             for name, code in codes.items():
-                times[name]["encoder loaded"].append(tigrag(code, "query", str(index), QUESTION))
-                times[name]["warm vector cache"].append(tigrag(code, "query", str(index), QUESTION,
-                                                               "--vector-cache", str(cache)))
-        imports = {name: imported(code, index) for name, code in codes.items()}
+                times[name]["encoder loaded"].append(tigrag(code, "query", str(indexes[name]), QUESTION))
+                times[name]["warm vector cache"].append(tigrag(code, "query", str(indexes[name]), QUESTION,
+                                                               "--vector-cache", str(caches[name])))
+        imports = {name: imported(code, indexes[name]) for name, code in codes.items()}
     if args.smoke:
         print(times, imports)
         return 0
