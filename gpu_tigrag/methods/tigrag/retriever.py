@@ -215,7 +215,7 @@ class TigragRetriever(BaseRetriever):
             self.timer.add("entities", t)
             if hop_number == cfg.hops or not next_active:
                 break
-            current = self._expanded_hop(queries, seeds, seen, np.asarray(next_active))
+            current = self._expanded_hop(queries, seeds, seen, np.asarray(next_active), query_vectors)
             hop_scores.append((current.cols, current.pick))
         t = time.perf_counter()
         final = blocks.merge_hops(sigma, hop_scores)
@@ -246,9 +246,10 @@ class TigragRetriever(BaseRetriever):
         return out
 
     def _expanded_hop(self, queries: list[str], seeds: list[np.ndarray], seen: list[dict[Any, Bridge]],
-                      active: np.ndarray) -> HopState:
+                      active: np.ndarray, query_vectors: Any = None) -> HopState:
         """Hop j+1 for the active queries: expanded query μ ⊕ entities through the token-graph stage,
-        rerank by the max cosine over the embeddings of μ ⊕ e_x (eqs. 3.14-3.15)."""
+        rerank by the max cosine over the embeddings of μ ⊕ e_x (eqs. 3.14-3.15). `query_vectors`: the
+        batch's hop-1 vectors (B × dim), which "sum" and named_expansions="question" reuse."""
         t = time.perf_counter()
         expanded_seeds, entity_texts = [], []
         for q in active:
@@ -257,7 +258,8 @@ class TigragRetriever(BaseRetriever):
             entity_texts.append([b.text for b in ents])
         self.timer.add("entities", t)
         graph_hop = self.graph_hop(expanded_seeds)
-        vectors, owner = (expanded_query_vectors(self, [queries[q] for q in active], entity_texts)
+        own = query_vectors[self.be.xp.asarray(active)] if query_vectors is not None else None
+        vectors, owner = (expanded_query_vectors(self, [queries[q] for q in active], entity_texts, own)
                           if self.settings.rerank else (None, None))
         t = time.perf_counter()
         sigma = self._rank_pool(graph_hop, lambda: self.blocks.expanded_cosine(graph_hop, vectors, owner, len(active)))

@@ -15,7 +15,7 @@ from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.encoders.base import QUERY
 from gpu_tigrag.errors import TigragError
 from gpu_tigrag.methods.tigrag.config import FusionConfig
-from gpu_tigrag.methods.tigrag.expansion import combine, expanded_query_vectors, expansion_texts
+from gpu_tigrag.methods.tigrag.expansion import combine, expanded_query_vectors, expansion_texts, names_entity
 from gpu_tigrag.methods.tigrag.retriever import TigragRetriever
 from gpu_tigrag.presets import preset, preset_with
 
@@ -143,8 +143,8 @@ def test_combine_handles_no_pairs_and_a_zero_sum():
 
 
 def test_sum_retrieval_embeds_fewer_texts_and_agrees_across_backends(example_index, backend):
-    """End to end under "sum": the questions, then per batch the distinct entities and the questions
-    again (each entity once however many questions expand it), so fewer texts than the paper's pairs."""
+    """End to end under "sum": the questions, then per batch the distinct entities (each entity once however
+    many questions expand it; the questions' hop-1 vectors are reused), so fewer texts than the paper's pairs."""
     config = preset_with("paper", {"tigrag.fusion.expansion_vectors": "sum", "tigrag.fusion.expansion_weight": 0.3})
     retriever, encoder = recording_retriever(example_index, config, backend.name)
     results = retriever.retrieve(QUESTIONS, k=5)
@@ -152,15 +152,52 @@ def test_sum_retrieval_embeds_fewer_texts_and_agrees_across_backends(example_ind
     distinct = {e for r in expanded for e in r.hops[0].new_entities}
     assert encoder.calls[0] == QUESTIONS
     assert sorted(encoder.calls[1]) == sorted(distinct) and len(encoder.calls[1]) == len(distinct)
-    assert sorted(encoder.calls[2]) == sorted(q for q, r in zip(QUESTIONS, results) if len(r.hops) > 1)
+    assert len(encoder.calls) == 2
     pairs = sum(len(r.hops[0].new_entities) for r in expanded)
-    assert len(distinct) < pairs and retriever.timer.encoded_texts == 2 * len(QUESTIONS) - (
-        len(results) - len(expanded)) + len(distinct)
+    assert len(distinct) < pairs and retriever.timer.encoded_texts == len(QUESTIONS) + len(distinct)
     reference, _ = recording_retriever(example_index, config, "numpy")
     assert [r.chunk_ids for r in reference.retrieve(QUESTIONS, k=5)] == [r.chunk_ids for r in results]
 
 
+def test_names_entity_matches_whole_normalised_runs():
+    assert names_entity("Who directed The Glass Orchard?", "The Glass Orchard")
+    assert names_entity("Where was Mirela Vântz born?", "mirela vantz")  # accents folded, case ignored
+    assert not names_entity("Who directed The Glass Orchards?", "The Glass Orchard")  # whole tokens only
+    assert not names_entity("Who directed it?", "Korvath") and not names_entity("Who?", "--")
+
+
+def test_named_expansions_take_the_question_vector_without_an_encoder_pass(example_index):
+    """named_expansions="question": a pair whose entity the question names gets the question's hop-1 vector
+    (passed in), the others their "question entity" text's, in the pairs' order."""
+    encoder = Recording(load_encoder(example_index.index.config.encoder))
+    be = get_backend("numpy")
+    questions = ["Where was the director of The Glass Orchard born?", "Who wrote the opera?"]
+    entities = [["The Glass Orchard", "Mirela Vantz"], ["Ansel Brightwater"]]
+    own = encoder.inner.encode(questions, kind=QUERY)
+    vectors, owner = expanded_query_vectors(stub_retriever(be, encoder, FusionConfig(named_expansions="question")),
+                                            questions, entities, own)
+    assert encoder.calls == [["Where was the director of The Glass Orchard born? Mirela Vantz",
+                              "Who wrote the opera? Ansel Brightwater"]]
+    assert owner.tolist() == [0, 0, 1]
+    np.testing.assert_array_equal(vectors[0], own[0])
+    np.testing.assert_allclose(vectors[1:], encoder.inner.encode(encoder.calls[0], kind=QUERY), atol=1e-6)
+    text, _ = expanded_query_vectors(stub_retriever(be, encoder, FusionConfig()), questions, entities, own)
+    assert len(encoder.calls[-1]) == 3 and not np.array_equal(text[0], own[0])  # the paper embeds all three
+
+
+def test_named_expansions_end_to_end_encode_fewer_texts(example_index):
+    config = preset_with("paper", {"tigrag.fusion.named_expansions": "question"})
+    retriever, encoder = recording_retriever(example_index, config)
+    results = retriever.retrieve(QUESTIONS, k=5)
+    pairs = [(q, e) for q, r in zip(QUESTIONS, results) if len(r.hops) > 1 for e in r.hops[0].new_entities]
+    named = [p for p in pairs if names_entity(*p)]
+    assert retriever.timer.encoded_texts == len(QUESTIONS) + len(pairs) - len(named)
+    assert sorted(t for call in encoder.calls[1:] for t in call) == sorted(f"{q} {e}" for q, e in pairs
+                                                                          if not names_entity(q, e))
+
+
 @pytest.mark.parametrize("overrides, message", [
+    ({"tigrag.fusion.named_expansions": "skip"}, "named_expansions must be 'text' or 'question'"),
     ({"tigrag.fusion.expansion_vectors": "mean"}, "expansion_vectors must be 'text', 'sum' or 'joint'"),
     ({"tigrag.fusion.expansion_weight": 0.0}, "expansion_weight must be in \\(0, 1e6\\]"),
     ({"tigrag.fusion.expansion_weight": -1.0}, "expansion_weight must be in \\(0, 1e6\\]"),
