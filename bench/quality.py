@@ -36,12 +36,14 @@ SYSTEMS: dict[str, tuple[str, dict[str, Any]]] = {
     "paper + bridging choice (8)": ("paper", {"tigrag.fusion.bridge_entities": 8}),
     "paper + passage dedup": ("paper", {"tigrag.fusion.dedup_passages": True}),
     "paper + RRF hop fusion": ("paper", {"tigrag.fusion.hop_fusion": "rrf"}),
+    "paper + named expansions from the question": ("paper", {"tigrag.fusion.named_expansions": "question"}),
     "best": ("best", {}),
     "best without title links": ("best", {"tigrag.fusion.title_links": False}),
     "best without hybrid first hop": ("best", {"tigrag.fusion.first_hop": "pool"}),
     "best expanding every entity": ("best", {"tigrag.fusion.bridge_entities": 0}),
     "best without passage dedup": ("best", {"tigrag.fusion.dedup_passages": False}),
     "best with RRF hop fusion": ("best", {"tigrag.fusion.hop_fusion": "rrf"}),
+    "best embedding named expansions": ("best", {"tigrag.fusion.named_expansions": "text"}),
     "best 1-hop": ("best", {"tigrag.hops": 1}),
     # bonuses in standard deviations of the query's cosine (fusion.link_bonus_unit; best: 5σ and 2σ)
     "best, question link bonus 3σ": ("best", {"tigrag.fusion.question_link_bonus": 3.0}),
@@ -180,6 +182,10 @@ WHY = """\
   named-passage sources add candidates.
 * **Passage de-duplication** (`fusion.dedup_passages`). The top-k holds one chunk per passage
   (its best), so long passages do not take several of the k slots.
+* **Named expansions from the question** (`fusion.named_expansions=question`). An expanded query
+  whose entity the question already names takes the question's own hop-1 vector instead of an
+  encoder pass over "question entity": fewer encoder texts per query at the same recall (compare
+  "best embedding named expansions"; on the e5 indexes: bench/results/named_expansions.md).
 * **Hop fusion.** Max over hops (eq. 3.16) stays: the hops' scores are all cosines, so they
   are already calibrated, and the link bonus is what protects first-hop evidence (comparison
   questions, which hop 2 used to hurt: R@5 77.9 -> 100.0). Rank fusion across hops
