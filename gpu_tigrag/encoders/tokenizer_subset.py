@@ -230,7 +230,11 @@ def load_tokenizer(path: Path, max_length: int, cache: Path | None) -> SubsetTok
     elif found is None:
         log.warning("%s: cached tokenizer subset is damaged or outdated; deriving it again", folder)
         found = _derive(path, folder, source)
-    return SubsetTokenizer(path, max_length, found)
+    try:
+        return SubsetTokenizer(path, max_length, found)
+    except Exception as exc:  # noqa: BLE001 - a subset this tokenizers version cannot read: the whole one, said
+        log.warning("%s: the tokenizer subset cannot be loaded (%s); using the whole tokenizer", folder, exc)
+        return SubsetTokenizer(path, max_length, None)
 
 
 def _derive(path: Path, folder: Path, source: str) -> tuple[str, np.ndarray] | None:

@@ -108,6 +108,23 @@ def test_subset_is_derived_once_and_again_when_damaged(tokenizer_file, tmp_path,
     assert _ids(subset.encode_batch(TEXTS)) == _ids(_load_file(tokenizer_file, 64).encode_batch(TEXTS))
 
 
+def test_a_subset_the_library_cannot_read_falls_back_to_the_whole_tokenizer(tokenizer_file, tmp_path, caplog):
+    cache = tmp_path / "cache"
+    load_tokenizer(tokenizer_file, 64, cache)
+    (folder,) = cache.iterdir()
+    meta = json.loads((folder / META_FILE).read_text())
+    text = json.dumps({"version": "9.9", "model": {"type": "Unknown"}})  # parsed, checked, then refused by tokenizers
+    import hashlib
+
+    meta["tokenizer_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    (folder / TOKENIZER_FILE).write_text(text)
+    (folder / META_FILE).write_text(json.dumps(meta))
+    with caplog.at_level(logging.WARNING):
+        subset = load_tokenizer(tokenizer_file, 64, cache)
+    assert "using the whole tokenizer" in caplog.text and not subset.uses_subset
+    assert _ids(subset.encode_batch(TEXTS)) == _ids(_load_file(tokenizer_file, 64).encode_batch(TEXTS))
+
+
 def test_unwritable_cache_still_gives_the_subset(tokenizer_file, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the cache folder would go")
