@@ -122,3 +122,11 @@ def write_results(stem: str, payload: dict[str, Any], markdown: str) -> None:
     (RESULTS / f"{stem}.json").write_text(json.dumps(payload, indent=2) + "\n")
     (RESULTS / f"{stem}.md").write_text(markdown.rstrip() + "\n")
     print(f"wrote {RESULTS / stem}.json and .md", file=sys.stderr)
+
+
+def checkout_environment(code: Path) -> dict[str, str]:
+    """The environment of a process of the checkout `code`: its package first on the path, bytecode written and
+    read as an installed package's is (PYTHONDONTWRITEBYTECODE, set on some machines, would compile every module
+    in every process and time the compiler)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    return {**env, "PYTHONPATH": str(code)}

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
-from bench.common import CACHE, DATA, DATASETS, ROOT, write_results  # noqa: E402
+from bench.common import CACHE, DATA, DATASETS, ROOT, checkout_environment, write_results  # noqa: E402
 
 COMMAND = "python bench/encoder_gain.py"
 CHILD = r"""
@@ -60,8 +59,7 @@ def texts(passages: int, smoke: bool) -> dict[str, list[str]]:
 
 
 def measure(code: Path, inputs: Path, vectors: Path, cache: Path | None) -> dict[str, float]:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPATH"] = str(code)
+    env = checkout_environment(code)
     if cache is not None:
         env["TIGRAG_CACHE_DIR"] = str(cache)
     done = subprocess.run([sys.executable, "-c", CHILD, str(inputs), str(vectors)], env=env, cwd=code,

@@ -13,7 +13,6 @@ Writes bench/results/startup.json and .md.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -23,23 +22,16 @@ from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
-from bench.common import ROOT, write_results
+from bench.common import ROOT, checkout_environment, write_results
 
 COMMAND = "python bench/startup.py"
 QUESTION = "Where was the director of the film The Glass Orchard born?"
 CHECKED = ("numba.cuda", "nltk", "scipy.stats")
 
 
-def environment(code: Path) -> dict[str, str]:
-    """The environment of a process of `code`: its package first, bytecode written and read as an installed
-    package's is (PYTHONDONTWRITEBYTECODE, set on some machines, would compile every module in every process)."""
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    return {**env, "PYTHONPATH": str(code)}
-
-
 def tigrag(code: Path, *args: str) -> float:
     """Seconds of one `tigrag ...` process whose package comes from `code`."""
-    env = environment(code)
+    env = checkout_environment(code)
     start = time.perf_counter()
     # cwd: `python -m` puts the current folder before PYTHONPATH
     subprocess.run([sys.executable, "-m", "gpu_tigrag.cli", *args], env=env, cwd=code, check=True,
@@ -49,7 +41,7 @@ def tigrag(code: Path, *args: str) -> float:
 
 def package_of(code: Path) -> Path:
     """The gpu_tigrag package a process started as `tigrag` does imports from `code` (checked: --code took effect)."""
-    env = environment(code)
+    env = checkout_environment(code)
     out = subprocess.run([sys.executable, "-c", "import gpu_tigrag; print(gpu_tigrag.__file__)"], env=env, cwd=code,
                          check=True, capture_output=True, text=True).stdout.strip()
     package = Path(out).resolve().parent
@@ -60,7 +52,7 @@ def package_of(code: Path) -> Path:
 
 def imported(code: Path, index: Path) -> dict[str, float | None]:
     """Cumulative import seconds of CHECKED in one query process (None: not imported)."""
-    env = environment(code)
+    env = checkout_environment(code)
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "gpu_tigrag.cli", "query", str(index), QUESTION],
                           env=env, cwd=code, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     found: dict[str, float | None] = {name: None for name in CHECKED}

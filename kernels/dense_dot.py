@@ -117,22 +117,11 @@ def wide_dot_cpu(rows, vectors_t, out):
                         out[i, b] += e * np.float32(vectors_t[k, b])
 
 
-@njit(cache=True)
-def tile_rows(rows, tiles):
-    """tiles[t, k, r] = rows[t · TILE + r, k], zero past the last row (tiles: ceil(n / TILE) × dim × TILE)."""
-    n, dim = rows.shape
-    tile = tiles.shape[2]
-    tiles[:] = 0.0
-    for i in range(n):
-        t, r = divmod(i, tile)
-        for k in range(dim):
-            tiles[t, k, r] = rows[i, k]
-
-
 @njit(parallel=True, cache=True)
 def tiled_dot_cpu(tiles, n, vectors_t, out):
     """out[i, b] = Σ_k rows[i, k] · vectors_t[k, b] in k order (`query_dot_cpu`'s bits) for the n rows held in
-    `tiles` (`tile_rows`); a thread per tile, its TILE sums per query vectorised over rows."""
+    `tiles` (tiles[t, k, r] = rows[t · TILE + r, k], zero past the last row: ops.dense_dot.RowTiles); a thread
+    per tile, its TILE sums per query vectorised over rows."""
     n_tiles, dim, tile = tiles.shape
     width = vectors_t.shape[1]
     for t in prange(n_tiles):

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import Backend
-from ..kernels.dense_dot import TILE, TILED_MAX_WIDTH, TILED_MIN_ROWS, query_dot_cpu, query_dot_cuda, tile_rows, tiled_dot_cpu
+from ..kernels.dense_dot import TILE, TILED_MAX_WIDTH, TILED_MIN_ROWS, query_dot_cpu, query_dot_cuda, tiled_dot_cpu
 
 
 class RowTiles:
@@ -30,10 +30,12 @@ class RowTiles:
     def tiles(self) -> np.ndarray:
         with self._lock:
             if self._tiles is None:
-                rows = np.ascontiguousarray(self.rows, dtype=np.float32)
-                tiles = np.empty(((rows.shape[0] + TILE - 1) // TILE, rows.shape[1], TILE), dtype=np.float32)
-                tile_rows(rows, tiles)
-                self._tiles = tiles
+                rows = np.asarray(self.rows, dtype=np.float32)
+                n, dim = rows.shape
+                padded = np.zeros((-(-n // TILE) * TILE, dim), dtype=np.float32)
+                padded[:n] = rows
+                # tiles[t, k, r] = rows[t · TILE + r, k], zero past the last row
+                self._tiles = np.ascontiguousarray(padded.reshape(-1, TILE, dim).transpose(0, 2, 1))
             return self._tiles
 
 

@@ -36,15 +36,16 @@ def expansion_texts(questions: Sequence[str], entity_texts: Sequence[Sequence[st
     return [f"{question} {entity}" for question, entities in zip(questions, entity_texts) for entity in entities]
 
 
-def names_entity(question: str, entity: str) -> bool:
+def names_entity(question: str | tuple[str, ...], entity: str) -> bool:
     """Whether `question` names `entity`: the entity's normalised title tokens (text/titles.py: accents
-    folded, lower-cased, punctuation dropped) occur as a run of the question's."""
+    folded, lower-cased, punctuation dropped) occur as a run of the question's (`question` given as its
+    text or as those tokens already)."""
     from ...text.titles import title_tokens
 
     words = title_tokens(entity)
     if not words:
         return False
-    text = title_tokens(question)
+    text = title_tokens(question) if isinstance(question, str) else question
     n = len(words)
     return any(text[i:i + n] == words for i in range(len(text) - n + 1))
 
@@ -88,8 +89,11 @@ def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_text
 def _named_from_question(retriever: Any, questions: Sequence[str], entity_texts: Sequence[Sequence[str]],
                          texts: list[str], owner: np.ndarray, question_vectors: Any) -> Any:
     """The "text" vectors with the question's own vector for each entity it names (module doc)."""
+    from ...text.titles import title_tokens
+
     xp = retriever.be.xp
-    named = np.array([names_entity(questions[q], e) for q, entities in enumerate(entity_texts) for e in entities],
+    tokens = [title_tokens(q) for q in questions]  # once per question, not per entity
+    named = np.array([names_entity(tokens[q], e) for q, entities in enumerate(entity_texts) for e in entities],
                      dtype=bool)
     question_vectors = retriever.be.asarray(question_vectors)
     vectors = xp.empty((len(texts), question_vectors.shape[1]), dtype=xp.float32)
