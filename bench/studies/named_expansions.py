@@ -4,7 +4,8 @@
 
 Under `best`, 16-19% of the texts "question entity" embedded for hop 2 repeat a name the question already holds
 (its title tokens a run of the question's). `tigrag.fusion.named_expansions=question` gives those the question's
-hop-1 vector instead (gpu_tigrag/methods/tigrag/expansion.py). On the default (e5) indexes: recall@2/5/10 and
+hop-1 vector instead (gpu_tigrag/methods/tigrag/expansion.py); `unlinked` (best only: it needs title links) gives it
+also to every entity that names no passage beyond hop 1's. On the default (e5) indexes: recall@2/5/10 and
 encoder texts per question of `best` and `paper` with each setting; 2Wiki's first half is the developer half,
 its second half held back; MuSiQue-100 whole. Each row's R@5 is tested against the same preset with "text"
 (paired randomisation test). Writes bench/results/named_expansions.{json,md}.
@@ -49,13 +50,15 @@ def main() -> int:
     lines = ["# Expanded queries that repeat a name of the question", "", f"Command: `{command}`. The default "
              "multilingual-e5-small (onnx-int8) indexes; recall@2/5/10 (passage-level, HippoRAG's definition) in "
              "points; texts: encoder texts per question (the question and its expanded queries); Δ R@5: against the "
-             "same preset with `named_expansions=text`, with the paired randomisation test's p-value.", ""]
+             "same preset with `named_expansions=text`, with the paired randomisation test's p-value. `unlinked`: the "
+             "question's vector also for every entity that names no passage beyond hop 1's (a NER entity without a "
+             "title in the corpus), so only entities that lead to a passage are embedded.", ""]
     for name in args.datasets:
         dataset = load_dataset(DATA / name)
         index = e5_index(name)
         rows: dict = {}
         for system in ("TIGRAG paper", "TIGRAG best"):
-            for value in ("text", "question"):
+            for value in ("text", "question") + (("unlinked",) if system == "TIGRAG best" else ()):
                 label = f"{system}, named_expansions={value}"
                 rows[label] = {part: run(index, dataset, queries, system, {SETTING: value})
                                for part, queries in halves(name, dataset).items()}
@@ -67,12 +70,12 @@ def main() -> int:
                   "| system | " + " | ".join(f"{p} R@2 / R@5 / R@10 | texts | Δ R@5" for p in parts) + " |",
                   "|---|" + "---|---|---|" * len(parts)]
         for label, row in rows.items():
-            base = rows[label.replace("=question", "=text")]
+            base = rows[label.replace("=question", "=text").replace("=unlinked", "=text")]
             cells = []
             for part in parts:
                 r = row[part]
                 delta = ""
-                if label.endswith("=question"):
+                if not label.endswith("=text"):
                     d = sum(a - b for a, b in zip(r["r5"], base[part]["r5"])) * 100 / len(r["r5"])
                     delta = f"{d:+.2f} (p {randomization_test(r['r5'], base[part]['r5']):.3f})"
                 cells.append(f"{' / '.join(f'{v:.2f}' for v in r['recall'])} | {r['texts_per_query']:.2f} | {delta}")

@@ -21,6 +21,8 @@ PPR_ALGORITHMS: tuple[str, ...] = ("auto", "exact", "push")
 #: older names of values, read as the names now: `tigrag.blocks=dense` was the full chunks × B blocks
 #: ("dense" names the dense first stage)
 BLOCK_ALIASES = {"dense": "full"}
+#: the values of tigrag.fusion.named_expansions: which expanded queries take the question's vector (expansion.py)
+NAMED_EXPANSIONS = ("text", "question", "unlinked")
 #: tigrag.sparse_min_chunks: from 50,000 chunks "auto" takes the sparse path. Below it every dataset the
 #: project evaluates (2Wiki 7,870 chunks, HotpotQA, MuSiQue) keeps the exact reference bit for bit; at
 #: 10k passages the exact mode answers at 71 q/s without the encoder and at 100k at 9.5 q/s (the sparse
@@ -72,15 +74,18 @@ class FusionConfig(CheckedConfig):
     rrf_k: int = setting(60, 'RRF constant k in 1 / (k + rank)', bounds=(0, MAX_RANKED))
     rrf_depth: int = setting(100, 'ranks per list that RRF counts', bounds=(1, MAX_RANKED))
     expansion_vectors: str = setting("text", 'vectors of the expanded queries μ ⊕ e that rerank hop 2+: "text" embeds each "question entity" in its own encoder pass (paper, eq. 3.15); "sum" is normalize(vec(question) + w·vec(entity)), each distinct entity of a batch embedded alone once; "joint" embeds one text "question entity1 entity2 …" per question (bench/results/expansion.md)')
-    named_expansions: str = setting("text", 'expanded queries whose entity the question already names ("Who directed The Glass Orchard?" expanded by "The Glass Orchard"; 16-19% of them on MuSiQue-100 and 2Wiki): "text" embeds "question entity" as any other (the paper); "question" takes the question\'s own hop-1 vector for it, no encoder pass (bench/results/named_expansions.md)')
+    named_expansions: str = setting("text", 'expanded queries whose entity the question already names ("Who directed The Glass Orchard?" expanded by "The Glass Orchard"; 16-19% of them on MuSiQue-100 and 2Wiki): "text" embeds "question entity" as any other (the paper); "question" takes the question\'s own hop-1 vector for it, no encoder pass; "unlinked" also takes it for every entity that names no passage beyond hop 1\'s (needs fusion.title_links): 2Wiki\'s recall unchanged with 2.4 texts per question instead of 6.9, MuSiQue-100 loses 11 points of R@5, so not in `best` (bench/results/named_expansions.md)')
     expansion_weight: float = setting(0.5, 'w of expansion_vectors="sum": the weight of the entity\'s vector beside the question\'s (0.5: the best of 0.2-1.0 on the first half of 2Wiki, bench/results/expansion.md)',
                                       bounds=f"(0, {MAX_WEIGHT:g}]")
 
     def _check(self) -> None:
         require(self.expansion_vectors in ("text", "sum", "joint"),
                 f"tigrag.fusion.expansion_vectors must be 'text', 'sum' or 'joint', got {self.expansion_vectors!r}")
-        require(self.named_expansions in ("text", "question"),
-                f"tigrag.fusion.named_expansions must be 'text' or 'question', got {self.named_expansions!r}")
+        require(self.named_expansions in NAMED_EXPANSIONS, "tigrag.fusion.named_expansions must be 'text', "
+                f"'question' or 'unlinked', got {self.named_expansions!r}")
+        require(self.named_expansions != "unlinked" or self.title_links,
+                "tigrag.fusion.named_expansions='unlinked' needs tigrag.fusion.title_links=true: without title links "
+                "no entity names a passage, so every expanded query would be the question alone")
         require(self.first_hop in ("pool", "hybrid"),
                  f"tigrag.fusion.first_hop must be 'pool' or 'hybrid', got {self.first_hop!r}")
         require(self.link_bonus_unit in ("cosine_std", "absolute"),

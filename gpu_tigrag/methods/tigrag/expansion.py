@@ -17,7 +17,10 @@ within 0.5 point of its recall on 2Wiki and MuSiQue-100.
 
 `tigrag.fusion.named_expansions="question"` (under "text"): an entity the question already names
 (`names_entity`: its title tokens a run of the question's) gets the question's own hop-1 vector instead of
-an encoder pass over "question entity", a text that only repeats a name the question holds
+an encoder pass over "question entity", a text that only repeats a name the question holds.
+`"unlinked"` goes further: an entity that names no passage beyond the hop's own (a NER entity with no title
+in the corpus) gets the question's vector too, so only the entities that lead to a passage are embedded. Its
+seed tokens still widen the hop's pool. Recall holds on 2Wiki, not on MuSiQue-100's compositional questions
 (bench/results/named_expansions.md).
 """
 
@@ -56,18 +59,24 @@ def expansion_owner(entity_texts: Sequence[Sequence[str]]) -> np.ndarray:
 
 
 def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_texts: Sequence[Sequence[str]],
-                           question_vectors: Any = None) -> tuple[Any, np.ndarray]:
+                           question_vectors: Any = None,
+                           entity_links: Sequence[Sequence[bool]] | None = None) -> tuple[Any, np.ndarray]:
     """(vectors on the backend, owner): one unit vector per (question, entity) ("joint": per question
     with an entity), `owner[i]` the position in `questions` of vector i's question, made as
     `retriever.settings.fusion.expansion_vectors` says (module doc).
     `question_vectors` (len(questions) × dim, host or backend) are the questions' hop-1 vectors, used by
-    "sum" only; without them "sum" embeds the questions again."""
+    "sum" and `named_expansions` only; without them "sum" embeds the questions again. `entity_links`, shaped as
+    `entity_texts`: whether each entity names a passage (named_expansions="unlinked"; none: every one does)."""
     fusion = retriever.settings.fusion
     owner = expansion_owner(entity_texts)
     if fusion.expansion_vectors == "text":
         texts = expansion_texts(questions, entity_texts)
-        if fusion.named_expansions == "question" and question_vectors is not None and texts:
-            return _named_from_question(retriever, questions, entity_texts, texts, owner, question_vectors), owner
+        if fusion.named_expansions != "text" and question_vectors is not None and texts:
+            links = None
+            if fusion.named_expansions == "unlinked" and entity_links is not None:
+                links = np.fromiter((bool(x) for row in entity_links for x in row), dtype=bool, count=len(texts))
+            return _named_from_question(retriever, questions, entity_texts, texts, owner, question_vectors,
+                                        links), owner
         return retriever.encode(texts), owner
     if fusion.expansion_vectors == "joint":  # questions without an entity get no vector, as under "text"
         joint = [i for i, entities in enumerate(entity_texts) if len(entities)]
@@ -87,14 +96,18 @@ def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_text
 
 
 def _named_from_question(retriever: Any, questions: Sequence[str], entity_texts: Sequence[Sequence[str]],
-                         texts: list[str], owner: np.ndarray, question_vectors: Any) -> Any:
-    """The "text" vectors with the question's own vector for each entity it names (module doc)."""
+                         texts: list[str], owner: np.ndarray, question_vectors: Any,
+                         links: np.ndarray | None = None) -> Any:
+    """The "text" vectors with the question's own vector for each entity it names and, given `links` (one bool
+    per pair), for each entity that names no passage (module doc)."""
     from ...text.titles import title_tokens
 
     xp = retriever.be.xp
     tokens = [title_tokens(q) for q in questions]  # once per question, not per entity
     named = np.array([names_entity(tokens[q], e) for q, entities in enumerate(entity_texts) for e in entities],
                      dtype=bool)
+    if links is not None:
+        named |= ~links
     question_vectors = retriever.be.asarray(question_vectors)
     vectors = xp.empty((len(texts), question_vectors.shape[1]), dtype=xp.float32)
     rest = np.flatnonzero(~named)

@@ -249,17 +249,18 @@ class TigragRetriever(BaseRetriever):
                       active: np.ndarray, query_vectors: Any = None) -> HopState:
         """Hop j+1 for the active queries: expanded query μ ⊕ entities through the token-graph stage,
         rerank by the max cosine over the embeddings of μ ⊕ e_x (eqs. 3.14-3.15). `query_vectors`: the
-        batch's hop-1 vectors (B × dim), which "sum" and named_expansions="question" reuse."""
+        batch's hop-1 vectors (B × dim), which "sum" and named_expansions reuse."""
         t = time.perf_counter()
-        expanded_seeds, entity_texts = [], []
+        expanded_seeds, entity_texts, entity_links = [], [], []
         for q in active:
             ents = [seen[q][key] for key in sorted(seen[q])]
             expanded_seeds.append(np.concatenate([seeds[q]] + [b.tokens for b in ents]))
             entity_texts.append([b.text for b in ents])
+            entity_links.append([bool(b.passages) for b in ents])
         self.timer.add("entities", t)
         graph_hop = self.graph_hop(expanded_seeds)
         own = query_vectors[self.be.xp.asarray(active)] if query_vectors is not None else None
-        vectors, owner = (expanded_query_vectors(self, [queries[q] for q in active], entity_texts, own)
+        vectors, owner = (expanded_query_vectors(self, [queries[q] for q in active], entity_texts, own, entity_links)
                           if self.settings.rerank else (None, None))
         t = time.perf_counter()
         sigma = self._rank_pool(graph_hop, lambda: self.blocks.expanded_cosine(graph_hop, vectors, owner, len(active)))

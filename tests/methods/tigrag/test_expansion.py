@@ -196,8 +196,63 @@ def test_named_expansions_end_to_end_encode_fewer_texts(example_index):
                                                                           if not names_entity(q, e))
 
 
+def test_unlinked_expansions_embed_only_the_entities_that_name_a_passage(example_index):
+    """named_expansions="unlinked": the question's vector for a named entity and for one that names no passage;
+    an encoder pass only for the linked, unnamed ones, in the pairs' order."""
+    encoder = Recording(load_encoder(example_index.index.config.encoder))
+    be = get_backend("numpy")
+    questions = ["Where was the director of The Glass Orchard born?", "Who wrote the opera?"]
+    entities = [["The Glass Orchard", "Mirela Vantz", "Vienna"], ["Ansel Brightwater"]]
+    links = [[True, True, False], [False]]
+    own = encoder.inner.encode(questions, kind=QUERY)
+    fusion = FusionConfig(title_links=True, named_expansions="unlinked")
+    vectors, owner = expanded_query_vectors(stub_retriever(be, encoder, fusion), questions, entities, own, links)
+    assert encoder.calls == [["Where was the director of The Glass Orchard born? Mirela Vantz"]]
+    assert owner.tolist() == [0, 0, 0, 1]
+    for row, question in ((0, 0), (2, 0), (3, 1)):
+        np.testing.assert_array_equal(vectors[row], own[question])
+    np.testing.assert_allclose(vectors[1], encoder.inner.encode(encoder.calls[0], kind=QUERY)[0], atol=1e-6)
+    # without links (a caller that has none) every entity counts as linked: "question"'s vectors
+    same, _ = expanded_query_vectors(stub_retriever(be, encoder, fusion), questions, entities, own)
+    assert encoder.calls[-1] == ["Where was the director of The Glass Orchard born? Mirela Vantz",
+                                 "Where was the director of The Glass Orchard born? Vienna",
+                                 "Who wrote the opera? Ansel Brightwater"]
+    np.testing.assert_array_equal(same[1], vectors[1])
+
+
+def test_unlinked_expansions_end_to_end_encode_only_linked_entities(example_index, monkeypatch):
+    """Through the retriever: after the questions, exactly the pairs whose entity names a passage and that the
+    question does not name are embedded. The example's entities all name a passage, so the passages of every
+    other candidate are dropped (as for a NER entity with no title in the corpus)."""
+    from dataclasses import replace
+
+    from gpu_tigrag.methods.tigrag.bridging import BridgeFinder
+
+    found = BridgeFinder.candidates
+    linked: list[dict[str, bool]] = []  # hop 1's candidates, per question: whether each names a passage
+
+    def some_unlinked(self, chunk_lists):
+        out = [[b if i % 2 == 0 else replace(b, passages=()) for i, b in enumerate(bridges)]
+               for bridges in found(self, chunk_lists)]
+        if not linked:
+            linked.extend({b.text: bool(b.passages) for b in bridges} for bridges in out)
+        return out
+
+    monkeypatch.setattr(BridgeFinder, "candidates", some_unlinked)
+    retriever, encoder = recording_retriever(example_index, preset_with("best", {"tigrag.fusion.named_expansions":
+                                                                                "unlinked"}))
+    results = retriever.retrieve(QUESTIONS, k=5)
+    pairs = [(i, q, e) for i, (q, r) in enumerate(zip(QUESTIONS, results)) if len(r.hops) > 1
+             for e in r.hops[0].new_entities]
+    expected = sorted(f"{q} {e}" for i, q, e in pairs if linked[i][e] and not names_entity(q, e))
+    assert 0 < len(expected) < len([p for p in pairs if not names_entity(*p[1:])])
+    assert sorted(t for call in encoder.calls[1:] for t in call) == expected
+    assert retriever.timer.encoded_texts == len(QUESTIONS) + len(expected)
+
+
 @pytest.mark.parametrize("overrides, message", [
-    ({"tigrag.fusion.named_expansions": "skip"}, "named_expansions must be 'text' or 'question'"),
+    ({"tigrag.fusion.named_expansions": "skip"}, "named_expansions must be 'text', 'question' or 'unlinked'"),
+    ({"tigrag.fusion.named_expansions": "unlinked"}, "'unlinked' needs tigrag.fusion.title_links=true"),
     ({"tigrag.fusion.expansion_vectors": "mean"}, "expansion_vectors must be 'text', 'sum' or 'joint'"),
     ({"tigrag.fusion.expansion_weight": 0.0}, "expansion_weight must be in \\(0, 1e6\\]"),
     ({"tigrag.fusion.expansion_weight": -1.0}, "expansion_weight must be in \\(0, 1e6\\]"),
