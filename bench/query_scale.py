@@ -1,6 +1,7 @@
-"""Query cost against corpus size (issue 24): TIGRAG's q/s and peak memory at 10k-1M synthetic passages,
-exact mode (dense chunks × B blocks, exact PPR: the reference) vs sparse mode (`tigrag.blocks=sparse`,
-`tigrag.ppr.algorithm=push`), both presets; and recall of both modes on 2Wiki and MuSiQue-100.
+"""Query cost against corpus size (issues 24, 33): TIGRAG's q/s and peak memory at 10k-1M synthetic passages
+under the defaults (`auto`: the engine chooses by the index's size), the exact mode (full chunks × B blocks,
+exact PPR: the reference) and the sparse mode (`tigrag.blocks=sparse`, `tigrag.ppr.algorithm=push`), both
+presets; and recall of each mode on 2Wiki and MuSiQue-100.
 
 Each measurement runs in a fresh process (`--worker`), which loads the index, warms up on 8 queries and
 times `Retriever.retrieve` over the queries; the parent samples the RSS of that process tree (peak
@@ -27,12 +28,16 @@ if not __package__:
 from bench.common import CACHE, RESULTS, code_version, dataset_runs, write_results
 from bench.scale import index_command, run_measured, synth
 
-MODES = {"exact": {"tigrag.blocks": "full", "tigrag.ppr.algorithm": "exact"},
+#: "defaults": no setting given, so `auto` chooses by the index's size (tigrag.sparse_min_chunks); then both
+#: explicit modes
+MODES = {"defaults": {},
+         "exact": {"tigrag.blocks": "full", "tigrag.ppr.algorithm": "exact"},
          "sparse": {"tigrag.blocks": "sparse", "tigrag.ppr.algorithm": "push"}}
 PRESETS = ("paper", "best")
 #: the recall table's modes: both above, and the sparse blocks without caps over the exact PPR, whose
 #: rankings should be the exact mode's (the sparse computation alone, no approximation)
-RECALL_MODES = {**MODES, "sparse, no caps, exact PPR": {"tigrag.blocks": "sparse", "tigrag.ppr.algorithm": "exact",
+RECALL_MODES = {"exact": MODES["exact"], "defaults": MODES["defaults"], "sparse": MODES["sparse"],
+                "sparse, no caps, exact PPR": {"tigrag.blocks": "sparse", "tigrag.ppr.algorithm": "exact",
                                                          "tigrag.pool_max": 0, "tigrag.postings_max": 0}}
 
 
@@ -53,6 +58,7 @@ def worker(index_path: str, preset_name: str, mode: str, queries_file: str) -> N
     load_seconds = time.perf_counter() - start
     retriever = Retriever(index, preset_with(preset_name, MODES[mode]), backend="numpy")
     retriever.retrieve(queries[:8], k=10)  # warm-up: kernels compiled, device arrays prepared
+    chosen = dict(retriever.chosen_modes)
     retriever.timer.seconds.clear()
     start = time.perf_counter()
     results = retriever.retrieve(queries, k=10)
@@ -60,7 +66,7 @@ def worker(index_path: str, preset_name: str, mode: str, queries_file: str) -> N
     pools = sorted(h.pool_size for r in results for h in r.hops)
     print(json.dumps({"queries": len(queries), "seconds": seconds, "queries_per_second": len(queries) / seconds,
                       "load_seconds": load_seconds, "batch_size": retriever.batch_size(),
-                      "median_pool": pools[len(pools) // 2] if pools else 0,
+                      "median_pool": pools[len(pools) // 2] if pools else 0, "auto_chose": chosen,
                       "step_seconds": dict(retriever.timer.seconds)}))
 
 
@@ -81,6 +87,27 @@ def index_bytes(n: int) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
+def n_chunks(n: int) -> int:
+    """Chunks of the synthetic index of n passages (its generation's manifest)."""
+    pointer = json.loads((CACHE / f"scale_{n}" / "manifest.json").read_text())
+    manifest = json.loads((CACHE / f"scale_{n}" / pointer.get("generation", "") / "manifest.json").read_text())
+    return int(manifest["counts"]["chunks"])
+
+
+def sparse_min_chunks() -> int:
+    from gpu_tigrag.methods.tigrag.config import TigragQueryConfig
+
+    return TigragQueryConfig().sparse_min_chunks
+
+
+def mode_label(row: dict) -> str:
+    """The row's mode; for the defaults, what `auto` chose ("defaults → sparse, push")."""
+    chose = row.get("auto_chose")
+    if row["mode"] != "defaults" or chose is None:
+        return row["mode"]
+    return f"defaults → {chose.get('tigrag.blocks', '?')}, {chose.get('tigrag.ppr.algorithm', '?')}"
+
+
 def scale_section(sizes: list[int], count: int) -> list[dict]:
     rows = []
     for n in sizes:
@@ -88,7 +115,8 @@ def scale_section(sizes: list[int], count: int) -> list[dict]:
             run_measured(index_command(synth(n), CACHE / f"scale_{n}", 8192))
         for preset_name in PRESETS:
             for mode in MODES:
-                queries = synthetic_queries(n, count if mode == "sparse" or n <= 100_000 else max(100, count // 10))
+                slow = mode == "exact" or (mode == "defaults" and n_chunks(n) < sparse_min_chunks())
+                queries = synthetic_queries(n, max(100, count // 10) if slow and n > 100_000 else count)
                 row = {"passages": n, "preset": preset_name, "mode": mode, "index_mib": index_bytes(n) / 2**20,
                        "code_version": code_version(), "load": list(os.getloadavg()),
                        **measured_worker(n, preset_name, mode, queries)}
@@ -152,9 +180,11 @@ def latency_section(name: str, count: int) -> list[dict]:
 
 
 def markdown(payload: dict) -> str:
-    lines = ["# Query cost against corpus size: exact vs sparse mode", "",
-             "2 cores, NumPy backend (each row records the machine's load). Exact mode: dense chunks × B blocks and "
-             "exact PPR (the reference, "
+    lines = ["# Query cost against corpus size: the defaults, the exact and the sparse mode", "",
+             "2 cores, NumPy backend (each row records the machine's load). Defaults: no mode setting given, so "
+             "`tigrag.blocks=auto` and `tigrag.ppr.algorithm=auto` choose by the index's size (the sparse path from "
+             f"`tigrag.sparse_min_chunks` = {sparse_min_chunks():,} chunks; the row says what they chose). "
+             "Exact mode: full chunks × B blocks and exact PPR (the reference, "
              "`tigrag.blocks=full`, `tigrag.ppr.algorithm=exact`); sparse mode: `tigrag.blocks=sparse` and "
              "`tigrag.ppr.algorithm=push` (with the defaults `tigrag.pool_max` and `tigrag.postings_max`).", ""]
     rows = payload["scale"]
@@ -173,7 +203,7 @@ def markdown(payload: dict) -> str:
         for r in rows:
             ratio = r["queries_per_second"] / base[(r["preset"], r["mode"])]
             start = first[(r["preset"], r["mode"])]
-            lines.append(f"| {r['passages']:,} | {r['preset']} | {r['mode']} | {r['queries']:,} | "
+            lines.append(f"| {r['passages']:,} | {r['preset']} | {mode_label(r)} | {r['queries']:,} | "
                          f"{r['queries_per_second']:.1f} | {ratio:.2f} | {r['batch_size']} | {r['median_pool']:,} | "
                          f"{r['peak_rss_mib']:,.0f} | {r['index_mib']:,.0f} | "
                          f"{r['peak_rss_mib'] / start['peak_rss_mib']:.1f}× | {r['index_mib'] / start['index_mib']:.1f}× |")
