@@ -47,48 +47,58 @@ def bench(index: Path, queries: Path, systems: list[str], batch: int, code: Path
     return json.loads(done.stdout)
 
 
-def ensure_stages(index: Path, systems: list[str], code: Path | None) -> dict[str, float]:
+def ensure_stages(index: Path, systems: list[str]) -> dict[str, dict[str, float]]:
     """Build, through `tigrag extend`, the index stage of every chosen system's method that has one and that the
-    index lacks (the scale indexes are caches); returns the seconds of each build."""
-    import time
-
+    index lacks (the scale indexes are caches); returns each build's seconds and the peak RSS of its process."""
+    from bench.scale import run_measured
     from gpu_tigrag.index.store import load_index
     from gpu_tigrag.methods.registry import get_method, systems as named
 
     wanted = sorted({named()[name].method for name in systems if name in named()
                      and get_method(named()[name].method).stage is not None})
     present = load_index(index).stages if wanted else {}
-    seconds = {}
+    built = {}
     for name in wanted:
         if name in present:
             continue
-        env = dict(os.environ)
-        if code is not None:
-            env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "gpu_tigrag.cli", "-q", "extend", str(index), "--methods", name],
-                       check=True, env=env, cwd=code or None)
-        seconds[name] = time.perf_counter() - start
-        print(f"{index}: {name} stage built in {seconds[name]:.1f} s", file=sys.stderr, flush=True)
-    return seconds
+        built[name] = run_measured([sys.executable, "-m", "gpu_tigrag.cli", "-q", "extend", str(index),
+                                    "--methods", name])
+        print(f"{index}: {name} stage built in {built[name]['seconds']:.1f} s, peak RSS "
+              f"{built[name]['peak_rss_mib']:,.0f} MiB", file=sys.stderr, flush=True)
+    return built
+
+
+def _cell(values: dict[str, float], n: int, form: str) -> str:
+    return format(values[str(n)], form) if str(n) in values else "–"
 
 
 def render(payload: dict[str, Any]) -> str:
     sizes = payload["sizes"]
+    first = sizes[0]
     lines = ["# Every method against corpus size", "",
              f"`{payload['command']}` — synthetic passages (bench/scale.py's stand-in indexes), {payload['queries']} "
              f"queries of 6 words, batch {payload['batch']}, `tigrag bench` (each system in a fresh process; q/s "
-             "end to end, the stand-in encoder included); 2 cores.", "",
+             "end to end, the stand-in encoder included); 2 cores. –: not measured at that size.", "",
              "| system | code | " + " | ".join(f"{n:,} q/s" for n in sizes) + " | "
-             + " | ".join(f"{n:,} peak RSS MiB" for n in sizes) + f" | {sizes[-1]:,} ÷ {sizes[0]:,} |",
-             "|---|---|" + "---|" * (2 * len(sizes) + 1)]
+             + " | ".join(f"{n:,} peak RSS MiB" for n in sizes) + " | "
+             + " | ".join(f"{n:,} ÷ {first:,}" for n in sizes[1:]) + " |",
+             "|---|---|" + "---|" * (3 * len(sizes) - 1)]
     for row in payload["rows"]:
-        rates = [row["qps"][str(n)] for n in sizes]
-        lines.append(f"| {row['system']} | {row['code']} | " + " | ".join(f"{r:,.1f}" for r in rates) + " | "
-                     + " | ".join(f"{row['rss'][str(n)]:,.0f}" for n in sizes) + f" | {rates[-1] / rates[0]:.2f} |")
-    for n, stages in sorted(payload.get("stage_seconds", {}).items(), key=lambda item: int(item[0])):
-        for name, seconds in stages.items():
-            lines.append(f"\n{int(n):,} passages: the {name} stage built in {seconds:,.1f} s (`tigrag extend`).")
+        qps = row["qps"]
+        ratios = [f"{qps[str(n)] / qps[str(first)]:.2f}" if str(n) in qps and str(first) in qps else "–"
+                  for n in sizes[1:]]
+        lines.append(f"| {row['system']} | {row['code']} | " + " | ".join(_cell(qps, n, ",.1f") for n in sizes) + " | "
+                     + " | ".join(_cell(row["rss"], n, ",.0f") for n in sizes) + " | " + " | ".join(ratios) + " |")
+    stages = sorted(payload.get("stage_seconds", {}).items(), key=lambda item: int(item[0]))
+    if stages:
+        lines += ["", "Index stages built for these runs (`tigrag extend`, a fresh process each):", "",
+                  "| passages | stage | seconds | peak RSS MiB |", "|---|---|---|---|"]
+        for n, built in stages:
+            for name, measured in built.items():
+                if isinstance(measured, dict):
+                    lines.append(f"| {int(n):,} | {name} | {measured['seconds']:,.1f} | {measured['peak_rss_mib']:,.0f} |")
+                else:  # older runs recorded the seconds alone
+                    lines.append(f"| {int(n):,} | {name} | {measured:,.1f} | – |")
     lines += ["", "These methods search every chunk exactly below `ann.min_chunks` (200,000 chunks; the synthetic "
               "100,000 passages make ~128,000): their cost grows with the corpus, so 10× the passages gives about "
               "a tenth of the q/s. From that size the index holds an ANN and the dense first stage answers through "
@@ -98,18 +108,20 @@ def render(payload: dict[str, Any]) -> str:
 
 
 def merged(payload: dict[str, Any]) -> dict[str, Any]:
-    """`payload` over the result file's: its rows replace those of the same (system, code), the others stay;
-    the commands of both runs are kept."""
+    """`payload` over the result file's: its rows replace those of the same (system, code), the others stay; the
+    sizes are both runs' (a row lacks the sizes its run did not measure); the commands of both runs are kept."""
     from bench.common import RESULTS
 
     old = json.loads((RESULTS / "method_scale.json").read_text())
-    if old["sizes"] != payload["sizes"] or old["queries"] != payload["queries"] or old["batch"] != payload["batch"]:
-        raise SystemExit("--merge: the result file was measured at other sizes, queries or batch")
+    if old["queries"] != payload["queries"] or old["batch"] != payload["batch"]:
+        raise SystemExit("--merge: the result file was measured with other queries or batch")
     new = {(row["system"], row["code"]) for row in payload["rows"]}
     rows = [row for row in old["rows"] if (row["system"], row["code"]) not in new] + payload["rows"]
-    stages = {**old.get("stage_seconds", {}), **payload["stage_seconds"]}
+    stages = dict(old.get("stage_seconds", {}))
+    for n, built in payload["stage_seconds"].items():
+        stages[n] = {**stages.get(n, {}), **built}
     return {**payload, "command": old["command"] + "`; then `" + payload["command"], "rows": rows,
-            "stage_seconds": stages}
+            "sizes": sorted(set(old["sizes"]) | set(payload["sizes"])), "stage_seconds": stages}
 
 
 def rerender() -> None:
@@ -147,7 +159,7 @@ def main() -> int:
             if not (index / "manifest.json").is_file():
                 subprocess.run(index_command(synth(n), index, 8192), check=True)
             queries = query_file(n, args.queries, Path(scratch))
-            built = ensure_stages(index, args.systems, None)
+            built = ensure_stages(index, args.systems)
             if built:
                 stage_seconds[str(n)] = built
             for label, code in codes:
