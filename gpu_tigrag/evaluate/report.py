@@ -45,11 +45,12 @@ def ablation_tables(systems: dict[str, Any]) -> list[str]:
 
 def claims(systems: dict[str, Any]) -> list[str]:
     """Each method's published claims checked against this run (`Method.claims`), one line each
-    saying whether it holds."""
+    saying whether it holds, with the paired test of its comparison where the run kept per-query values."""
     from ..methods.registry import methods
 
     m = {name: s["metrics"] for name, s in systems.items()}
-    return [line for method in methods() if method.claims is not None for line in method.claims(m)]
+    per_query = {name: s.get("per_query") or {} for name, s in systems.items()}
+    return [line for method in methods() if method.claims is not None for line in method.claims(m, per_query)]
 
 
 #: the per-query metrics of the main table, in its column order

@@ -92,6 +92,28 @@ def randomization_test(a: Sequence[float], b: Sequence[float], permutations: int
     return float(randomization_pvalues((a - b)[:, None], permutations, seed)[0])
 
 
+def claim_pvalue(per_query: dict[str, dict[str, Sequence[float]]] | None, first: tuple[str, str],
+                 second: tuple[str, str]) -> float | None:
+    """The paired randomisation test's p-value of (system, metric) `first` against `second` over the run's
+    queries, for a claim's verdict; None where the run kept no per-query values of either (an older
+    results.json) or they do not pair up."""
+    a = ((per_query or {}).get(first[0]) or {}).get(first[1])
+    b = ((per_query or {}).get(second[0]) or {}).get(second[1])
+    if a is None or b is None or len(a) != len(b) or len(a) == 0:
+        return None
+    return randomization_test(a, b)
+
+
+def claim_verdict(difference: float, p: float | None, alpha: float = ALPHA) -> str:
+    """"holds" / "does not hold" by the sign of `difference`, said with its paired test: significant or not at
+    `alpha` (a claim that holds on the means only is no finding); the means alone where `p` is None."""
+    if p is None:
+        return "holds" if difference > 0 else "does not hold"
+    if difference > 0:
+        return f"holds (p {p:.3f})" if p < alpha else f"holds on the means, not significantly (p {p:.3f})"
+    return f"does not hold (p {p:.3f}{', significantly below' if p < alpha and difference < 0 else ''})"
+
+
 def wilcoxon_test(a: Sequence[float], b: Sequence[float]) -> float:
     """Two-sided p-value of the Wilcoxon signed-rank test of `a` vs `b` (zero differences dropped; 1.0
     when every difference is zero)."""

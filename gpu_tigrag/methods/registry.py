@@ -107,8 +107,9 @@ class Method:
     query_config: type | None = None
     stage: IndexStage | None = None
     systems: tuple[System, ...] = ()
-    #: the method's published claims checked on a run: {system: metrics} -> one line per claim it can check
-    claims: Callable[[dict[str, dict[str, Any]]], list[str]] | None = None
+    #: the method's published claims checked on a run: ({system: metrics}, {system: {metric: per-query values}})
+    #: -> one line per claim it can check (the second may be empty: an older run kept no per-query values)
+    claims: Callable[[dict[str, dict[str, Any]], dict[str, dict[str, Any]]], list[str]] | None = None
     #: where the report's ablation table of this method comes from, e.g. "Table 10 layout" (shown in its heading)
     ablation_caption: str = ""
 

@@ -6,20 +6,35 @@ from ..registry import Method, System, lazy_stage, register
 from .config import STAGE_ARRAYS, STAGE_STRINGS, LitesemragIndexConfig, LitesemragQueryConfig
 
 
-def best_mrr_claim(m: dict) -> list[str]:
+def best_mrr_claim(m: dict, per_query: dict | None = None) -> list[str]:
     """LiteSemRAG's paper (BEIR SciFact, HotpotQA, FEVER): its MRR@10 the best of the systems; checked
-    for the paper's behaviour and for `LiteSemRAG best`, each against the systems of other methods."""
+    for the paper's behaviour and for `LiteSemRAG best`, each against the systems of other methods. With
+    per-query values, "best" is tested against every other system (paired randomisation tests, Holm-corrected
+    over those comparisons): significant only if it is above each of them."""
+    from ...evaluate.significance import adjust, claim_pvalue
+
     others = [name for name in m if not name.startswith("LiteSemRAG")]
     if not others:
         return []
     top = max(others, key=lambda name: m[name]["mrr@10"])
     lines = []
     for system in ("LiteSemRAG", "LiteSemRAG best"):
-        if system in m:
-            mrr, best = m[system]["mrr@10"], m[top]["mrr@10"]
-            lines.append(f"- {system}'s MRR@10 the best of the systems (its paper, on BEIR SciFact, HotpotQA and "
-                         f"FEVER): {'holds' if mrr > best else 'does not hold'} ({100 * mrr:.2f} vs {top}'s "
-                         f"{100 * best:.2f}).")
+        if system not in m:
+            continue
+        mrr, best = m[system]["mrr@10"], m[top]["mrr@10"]
+        pvalues = [claim_pvalue(per_query, (system, "mrr@10"), (other, "mrr@10")) for other in others]
+        if mrr <= best:
+            verdict = "does not hold"
+        elif any(p is None for p in pvalues):
+            verdict = "holds"
+        else:
+            corrected = dict(zip(others, adjust(pvalues, "holm")))
+            weakest = max(corrected, key=corrected.get)
+            verdict = (f"holds, above every other system (Holm p ≤ {corrected[weakest]:.3f})"
+                       if corrected[weakest] < 0.05 else
+                       f"holds on the means, not significantly above {weakest} (Holm p {corrected[weakest]:.3f})")
+        lines.append(f"- {system}'s MRR@10 the best of the systems (its paper, on BEIR SciFact, HotpotQA and "
+                     f"FEVER): {verdict} ({100 * mrr:.2f} vs {top}'s {100 * best:.2f}).")
     return lines
 
 

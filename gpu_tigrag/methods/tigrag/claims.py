@@ -7,14 +7,19 @@ from typing import Any
 ABLATED = ("TIGRAG without BM25", "TIGRAG degree centrality", "TIGRAG without reranking")
 
 
-def claims(m: dict[str, dict[str, Any]]) -> list[str]:
-    """One line per claim the run's systems can check, each saying whether it holds."""
+def claims(m: dict[str, dict[str, Any]], per_query: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """One line per claim the run's systems can check, each saying whether it holds (TIGRAG > NaiveRAG with the
+    paired randomisation test of each recall, where the run kept per-query values)."""
+    from ...evaluate.significance import claim_pvalue
+
     lines = []
     if "TIGRAG" in m and "NaiveRAG" in m:
         d2 = m["TIGRAG"]["recall@2"] - m["NaiveRAG"]["recall@2"]
         d5 = m["TIGRAG"]["recall@5"] - m["NaiveRAG"]["recall@5"]
         verdict = "holds" if d2 > 0 and d5 > 0 else "does not hold"
-        lines.append(f"- TIGRAG > NaiveRAG: {verdict} (R@2 {100 * d2:+.2f} pp, R@5 {100 * d5:+.2f} pp).")
+        p = {k: claim_pvalue(per_query, ("TIGRAG", k), ("NaiveRAG", k)) for k in ("recall@2", "recall@5")}
+        tested = f", p {p['recall@2']:.3f} / {p['recall@5']:.3f}" if None not in p.values() else ""
+        lines.append(f"- TIGRAG > NaiveRAG: {verdict} (R@2 {100 * d2:+.2f} pp, R@5 {100 * d5:+.2f} pp{tested}).")
     ablated = [a for a in ABLATED if a in m]
     if "TIGRAG" in m and ablated:
         # drop = mean of the R@2 and R@5 drops, in points
