@@ -103,7 +103,11 @@ def render(payload: dict[str, Any]) -> str:
               "100,000 passages make ~128,000): their cost grows with the corpus, so 10× the passages gives about "
               "a tenth of the q/s. From that size the index holds an ANN and the dense first stage answers through "
               "it (bench/results/ann.md). SpectRAG's seeds and relevance take the dense cosine and BM25 of every "
-              "chunk (chunks × B blocks), so it grows the same way."]
+              "chunk (chunks × B blocks), so it grows the same way. At 300,000 passages (385,684 chunks) NaiveRAG's "
+              "dense stage answers through the IVF and holds its 100,000-passage rate; BM25, Hybrid and SpectRAG do not, "
+              "because their BM25 scores every chunk a query's terms touch (a chunks × B product over the postings of "
+              "common words): that product, not the dense search, is what a candidate-local BM25 (top-k over "
+              "impact-ordered postings) would have to replace."]
     return "\n".join(lines)
 
 
