@@ -6,8 +6,10 @@
 * `bm25_postings_scores`: the same scores from the vocab × chunks postings, costing the postings of
   the block's tokens instead of a pass over every chunk (the one-query path of the BM25 baseline);
   `bm25_block_scores` picks the product that reads fewer entries.
-* `bm25_top` and `fuse_ranked_lists`: the same reciprocal-rank fusion from each query's ranked lists,
-  with blocks bounded whatever the batch (the Hybrid baseline at any corpus size).
+* `bm25_top`: each query's ranked BM25 list, exact, without a chunks × B block on the CPU (MaxScore
+  over the postings) and with bounded blocks on the GPU (the BM25 baseline at any corpus size);
+  `fuse_ranked_lists` fuses it with the dense first stage's list as `reciprocal_rank` does over
+  whole blocks (the Hybrid baseline).
 """
 
 from __future__ import annotations
@@ -117,16 +119,36 @@ def bm25_block_scores(be: Backend, bm25: Any, postings: Any, seeds: Sequence[np.
     return bm25_scores(be, bm25, seeds, n_vocab)
 
 
-def bm25_top(be: Backend, bm25: Any, postings: Any, seeds: Sequence[np.ndarray], n_vocab: int,
-             depth: int) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, counts) on the host: each query's `depth` best chunks by BM25 among those scoring > 0,
-    best first, equal scores in chunk-id order (`reciprocal_rank`'s list); ids is B × depth (-1 past a
-    query's `counts[q]`). The scores are `bm25_block_scores`' over slices of queries small enough that a
-    slice's chunks × queries block stays within BLOCK_BYTES, whatever the batch."""
+def postings_max_weight(bm25: Any) -> np.ndarray:
+    """Each token's largest BM25 weight over the chunks (host float32, 0 for a token in no chunk), from
+    the chunks × vocab BM25 matrix on the host: the bounds MaxScore prunes with (`kernels.bm25_top`)."""
+    if bm25.shape[0] == 0:
+        return np.zeros(bm25.shape[1], dtype=np.float32)
+    return np.asarray(bm25.max(axis=0).toarray(), dtype=np.float32).reshape(-1)
+
+
+def _bm25_top_host(be: Backend, bm25: Any, postings: Any, max_weight: np.ndarray, seeds: Sequence[np.ndarray],
+                   n_vocab: int, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    from ..kernels.bm25_top import bm25_top_cpu
+
+    if not postings.has_sorted_indices:  # the walk needs each token's chunks in id order
+        postings.sort_indices()
+    rows = query_term_rows(be, seeds, n_vocab)
+    n_queries = len(seeds)
+    ids = np.full((n_queries, depth), -1, dtype=np.int64)
+    scores = np.zeros((n_queries, depth), dtype=np.float32)
+    counts = np.zeros(n_queries, dtype=np.int64)
+    bm25_top_cpu(postings.indptr, postings.indices, postings.data, max_weight, rows.indptr, rows.indices,
+                 rows.data, depth, ids, scores, counts)
+    return ids, scores, counts
+
+
+def _bm25_top_device(be: Backend, bm25: Any, postings: Any, max_weight: Any, seeds: Sequence[np.ndarray],
+                     n_vocab: int, depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     xp = be.xp
     n_queries, n = len(seeds), bm25.shape[0]
-    depth = min(depth, n)
     ids = np.full((n_queries, depth), -1, dtype=np.int64)
+    scores = np.zeros((n_queries, depth), dtype=np.float32)
     counts = np.zeros(n_queries, dtype=np.int64)
     step = max(1, BLOCK_BYTES // max(4 * n, 1))
     for first in range(0, n_queries if depth else 0, step):
@@ -135,10 +157,27 @@ def bm25_top(be: Backend, bm25: Any, postings: Any, seeds: Sequence[np.ndarray],
         values = xp.take_along_axis(block, part, axis=0)
         order = be.argsort_stable(-values, axis=0)
         top = be.to_host(xp.take_along_axis(part, order, axis=0)).T
-        listed = be.to_host(xp.take_along_axis(values, order, axis=0) > 0).T  # a prefix of each row
+        values = be.to_host(xp.take_along_axis(values, order, axis=0)).T
+        listed = values > 0  # a prefix of each row
         ids[first:first + step] = np.where(listed, top, -1)
+        scores[first:first + step] = np.where(listed, values, 0)
         counts[first:first + step] = listed.sum(axis=1)
-    return ids, counts
+    return ids, scores, counts
+
+
+def bm25_top(be: Backend, bm25: Any, postings: Any, max_weight: Any, seeds: Sequence[np.ndarray], n_vocab: int,
+             depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, scores, counts) on the host: each query's `depth` best chunks by BM25 among those scoring
+    > 0, best first, equal scores in chunk-id order (`ranked_top_k`'s order, and `bm25_scores`' float32
+    scores bit for bit); ids and scores are B × depth (-1 and 0 past a query's `counts[q]`).
+
+    On the CPU, MaxScore over the postings (`kernels.bm25_top`, `max_weight` = `postings_max_weight`):
+    the walk skips chunks that cannot reach a query's top `depth`, so its cost follows the postings of
+    the query's rarer tokens, not every chunk its commonest ones touch. On the GPU, chunks × queries
+    blocks (`bm25_block_scores`) over slices of queries, each within BLOCK_BYTES whatever the batch."""
+    depth = min(depth, bm25.shape[0])
+    return be.kernel(cpu=_bm25_top_host, cuda=_bm25_top_device)(be, bm25, postings, max_weight, seeds, n_vocab,
+                                                                 depth)
 
 
 def fuse_ranked_lists(dense_ids: np.ndarray, dense_vals: np.ndarray, bm25_ids: np.ndarray, bm25_counts: np.ndarray,

@@ -52,6 +52,13 @@ class DeviceIndex:
         return self.get("postings", lambda: self.be.csr(self.index.bm25.T.tocsr()))
 
     @property
+    def postings_max_weight(self) -> Any:
+        """Each token's largest BM25 weight (`ops.fusion.postings_max_weight`): MaxScore's bounds."""
+        from ..ops.fusion import postings_max_weight
+
+        return self.get("postings_max_weight", lambda: postings_max_weight(self.index.bm25))
+
+    @property
     def embeddings(self) -> Any:
         """chunks × dim passage vectors (unit rows) on the backend."""
         return self.get("embeddings", lambda: self.be.asarray(self.index.embeddings))

@@ -18,25 +18,6 @@ HYBRID_RRF_K = 60
 HYBRID_DEPTH = 100
 
 
-class _FlatRetriever(BaseRetriever):
-    """A one-shot ranking of every chunk by a chunks × B score block (`scores`)."""
-
-    #: chunks × B blocks alive at once: scores, the top-k temporaries (and Hybrid's fused lists)
-    CHUNK_BYTES_PER_QUERY = 6 * 4
-
-    def bytes_per_query(self) -> int:
-        return self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY
-
-    def scores(self, batch: PreparedBatch) -> Any:
-        raise NotImplementedError
-
-    def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
-        if len(batch) == 0:
-            return []
-        ids, vals = self.top_k(self.scores(batch), k)
-        return [self.result(query, ids[q], vals[q]) for q, query in enumerate(batch.queries)]
-
-
 class NaiveragRetriever(BaseRetriever):
     """NaiveRAG: every chunk by its cosine to the query, ranked by the dense first stage
     (`retrieve.first_stage`: exact block-wise search, or the index's ANN under `dense.search`=auto),
@@ -57,22 +38,45 @@ class NaiveragRetriever(BaseRetriever):
         return [self.result(query, ids[q], vals[q]) for q, query in enumerate(batch.queries)]
 
 
-class Bm25Retriever(_FlatRetriever):
-    """BM25 of the query's valid tokens (counted with multiplicity); queries are not embedded."""
+class Bm25Retriever(BaseRetriever):
+    """BM25 of the query's valid tokens (counted with multiplicity); queries are not embedded.
+
+    No chunks × B block: each query's top k by `ops.fusion.bm25_top` (MaxScore over the postings on the
+    CPU), the scores and order a ranked top-k of the whole BM25 block gives. A query whose tokens touch
+    fewer than k chunks is filled up with unscored chunks (score 0) in chunk-id order, as that top-k does."""
 
     method = "bm25"
     uses_passage_encoder = False  # no query is embedded: the dense encoder is not even loaded
+
+    def bytes_per_query(self) -> int:
+        # per query: its ranked list (ids and scores) at the default depth, and its token rows
+        return 16 * self.default_k() + 256
 
     def prepare(self, queries: Any) -> PreparedBatch:
         queries = list(queries)
         return PreparedBatch(queries, self.query_seeds(queries), np.zeros((len(queries), 0), dtype=np.float32))
 
-    def scores(self, batch: PreparedBatch) -> Any:
-        """The BM25 block by the cheaper product (`ops.fusion.bm25_block_scores`): a single query reads
-        only its tokens' postings, not every chunk; the scores are `bm25_scores`' bit for bit."""
-        from ...ops.fusion import bm25_block_scores
+    def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
+        from ...ops.fusion import bm25_top
 
-        return bm25_block_scores(self.be, self.device.bm25, self.device.postings, batch.seeds, self.index.n_vocab)
+        if len(batch) == 0:
+            return []
+        k = min(k, self.index.n_chunks)
+        ids, vals, counts = bm25_top(self.be, self.device.bm25, self.device.postings, self.device.postings_max_weight,
+                                     batch.seeds, self.index.n_vocab, k)
+        fill_unscored(ids, vals, counts)
+        return [self.result(query, ids[q], vals[q]) for q, query in enumerate(batch.queries)]
+
+
+def fill_unscored(ids: np.ndarray, scores: np.ndarray, counts: np.ndarray) -> None:
+    """Fill each row of `ids` past `counts[q]` (its chunks scoring > 0) with the lowest chunk ids not
+    already in it, at score 0: where a ranked top-k of a whole score block puts its zero-score ties."""
+    width = ids.shape[1]
+    for q in np.flatnonzero(counts < width):
+        listed = ids[q, :counts[q]]
+        spare = np.setdiff1d(np.arange(width + counts[q]), listed)[:width - counts[q]]
+        ids[q, counts[q]:] = spare
+        scores[q, counts[q]:] = 0.0
 
 
 class HybridRetriever(BaseRetriever):
@@ -99,8 +103,9 @@ class HybridRetriever(BaseRetriever):
             return []
         n = self.index.n_chunks
         dense_ids, dense_vals = first_stage(self.device, self.config.dense).search(batch.vectors, min(n, k + HYBRID_DEPTH))
-        bm25_ids, bm25_counts = bm25_top(self.be, self.device.bm25, self.device.postings, batch.seeds,
-                                         self.index.n_vocab, HYBRID_DEPTH)
+        bm25_ids, _, bm25_counts = bm25_top(self.be, self.device.bm25, self.device.postings,
+                                            self.device.postings_max_weight, batch.seeds, self.index.n_vocab,
+                                            HYBRID_DEPTH)
         ids, vals = fuse_ranked_lists(self.be.to_host(dense_ids).T, self.be.to_host(dense_vals).T, bm25_ids,
                                       bm25_counts, min(HYBRID_DEPTH, n), HYBRID_RRF_K, k)
         return [self.result(query, ids[q], vals[q]) for q, query in enumerate(batch.queries)]
