@@ -69,7 +69,7 @@ class SpectragQueryConfig(CheckedConfig):
     bm25: str = setting("okapi", 'BM25 of the seeds and the relevance: "okapi", the public code\'s (rank_bm25\'s BM25Okapi over the lower-cased [a-z0-9]+ words of each chunk, k1 1.5, b 0.75, idf floor 0.25 × the mean idf), built from the chunk texts when the retriever starts; "index", the index\'s BM25 (the engine\'s tokens and Lucene idf)')
     rrf_k: int = setting(60, 'RRF constant k of the seed fusion, 1 / (k + rank + 1)', bounds=(0, MAX_RANKED))
     dense_share: float = setting(0.7, 'relevance = .7 cos/max cos + .3 bm25/max bm25', bounds=(0.0, 1.0))
-    relevance_scale: str = setting("max", 'the cosine\'s scale in the relevance: "max", cos / max cos (the paper\'s and code\'s; with an encoder whose cosines are compressed, multilingual-e5\'s, every chunk is near 1 and the proximity terms decide); "spread", (cos - mean cos) / (max cos - mean cos) over the query\'s chunks, the same on any encoder (bench/results/spectrag_default_index.md)')
+    relevance_scale: str = setting("auto", 'the cosine\'s scale in the relevance: "max", cos / max cos (the paper\'s and code\'s, which assumes its encoder\'s cosine range: with one whose cosines are compressed, multilingual-e5\'s, every chunk is near 1 and the proximity terms decide); "spread", (cos - mean cos) / (max cos - mean cos) over the query\'s chunks, the same on any encoder; "auto", "max" on an index embedded by the public code\'s encoder (all-MiniLM-L6-v2), "spread" on any other (bench/results/spectrag_default_index.md)')
     hops: int = setting(2, 'breadth-first expansion from S0 over the chunk graph ...', bounds=(1, MAX_HOPS))
     max_candidates: int = setting(200, '... capped at this many chunks (an overflowing hop is cut by relevance)', bounds=(1, MAX_RANKED))
     damping: float = setting(0.85, "PPR on the candidates' induced subgraph, restarting at S0", bounds="(0, 1)")
@@ -87,10 +87,24 @@ class SpectragQueryConfig(CheckedConfig):
 
     def _check(self) -> None:
         require(self.bm25 in ("okapi", "index"), f"spectrag.bm25 must be 'okapi' or 'index', got {self.bm25!r}")
-        require(self.relevance_scale in ("max", "spread"),
-                f"spectrag.relevance_scale must be 'max' or 'spread', got {self.relevance_scale!r}")
+        require(self.relevance_scale in ("auto", "max", "spread"),
+                f"spectrag.relevance_scale must be 'auto', 'max' or 'spread', got {self.relevance_scale!r}")
         require(self.ppr_norm in ("max", "rank", "off"),
                 f"spectrag.ppr_norm must be 'max', 'rank' or 'off', got {self.ppr_norm!r}")
+
+
+def resolve_relevance_scale(settings: SpectragQueryConfig, encoder_model: str) -> tuple[SpectragQueryConfig, dict[str, str]]:
+    """`settings` with relevance_scale "auto" resolved for an index embedded by `encoder_model`: "max" (the
+    code's cos / max cos) for the public code's encoder, whose cosine range that scale was made for,
+    "spread" for any other; and {setting: what "auto" chose} (empty when it was not "auto")."""
+    from dataclasses import replace
+
+    from ...encoders.models import MINILM_MODEL
+
+    if settings.relevance_scale != "auto":
+        return settings, {}
+    chosen = "max" if encoder_model == MINILM_MODEL else "spread"
+    return replace(settings, relevance_scale=chosen), {"spectrag.relevance_scale": chosen}
 
 
 #: aliases of the stage settings (the chunk graph's) and the query settings, kept importable for

@@ -11,7 +11,9 @@ candidates:
    1 / (rrf_k + rank + 1) with ranks from 0; S0 = the top s by fused score, equal scores in
    first-seen order (the dense list, then the BM25 list), as the code's stable sort does.
 2. **Relevance** of every chunk: rel = share·c/max c + (1 − share)·bm25⁺/max bm25⁺, where c/max c
-   is c itself when max c ≤ 0 (the code), and rel = c (raw) when BM25 matches nothing.
+   is c itself when max c ≤ 0 (the code), and rel = c (raw) when BM25 matches nothing. With
+   `relevance_scale` "spread", (c − mean c)/(max c − mean c) takes c/max c's place (and c's where BM25
+   matches nothing); "auto" (the default) is "max" on the code's encoder (MiniLM), "spread" on another.
 3. **Expansion.** Breadth-first over W's sparsity, `hops` hops from S0: F' = (A @ F > 0) ∧ ¬visited,
    capped at `max_candidates` chunks per query; a hop that overflows keeps its most relevant new
    chunks (equal relevance: lower chunk id), so the candidate set M is deterministic.
@@ -49,8 +51,8 @@ import numpy as np
 
 from ...backend import Backend
 from ...config import RetrievalConfig
-from .config import SpectragQueryConfig
-from ...encoders import Encoder, VectorCache
+from .config import SpectragQueryConfig, resolve_relevance_scale
+from ...encoders import Encoder, VectorCache, index_encoder_config
 from ...errors import TigragError
 from ...ops.dense_dot import query_dot
 from ...ops.subgraph_ppr import CandidatePairs, subgraph_pagerank
@@ -225,7 +227,11 @@ class SpectragRetriever(BaseRetriever):
             raise TigragError(f"the index's SpectRAG stage covers {stage.n_chunks} chunks but the index has "
                               f"{index.n_chunks}; rebuild it with `tigrag extend INDEX --methods spectrag`")
         super().__init__(index, config, encoder, backend, vector_cache, allow_mixed_encoder)
-        self.settings: SpectragQueryConfig = self.config.spectrag
+        self.settings: SpectragQueryConfig
+        self.settings, self.chosen_modes = resolve_relevance_scale(self.config.spectrag,
+                                                                   index_encoder_config(index).model)
+        if self.chosen_modes:  # the retriever's config says what runs, not "auto"
+            self.config = self.config.with_section("spectrag", self.settings)
         device = self.device
         self.weights, self.adjacency, self.reach_degree = device.get("spectrag.chunk_graph", lambda: _chunk_graph(
             self.be, stage.weights), source=stage)

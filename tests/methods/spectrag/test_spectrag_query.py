@@ -216,7 +216,7 @@ def test_the_spread_scale_puts_every_encoders_cosines_on_one_scale(backend):
     alone, _ = relevance(backend, xp.asarray(np.ascontiguousarray(dense[:, 1:2])), xp.asarray(bm25[:, 1:2]), 0.7,
                          "spread")
     assert backend.to_host(alone)[:, 0].tobytes() == rel[:, 1].tobytes()
-    with pytest.raises(TigragError, match="spectrag.relevance_scale must be 'max' or 'spread'"):
+    with pytest.raises(TigragError, match="spectrag.relevance_scale must be 'auto', 'max' or 'spread'"):
         RetrievalConfig.of("spectrag", relevance_scale="z")
 
 
@@ -355,6 +355,7 @@ def okapi_reference(texts, query):
 
 def reference(index, cfg, query, vector, tokens):
     """SpectRAG for one query, written plainly after the public code (dicts, loops, networkx)."""
+    assert cfg.relevance_scale == "max", "the reference scores with the code's cos / max cos"
     n = index.n_chunks
     c = (index.embeddings @ vector).astype(np.float32).astype(np.float64)
     if cfg.bm25 == "okapi":
@@ -444,15 +445,15 @@ def reference(index, cfg, query, vector, tokens):
 
 CONFIGS = [
     SpectragQueryConfig(seeds=5, max_candidates=14, hops=2, token_budget=250, core_size=3, ppr_tol=1e-9,
-                   ppr_max_iter=300),
+                   ppr_max_iter=300, relevance_scale="max"),
     SpectragQueryConfig(seeds=3, max_candidates=40, hops=1, token_budget=0, core_size=2, tie_band=0.9, alpha=0.7,
-                   spectral_share=0.3, ppr_tol=1e-9, ppr_max_iter=300),
+                   spectral_share=0.3, ppr_tol=1e-9, ppr_max_iter=300, relevance_scale="max"),
     SpectragQueryConfig(seeds=5, max_candidates=14, hops=2, token_budget=250, core_size=3, ppr_tol=1e-9,
-                        ppr_max_iter=300, bm25="index"),
+                        ppr_max_iter=300, bm25="index", relevance_scale="max"),
     SpectragQueryConfig(seeds=5, max_candidates=14, hops=2, token_budget=250, core_size=3, ppr_tol=1e-9,
-                        ppr_max_iter=300, ppr_norm="rank", proximity_floor=0.8, alpha=0.2),
+                        ppr_max_iter=300, ppr_norm="rank", proximity_floor=0.8, alpha=0.2, relevance_scale="max"),
     SpectragQueryConfig(seeds=3, max_candidates=40, hops=1, token_budget=0, core_size=2, alpha=0.7,
-                        spectral_share=0.3, ppr_tol=1e-9, ppr_max_iter=300, proximity_floor=0.5),
+                        spectral_share=0.3, ppr_tol=1e-9, ppr_max_iter=300, proximity_floor=0.5, relevance_scale="max"),
 ]
 
 
@@ -485,6 +486,26 @@ def test_new_settings_are_checked_and_default_to_the_paper():
         SpectragQueryConfig(ppr_norm="component")
     with pytest.raises(TigragError):
         SpectragQueryConfig(proximity_floor=1.5)
+
+
+def test_auto_scale_is_the_code_s_on_its_encoder_and_spread_on_any_other(index):
+    """relevance_scale "auto" (the default): "max" for an index embedded by all-MiniLM-L6-v2, the public
+    code's encoder, "spread" for any other; the retriever says what it chose and ranks as that setting does."""
+    from gpu_tigrag.methods.spectrag.config import resolve_relevance_scale
+
+    assert SpectragQueryConfig().relevance_scale == "auto"
+    assert resolve_relevance_scale(SpectragQueryConfig(), "all-MiniLM-L6-v2")[0].relevance_scale == "max"
+    assert resolve_relevance_scale(SpectragQueryConfig(), "multilingual-e5-small")[0].relevance_scale == "spread"
+    assert resolve_relevance_scale(SpectragQueryConfig(relevance_scale="max"), "multilingual-e5-small")[1] == {}
+    auto = SpectragRetriever(index, RetrievalConfig(method="spectrag"), backend="numpy")
+    assert index.config.encoder.model != "all-MiniLM-L6-v2"  # the test index's stand-in encoder
+    assert auto.chosen_modes == {"spectrag.relevance_scale": "spread"}
+    assert auto.config.spectrag.relevance_scale == "spread"
+    spread = SpectragRetriever(index, RetrievalConfig.of("spectrag", relevance_scale="spread"), backend="numpy")
+    highest = SpectragRetriever(index, RetrievalConfig.of("spectrag", relevance_scale="max"), backend="numpy")
+    got, want, other = (r.retrieve(QUERIES, k=10) for r in (auto, spread, highest))
+    assert [r.chunk_ids for r in got] == [r.chunk_ids for r in want]
+    assert [r.scores for r in got] != [r.scores for r in other]
 
 
 def test_spectrag_best_and_its_ablations_are_registered():
@@ -583,7 +604,7 @@ def test_without_edges_or_coordinates_the_score_is_relevance_and_tiny_indexes_wo
     bare = index.with_stage("spectrag", ChunkGraph(scipy.sparse.csr_matrix((n, n), dtype=np.float32),
                                                           np.zeros((n, 0), np.float32), np.zeros(1),
                                                           index.spectrag.chunk_tokens))
-    retriever = SpectragRetriever(bare, RetrievalConfig(sections={"spectrag": SpectragQueryConfig(seeds=4)}), backend="numpy")
+    retriever = SpectragRetriever(bare, RetrievalConfig(sections={"spectrag": SpectragQueryConfig(seeds=4, relevance_scale="max")}), backend="numpy")
     be = retriever.be
     results = retriever.retrieve(QUERIES, k=n)
     from gpu_tigrag.ops.fusion import bm25_scores
@@ -594,7 +615,7 @@ def test_without_edges_or_coordinates_the_score_is_relevance_and_tiny_indexes_wo
         assert [h.pool_size for h in result.hops] == [4, 4]  # no edge: the seeds alone
         np.testing.assert_allclose(result.scores, rel[result.chunk_ids, q], atol=1e-6)
     # more seeds than chunks, a cap below the seeds: every chunk is a seed and a candidate
-    many = SpectragRetriever(index, RetrievalConfig(sections={"spectrag": SpectragQueryConfig(seeds=10 * n, max_candidates=3)}),
+    many = SpectragRetriever(index, RetrievalConfig(sections={"spectrag": SpectragQueryConfig(seeds=10 * n, max_candidates=3, relevance_scale="max")}),
                              backend="numpy").retrieve(QUERIES[:2], k=5)
     assert all(r.hops[-1].pool_size == n and r.context >= 1 for r in many)
     one = retriever.retrieve("one query")  # one string: one question, a list of one result
