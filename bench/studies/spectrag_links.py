@@ -7,7 +7,9 @@ questions are near; without an LLM it is dropped. `spectrag.question_signal=link
 questions mostly ask on a Wikipedia-style corpus: a chunk that names another passage's title is linked to that
 passage's chunks (gpu_tigrag/methods/spectrag/chunk_signals.py: link_signal). Each variant is SpectRAG's stage
 built with or without the links, queried with the paper's settings or `SpectRAG best`'s, at α (the proximity's
-share) 0.05 (best's), 0.2-0.4 and 0.5 (the paper's); Hybrid and NaiveRAG on the same index are the reference.
+share) 0.05 (best's), 0.2-0.4 and 0.5 (the paper's); "query links" adds the same pairs when the retriever starts
+(`spectrag.title_links` = 0.28, a query setting: the stage and its spectral coordinates stay the code's, so a
+preset can hold it); Hybrid and NaiveRAG on the same index are the reference.
 Choices are read on developer queries only (2Wiki's first half, MuSiQue-100); 2Wiki's second half is held back.
 Each row's R@5 is tested against Hybrid's on the same queries (paired randomisation test, two-sided).
 Writes bench/results/spectrag_links.{json,md}.
@@ -26,6 +28,9 @@ from bench.studies.spectrag_default_index import CUTOFFS, e5_index, halves  # no
 
 LINKS = {"question_signal": "links"}
 BEST = {"spectrag.alpha": 0.05, "spectrag.ppr_norm": "rank", "spectrag.relevance_scale": "spread"}
+#: the same pairs added when the retriever starts (a query setting: the stage stays the code's, the spectral
+#: coordinates without them), at the utility-question signal's weight in config2
+QUERY_LINKS = {"spectrag.title_links": 0.28}
 VARIANTS = {  # name -> (index settings of the stage, query settings)
     "SpectRAG paper": ({}, {}),
     "SpectRAG paper + links": (LINKS, {}),
@@ -37,6 +42,9 @@ VARIANTS = {  # name -> (index settings of the stage, query settings)
     "SpectRAG best + links, α 0.4": (LINKS, {**BEST, "spectrag.alpha": 0.4}),
     "SpectRAG best, α 0.5": ({}, {**BEST, "spectrag.alpha": 0.5}),
     "SpectRAG best + links, α 0.5": (LINKS, {**BEST, "spectrag.alpha": 0.5}),
+    "SpectRAG paper + query links": ({}, QUERY_LINKS),
+    **{f"SpectRAG best + query links{'' if alpha == 0.05 else f', α {alpha}'}":
+       ({}, {**BEST, **QUERY_LINKS, "spectrag.alpha": alpha}) for alpha in (0.05, 0.2, 0.3, 0.4, 0.5)},
 }
 
 
@@ -78,8 +86,11 @@ def choice(datasets: dict) -> list[str]:
             scores[row_name.split(": ", 1)[1]] = sum(per) / len(per)
         if scores:
             best = max(scores, key=scores.get)
+            query_side = {name: score for name, score in scores.items() if not VARIANTS[name][0]}
+            preset = max(query_side, key=query_side.get)
             lines.append(f"- {encoder}: **{best}** ({scores[best]:.2f}; `SpectRAG best` {scores['SpectRAG best']:.2f}), "
-                         "mean R@2/5/10 over " + " and ".join(f"{name} ({part})" for name, part in developer) + ".")
+                         "mean R@2/5/10 over " + " and ".join(f"{name} ({part})" for name, part in developer) + "; "
+                         f"of the query-side variants (a preset can hold them): **{preset}** ({query_side[preset]:.2f}).")
     return lines + [""]
 
 

@@ -38,6 +38,12 @@ BEST_ABLATIONS = {
     "SpectRAG best with the max scale": {"spectrag.relevance_scale": "max"},
 }
 
+#: `SpectRAG best + title links`: best with the title-link pairs added to the chunk graph at α 0.3, the query-side
+#: variant chosen on the default index's developer queries (bench/results/spectrag_links.md); not best itself:
+#: on 2Wiki's held-back half it is level with best (R@5 73.0 vs 73.1), and a corpus whose passages name no other
+#: passage's title gains nothing from it but the larger α
+TITLE_LINKS: dict[str, object] = {**BEST, "spectrag.title_links": 0.28, "spectrag.alpha": 0.3}
+
 
 METHOD = register(Method(
     name="spectrag", label="SpectRAG",
@@ -56,5 +62,6 @@ METHOD = register(Method(
         System("SpectRAG best", "spectrag", BEST, headline=True),
         *(System(name, "spectrag", {**BEST, **removed}, ablation_of="SpectRAG best")
           for name, removed in BEST_ABLATIONS.items()),
+        System("SpectRAG best + title links", "spectrag", TITLE_LINKS),
     ),
 ))

@@ -233,8 +233,7 @@ class SpectragRetriever(BaseRetriever):
         if self.chosen_modes:  # the retriever's config says what runs, not "auto"
             self.config = self.config.with_section("spectrag", self.settings)
         device = self.device
-        self.weights, self.adjacency, self.reach_degree = device.get("spectrag.chunk_graph", lambda: _chunk_graph(
-            self.be, stage.weights), source=stage)
+        self.weights, self.adjacency, self.reach_degree = self._graph(index, stage)
         if self.settings.bm25 == "okapi":
             self.okapi = device.get("spectrag.okapi", lambda: build_okapi(index.chunk_texts))
             self.bm25 = device.get("spectrag.okapi_matrix", lambda: self.be.csr(self.okapi.matrix))
@@ -251,6 +250,24 @@ class SpectragRetriever(BaseRetriever):
         if budget == 0:
             budget = int(round(10 * float(self.chunk_tokens.mean()))) if self.chunk_tokens.size else 0
         self.token_budget = max(int(budget), 1)
+
+    def _graph(self, index: Index, stage: Any) -> tuple[Any, Any, float]:
+        """The chunk graph on the device (`_chunk_graph`): the stage's W, plus `title_links` × the title-link
+        pairs (`chunk_signals.link_signal`, found once per index) when that weight is above 0."""
+        device, weight = self.device, self.settings.title_links
+        if weight <= 0:
+            return device.get("spectrag.chunk_graph", lambda: _chunk_graph(self.be, stage.weights), source=stage)
+        if index.config.spectrag.question_signal == "links":
+            raise TigragError("spectrag.title_links adds the title-link pairs the index's SpectRAG stage already holds "
+                              "(it was built with spectrag.question_signal=links): set spectrag.title_links=0 for this "
+                              "index, or rebuild the stage with `tigrag extend INDEX --methods spectrag` and the default "
+                              "question signal")
+        from .chunk_signals import link_signal
+
+        links = device.get("spectrag.title_link_pairs", lambda: link_signal(
+            index.chunk_texts, index.chunk_passage, index.passage_titles, index.config.chunk.title_in_chunk))
+        return device.get(f"spectrag.chunk_graph+links:{weight!r}", lambda: _chunk_graph(
+            self.be, stage.weights + np.float32(weight) * links), source=stage)
 
     def default_k(self) -> int:
         """k=None returns the context alone (0: no ranking past it)."""

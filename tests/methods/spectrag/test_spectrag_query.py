@@ -663,3 +663,44 @@ def test_cli_query_honours_k_and_prints_spectrags_trace(tmp_path, capsys):
     context = capsys.readouterr().out
     ranks = [line for line in context.splitlines() if line[:1].isdigit() and ". [" in line]
     assert f"context: the first {len(ranks)} chunks" in context
+
+
+def test_title_links_add_the_link_pairs_to_the_chunk_graph():
+    """spectrag.title_links = w: the retriever's W is the stage's plus w × the title-link pairs (link_signal), their
+    pattern joins the expansion's, and candidates only grow; an index whose stage holds the links refuses it."""
+    import copy
+    import dataclasses
+
+    from gpu_tigrag.methods.spectrag.chunk_signals import link_signal
+
+    texts = ["Korvath film director harbour castle.", "Castle king queen river.", "Mirela Vantz painter museum.",
+             "Railway station bridge poet.", "Teodor Brill lighthouse harbour."]
+    passages = [Passage(title, body, str(i)) for i, (title, body) in
+                enumerate(zip(["Mirela Vantz", "Korvath", "Teodor Brill", "Osric Lane", "Elna Dorr"], texts))]
+    config = IndexConfig(encoder=EncoderConfig(model="hashing:64"), chunk=ChunkConfig(sentences_per_chunk=2, overlap=0))
+    linked = build_index(passages, config, encoder=load_encoder(config.encoder),
+                         entity_extractor=lambda texts: [[] for _ in texts])
+    n = linked.n_chunks
+    linked.stages["spectrag"] = ChunkGraph(scipy.sparse.csr_matrix(random_weights(n, seed=2, density=0.1)),
+                                           np.zeros((n, 0), dtype=np.float32), np.zeros(1),
+                                           np.full(n, 30, dtype=np.int32))
+    pairs = link_signal(linked.chunk_texts, linked.chunk_passage, linked.passage_titles,
+                        linked.config.chunk.title_in_chunk)
+    assert pairs.nnz >= 4  # Mirela Vantz <-> Korvath, Teodor Brill <-> Mirela Vantz
+    plain = SpectragRetriever(linked, RetrievalConfig.of("spectrag", relevance_scale="max"), backend="numpy")
+    with_links = SpectragRetriever(linked, RetrievalConfig.of("spectrag", relevance_scale="max", title_links=0.28),
+                                   backend="numpy")
+    added = (with_links.weights - plain.weights - np.float32(0.28) * pairs).toarray()
+    assert np.abs(added).max() < 1e-6
+    rows, cols = pairs.nonzero()
+    assert (np.asarray(with_links.adjacency[rows, cols]).ravel() == 1).all()
+    queries = ["Korvath harbour", "painter museum", "railway poet"]
+    for before, after in zip(plain.explain(queries)["candidates"], with_links.explain(queries)["candidates"]):
+        assert set(before) <= set(after)
+    assert with_links.retrieve(queries, k=3)[0].chunk_ids
+    staged = copy.copy(linked)
+    staged.config = linked.config.with_section("spectrag", dataclasses.replace(linked.config.spectrag,
+                                                                               question_signal="links"))
+    with pytest.raises(TigragError, match="already holds"):
+        SpectragRetriever(staged, RetrievalConfig.of("spectrag", title_links=0.28), backend="numpy")
+    SpectragRetriever(staged, RetrievalConfig.of("spectrag"), backend="numpy")  # without the setting: fine
