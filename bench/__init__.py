@@ -207,6 +207,12 @@ REGISTRY: tuple[Benchmark, ...] = (
               "SpectRAG and LiteSemRAG (paper, best, best's ablations and variants) beside Hybrid, NaiveRAG, BM25 and "
               "TIGRAG on the default index of SciFact, 2Wiki and MuSiQue-100, R@5 against Hybrid with paired tests, "
               "and each method's paper claims re-checked", ("method_claims.json", "method_claims.md")),
+    Benchmark("litesemrag_token_states", "studies/litesemrag_token_states.py", "study",
+              "LiteSemRAG's stage with multilingual-e5-small token states against all-MiniLM-L6-v2's on the default "
+              "index (MuSiQue-100, 2Wiki halves): paper, best and Hybrid",
+              ("litesemrag_token_states.json", "litesemrag_token_states.md"),
+              decision="litesemrag.token_encoder stays all-MiniLM-L6-v2: e5's states lift paper (2Wiki R@5 +2.2 / "
+                       "+2.3 by half) but leave best level (within 0.3 point of R@5) and cost two encoders"),
     Benchmark("spectrag_default_index", "studies/spectrag_default_index.py", "study",
               "SpectRAG on the default encoder's index against MiniLM's, same chunks: the semantic threshold and the "
               "relevance's cosine scale changed alone and together (MuSiQue-100, 2Wiki halves)",
