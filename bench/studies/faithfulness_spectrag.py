@@ -416,7 +416,10 @@ def engine_worker(spec: dict) -> None:
     encoder = CachingEncoder(load_encoder(index_encoder_config(index)))
     for text, vector in zip(stored["texts"], stored["vectors"]):
         encoder.cache[(QUERY, str(text))] = vector
-    out: dict[str, Any] = {"package": str(Path(gpu_tigrag.__file__).parent), "variants": {}}
+    package = Path(gpu_tigrag.__file__).parent
+    if spec.get("package") and package.resolve() != Path(spec["package"]).resolve():
+        raise SystemExit(f"the engine worker imported {package}, not the engine it was asked for ({spec['package']})")
+    out: dict[str, Any] = {"package": str(package), "variants": {}}
     staged: dict[str, Any] = {}
     arrays: dict[str, np.ndarray] = {}
     for name, stage_overrides, query_overrides in spec["variants"]:
@@ -453,23 +456,31 @@ def run_child(mode: str, spec: dict, pythonpath: str, hash_seed: str = "0") -> N
                HF_HUB_OFFLINE="1")
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
         json.dump(spec, handle)
-    try:
+    FOLDER.mkdir(parents=True, exist_ok=True)
+    try:  # not from ROOT: `python -m` puts its working folder first on sys.path, ahead of `pythonpath`, so this
+        # checkout's gpu_tigrag would shadow the engine a "before" run asks for
         subprocess.run([sys.executable, "-m", "bench.studies.faithfulness_spectrag", f"--_{mode}-worker", handle.name],
-                       cwd=ROOT, env=env, check=True)
+                       cwd=FOLDER, env=env, check=True)
     finally:
         os.unlink(handle.name)
 
 
 def engine_source(ref: str) -> Path:
-    """A `git archive` of commit `ref`'s gpu_tigrag package in the cache."""
+    """A `git archive` of commit `ref`'s gpu_tigrag package in the cache, with its kernels where the package
+    installs them (a commit whose kernels are the top-level kernels/ folder gets them as gpu_tigrag/kernels)."""
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", ref], capture_output=True, text=True,
                             check=True).stdout.strip()
     folder = FOLDER / f"engine_src_{commit}"
     if not (folder / "gpu_tigrag" / "__init__.py").is_file():
         folder.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "gpu_tigrag"],
-                                 capture_output=True, check=True).stdout
+        listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", commit], capture_output=True,
+                                text=True, check=True).stdout.split()
+        paths = ["gpu_tigrag"] + (["kernels"] if "kernels" in listed else [])
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, *paths], capture_output=True,
+                                 check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+        if (folder / "kernels").is_dir():
+            (folder / "kernels").rename(folder / "gpu_tigrag" / "kernels")
     return folder
 
 
@@ -577,14 +588,21 @@ def main() -> int:
     before_stem = FOLDER / f"engine_{before_src.name.split('_')[-1]}_{inputs_digest()}{'_smoke' if limit else ''}"
     if not Path(f"{before_stem}.json").is_file():
         print(f"[before] the engine at {args.before}", file=sys.stderr)
-        run_child("engine", {**base, "variants": [["before", {}, {}]], "out": str(before_stem)},
-                  f"{before_src}{os.pathsep}{ROOT}")
+        try:
+            run_child("engine", {**base, "variants": [["before", {}, {}]], "out": str(before_stem),
+                                 "package": str(before_src / "gpu_tigrag")},
+                      f"{before_src}{os.pathsep}{ROOT}")
+        except subprocess.CalledProcessError:
+            raise SystemExit(f"faithfulness_spectrag: the engine at {args.before} could not run on this index (its "
+                             "error is above: an older engine cannot read a newer index format, for one): pass --before "
+                             "with a commit that can") from None
     before = json.loads(Path(f"{before_stem}.json").read_text()) | {"arrays": dict(np.load(f"{before_stem}.npz"))}
     with tempfile.TemporaryDirectory() as scratch:
         after_stem = str(Path(scratch) / "after")
         variants = [["after", {}, {}]] + [[n, s, q] for n, s, q, _ in EXTRA_VARIANTS]
         print("[after] the engine of this working tree", file=sys.stderr)
-        run_child("engine", {**base, "variants": variants, "out": after_stem}, str(ROOT))
+        run_child("engine", {**base, "variants": variants, "out": after_stem, "package": str(ROOT / "gpu_tigrag")},
+                  str(ROOT))
         after = json.loads(Path(f"{after_stem}.json").read_text()) | {"arrays": dict(np.load(f"{after_stem}.npz"))}
 
     from bench.studies.agreement import agreement
