@@ -86,6 +86,23 @@ def dataset_index(name: str, rebuild: bool = False):
     return index
 
 
+def default_encoder_index(name: str):
+    """The dataset `name` (a folder of ../shared/data) indexed with the engine's defaults (multilingual-e5-small),
+    built once and cached at .cache/bench/e5_NAME."""
+    from gpu_tigrag.config import IndexConfig
+    from gpu_tigrag.corpus import load_corpus
+    from gpu_tigrag.evaluate.datasets import load_dataset
+    from gpu_tigrag.index.build import build_index
+    from gpu_tigrag.index.store import load_index, save_index
+
+    path = CACHE / f"e5_{name}"
+    if not (path / "manifest.json").is_file():
+        print(f"[{name}] building the default-encoder index (cached at {path})", file=sys.stderr)
+        save_index(build_index(load_corpus(load_dataset(DATA / name).corpus_paths), IndexConfig(), show_progress=True),
+                   path)
+    return load_index(path)
+
+
 def dataset_queries(name: str):
     from gpu_tigrag.evaluate.queries import load_queries
 

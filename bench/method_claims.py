@@ -21,7 +21,7 @@ from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
-from bench.common import CACHE, DATA, write_results  # noqa: E402
+from bench.common import CACHE, DATA, default_encoder_index, write_results  # noqa: E402
 
 DATASETS = ("beir_scifact", "2wikimultihopqa", "musique_train100")
 LABELS = {"beir_scifact": "SciFact (test queries)", "2wikimultihopqa": "2Wiki dev500", "musique_train100": "MuSiQue-100"}
@@ -34,21 +34,15 @@ COLUMNS = (("R@2", "recall_dedup@2"), ("R@5", "recall_dedup@5"), ("R@10", "recal
 
 def default_index(name: str):
     """The dataset's default index with its LiteSemRAG stage, both built once and cached."""
-    from gpu_tigrag.config import IndexConfig
-    from gpu_tigrag.corpus import load_corpus
-    from gpu_tigrag.evaluate.datasets import load_dataset
-    from gpu_tigrag.index.build import add_method, build_index
+    from gpu_tigrag.index.build import add_method
     from gpu_tigrag.index.store import load_index, save_index
     from gpu_tigrag.methods.litesemrag.config import LitesemragIndexConfig
 
-    base, staged = CACHE / f"e5_{name}", CACHE / f"e5_{name}_litesemrag"
+    staged = CACHE / f"e5_{name}_litesemrag"
     if not (staged / "manifest.json").is_file():
-        if not (base / "manifest.json").is_file():
-            print(f"[{name}] building the default index (cached at {base})", file=sys.stderr)
-            save_index(build_index(load_corpus(load_dataset(DATA / name).corpus_paths), IndexConfig(),
-                                   show_progress=True), base)
+        base = default_encoder_index(name)
         print(f"[{name}] building its LiteSemRAG stage (cached at {staged})", file=sys.stderr)
-        save_index(add_method(load_index(base), "litesemrag", config=LitesemragIndexConfig(), show_progress=True), staged)
+        save_index(add_method(base, "litesemrag", config=LitesemragIndexConfig(), show_progress=True), staged)
     return load_index(staged)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
-from bench.common import CACHE, DATA, write_results  # noqa: E402
+from bench.common import CACHE, DATA, default_encoder_index, write_results  # noqa: E402
 
 SYSTEMS = ("Hybrid", "LiteSemRAG", "LiteSemRAG best")
 METRICS = ("recall_dedup@2", "recall_dedup@5", "recall_dedup@10", "mrr@10")
@@ -36,9 +36,8 @@ def staged(name: str, token_encoder: str | None):
         return default_index(name)
     path = CACHE / f"e5_{name}_litesemrag_e5states"
     if not (path / "manifest.json").is_file():
-        default_index(name)  # the base index, built once
         config = dataclasses.replace(LitesemragIndexConfig(), token_encoder=token_encoder)
-        save_index(add_method(load_index(CACHE / f"e5_{name}"), "litesemrag", config=config, show_progress=True), path)
+        save_index(add_method(default_encoder_index(name), "litesemrag", config=config, show_progress=True), path)
     return load_index(path)
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
-from bench.common import CACHE, DATA, DATASETS, dataset_index, write_results  # noqa: E402
+from bench.common import DATA, DATASETS, dataset_index, default_encoder_index, write_results  # noqa: E402
 
 MAX, SPREAD = {"spectrag.relevance_scale": "max"}, {"spectrag.relevance_scale": "spread"}
 BEST_WITHOUT_SCALE = {"spectrag.alpha": 0.05, "spectrag.ppr_norm": "rank"}
@@ -42,16 +42,7 @@ CUTOFFS = (2, 5, 10)
 
 def e5_index(name: str):
     """The dataset's corpus indexed with the engine's defaults (multilingual-e5-small), built once."""
-    from gpu_tigrag.config import IndexConfig
-    from gpu_tigrag.corpus import load_corpus
-    from gpu_tigrag.index.build import build_index
-    from gpu_tigrag.index.store import load_index, save_index
-
-    path = CACHE / f"e5_{name}"
-    if not (path / "manifest.json").is_file():
-        print(f"[{name}] building the default-encoder index (cached at {path})", file=sys.stderr)
-        save_index(build_index(load_corpus(DATA / DATASETS[name][0]), IndexConfig(), show_progress=True), path)
-    return load_index(path)
+    return default_encoder_index(name)
 
 
 def halves(name: str, dataset) -> dict[str, list]:

@@ -85,3 +85,26 @@ def test_unsorted_postings_are_sorted_before_the_walk():
     got = bm25_top(be, bm25, shuffled, postings_max_weight(bm25), seeds, 51, 5)
     for g, w in zip(got, want):
         assert np.array_equal(g, w)
+
+
+def test_unscored_fill_is_the_lowest_unlisted_ids_in_order():
+    """`fill_unscored` (one array pass) against a plain per-row rule: the lowest ids not listed, score 0."""
+    from gpu_tigrag.methods.baselines.retriever import fill_unscored
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(1, 60))
+        width, batch = int(rng.integers(1, n + 1)), int(rng.integers(1, 8))
+        counts = rng.integers(0, width + 1, batch)
+        ids = np.full((batch, width), -1, dtype=np.int64)
+        scores = np.zeros((batch, width), dtype=np.float32)
+        for q in range(batch):
+            ids[q, :counts[q]] = rng.choice(n, counts[q], replace=False)
+            scores[q, :counts[q]] = rng.random(counts[q]) + 0.1
+        want_ids, want_scores = ids.copy(), scores.copy()
+        for q in range(batch):
+            spare = [c for c in range(n) if c not in set(ids[q, :counts[q]].tolist())][:width - counts[q]]
+            want_ids[q, counts[q]:] = spare
+            want_scores[q, counts[q]:] = 0.0
+        fill_unscored(ids, scores, counts)
+        assert np.array_equal(ids, want_ids) and np.array_equal(scores, want_scores)

@@ -70,13 +70,23 @@ class Bm25Retriever(BaseRetriever):
 
 def fill_unscored(ids: np.ndarray, scores: np.ndarray, counts: np.ndarray) -> None:
     """Fill each row of `ids` past `counts[q]` (its chunks scoring > 0) with the lowest chunk ids not
-    already in it, at score 0: where a ranked top-k of a whole score block puts its zero-score ties."""
+    already in it, at score 0: where a ranked top-k of a whole score block puts its zero-score ties.
+    One array pass over the rows that need it: a row's fill lies below 2 × its width (width − count
+    free ids below width + count)."""
     width = ids.shape[1]
-    for q in np.flatnonzero(counts < width):
-        listed = ids[q, :counts[q]]
-        spare = np.setdiff1d(np.arange(width + counts[q]), listed)[:width - counts[q]]
-        ids[q, counts[q]:] = spare
-        scores[q, counts[q]:] = 0.0
+    short = np.flatnonzero(counts < width)
+    if short.size == 0:
+        return
+    listed_ids, listed = ids[short], np.arange(width)[None, :] < counts[short][:, None]
+    taken = np.zeros((short.size, 2 * width), dtype=bool)
+    row, col = np.nonzero(listed & (listed_ids < 2 * width))
+    taken[row, listed_ids[row, col]] = True
+    free = ~taken
+    rank = np.cumsum(free, axis=1) - 1  # each free id's place among its row's free ids
+    row, chunk = np.nonzero(free & (rank < (width - counts[short])[:, None]))
+    position = counts[short][row] + rank[row, chunk]
+    ids[short[row], position] = chunk
+    scores[short[row], position] = 0.0
 
 
 class HybridRetriever(BaseRetriever):
