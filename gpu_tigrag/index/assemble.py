@@ -61,6 +61,21 @@ def chunk_entities(texts: Sequence[str], config: IndexConfig, extractor: EntityE
 OVERLAP_NER = True
 
 
+def load_entity_model(config: IndexConfig, extractor: EntityExtractor | None = None) -> None:
+    """Import and load the NER model `chunk_entities` will use, in the calling thread.
+
+    The NER thread then only recognises. Imports in two threads at once are not safe on every
+    Python: CPython 3.11.7 shares one AST-construction depth counter between threads, and
+    libraries that parse source while they import (anyio's lazy importer, reached from both
+    sentence-transformers and spaCy) failed a CI run with "AST constructor recursion depth
+    mismatch" when spaCy loaded in the thread while the encoder loaded beside it.
+    """
+    if extractor is None and config.entities.model != "capitalized":
+        from .entities import load_ner
+
+        load_ner(config.entities.model)
+
+
 class EntityThread:
     """`chunk_entities(texts, ...)` started at construction in a daemon thread (in line at `result()`
     where OVERLAP_NER is off). `result()` waits for the lists and re-raises the thread's error;
@@ -74,6 +89,7 @@ class EntityThread:
         self._error: BaseException | None = None
         self.seconds = self.waited = 0.0
         if OVERLAP_NER:
+            load_entity_model(config, extractor)  # imports stay in this thread (load_entity_model)
             threading.Thread(target=self._run, name="tigrag-ner", daemon=True).start()
 
     def _run(self) -> None:

@@ -73,6 +73,8 @@ def build_index(
         sentences = split_passages(passages, config.chunk.language, show_progress)
     with timed(timings, "tokenise"):
         chunks = assemble_chunks(*chunk_and_tokenise(passages, sentences, config.chunk, config.tokens, show_progress))
+    with timed(timings, "embed"):  # loaded before the NER thread starts: imports stay in one thread
+        encoder = encoder or load_encoder(config.encoder)
     entities = EntityThread(chunks.texts, config, entity_extractor, show_progress)  # beside what follows
     n_vocab = len(chunks.vocab)
     with timed(timings, "graph"):
@@ -81,7 +83,6 @@ def build_index(
     with timed(timings, "bm25"):
         bm25 = be.to_host(bm25_matrix(be, chunks.token_indptr, chunks.token_ids, n_vocab, config.bm25))
     with timed(timings, "embed"):
-        encoder = encoder or load_encoder(config.encoder)
         embeddings = encoder.encode(chunks.texts, show_progress=show_progress)
     names = entities.result()
     entities.record(timings)

@@ -442,6 +442,7 @@ class PartitionEntities:
         self.error: BaseException | None = None
         self.seconds = 0.0
         self.stopped = False
+        self.model_loaded = False
         self.thread: threading.Thread | None = None
         if assemble.OVERLAP_NER:
             self.thread = threading.Thread(target=self._run, name="tigrag-ner", daemon=True)
@@ -449,6 +450,9 @@ class PartitionEntities:
 
     def submit(self, p: int) -> None:
         if p not in self.submitted:
+            if self.thread is not None and not self.model_loaded and not self.build.part(p, ENTITIES).is_file():
+                assemble.load_entity_model(self.build.config, self.extractor)  # imports stay in this thread
+                self.model_loaded = True
             self.submitted.add(p)
             self.queue.put(p)
 

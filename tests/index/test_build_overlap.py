@@ -125,3 +125,54 @@ def test_a_failed_streamed_build_leaves_no_recognition_running(tmp_path):
         build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "s", CONFIG, partition_size=5, workers=1,
                               encoder=FailingEncoder(threading.Event()), entity_extractor=slow_extractor)
     assert not [t for t in threading.enumerate() if t.name == "tigrag-ner" and t.is_alive()]
+
+
+class FakeNer:
+    """A spaCy pipeline stand-in with no entities, recording the thread that loaded it."""
+
+    max_length = 1_000_000
+
+    def pipe(self, texts, batch_size=1):
+        return (type("Doc", (), {"ents": []})() for _ in texts)
+
+
+def test_every_build_imports_its_models_in_the_calling_thread(tmp_path, monkeypatch):
+    """Imports in two threads at once broke a CI run on CPython 3.11.7 ("AST constructor recursion depth
+    mismatch" while spaCy loaded in the NER thread beside the encoder's import): the NER model is loaded,
+    and an in-memory build's encoder too, before the NER thread starts."""
+    from dataclasses import replace
+
+    from gpu_tigrag.index import build as build_module
+    from gpu_tigrag.index import entities as entities_module
+
+    events: list[tuple[str, str]] = []
+    loaded: dict[str, FakeNer] = {}
+
+    def fake_load_ner(model):  # cached, as load_ner is: an event is a real load
+        if model not in loaded:
+            events.append(("ner", threading.current_thread().name))
+            loaded[model] = FakeNer()
+        return loaded[model]
+
+    def recording_load_encoder(config):
+        events.append(("encoder", threading.current_thread().name))
+        return load_encoder(config)
+
+    monkeypatch.setattr(entities_module, "load_ner", fake_load_ner)
+    monkeypatch.setattr(build_module, "load_encoder", recording_load_encoder)
+    config = replace(CONFIG, entities=replace(CONFIG.entities, model="fake-spacy-model"))
+    main = threading.current_thread().name
+    passages = load_corpus(EXAMPLES / "corpus.json")
+
+    build_index(passages, config)
+    assert events == [("encoder", main), ("ner", main)], events
+    base = build_index(passages[:10], config)
+    events.clear()
+    loaded.clear()
+    add_passages(base, passages[10:], encoder=load_encoder(CONFIG.encoder))
+    assert events == [("ner", main)], events
+    events.clear()
+    loaded.clear()
+    build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "s", config, partition_size=7, workers=1,
+                          encoder=load_encoder(CONFIG.encoder))
+    assert events == [("ner", main)], events
