@@ -60,23 +60,28 @@ def expansion_owner(entity_texts: Sequence[Sequence[str]]) -> np.ndarray:
 
 def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_texts: Sequence[Sequence[str]],
                            question_vectors: Any = None,
-                           entity_links: Sequence[Sequence[bool]] | None = None) -> tuple[Any, np.ndarray]:
+                           entity_links: Sequence[Sequence[bool]] | None = None,
+                           entity_ranks: Sequence[Sequence[int]] | None = None) -> tuple[Any, np.ndarray]:
     """(vectors on the backend, owner): one unit vector per (question, entity) ("joint": per question
     with an entity), `owner[i]` the position in `questions` of vector i's question, made as
     `retriever.settings.fusion.expansion_vectors` says (module doc).
     `question_vectors` (len(questions) × dim, host or backend) are the questions' hop-1 vectors, used by
     "sum" and `named_expansions` only; without them "sum" embeds the questions again. `entity_links`, shaped as
-    `entity_texts`: whether each entity names a passage (named_expansions="unlinked"; none: every one does)."""
+    `entity_texts`: whether each entity names a passage (named_expansions="unlinked"; none: every one does).
+    `entity_ranks`, shaped as `entity_texts`: each entity's place in its question's bridging order (0 first), which
+    `fusion.expansion_passes` keeps the first of (none: the order given)."""
     fusion = retriever.settings.fusion
     owner = expansion_owner(entity_texts)
     if fusion.expansion_vectors == "text":
         texts = expansion_texts(questions, entity_texts)
-        if fusion.named_expansions != "text" and question_vectors is not None and texts:
+        if (fusion.named_expansions != "text" or fusion.expansion_passes) and question_vectors is not None and texts:
             links = None
-            if fusion.named_expansions == "unlinked" and entity_links is not None:
+            if entity_links is not None:
                 links = np.fromiter((bool(x) for row in entity_links for x in row), dtype=bool, count=len(texts))
+            ranks = (np.fromiter((r for row in entity_ranks for r in row), dtype=np.int64, count=len(texts))
+                     if entity_ranks is not None else None)
             return _named_from_question(retriever, questions, entity_texts, texts, owner, question_vectors,
-                                        links), owner
+                                        links, ranks), owner
         return retriever.encode(texts), owner
     if fusion.expansion_vectors == "joint":  # questions without an entity get no vector, as under "text"
         joint = [i for i, entities in enumerate(entity_texts) if len(entities)]
@@ -97,17 +102,23 @@ def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_text
 
 def _named_from_question(retriever: Any, questions: Sequence[str], entity_texts: Sequence[Sequence[str]],
                          texts: list[str], owner: np.ndarray, question_vectors: Any,
-                         links: np.ndarray | None = None) -> Any:
-    """The "text" vectors with the question's own vector for each entity it names and, given `links` (one bool
-    per pair), for each entity that names no passage (module doc)."""
+                         links: np.ndarray | None = None, ranks: np.ndarray | None = None) -> Any:
+    """The "text" vectors with the question's own vector for each entity it names (named_expansions "question"
+    and "unlinked"), for each entity that names no passage ("unlinked", given `links`: one bool per pair), and for
+    each pair past the question's first `expansion_passes` still to embed (by `ranks`; module doc)."""
     from ...text.titles import title_tokens
 
+    fusion = retriever.settings.fusion
     xp = retriever.be.xp
-    tokens = [title_tokens(q) for q in questions]  # once per question, not per entity
-    named = np.array([names_entity(tokens[q], e) for q, entities in enumerate(entity_texts) for e in entities],
-                     dtype=bool)
-    if links is not None:
+    named = np.zeros(len(texts), dtype=bool)
+    if fusion.named_expansions != "text":
+        tokens = [title_tokens(q) for q in questions]  # once per question, not per entity
+        named = np.array([names_entity(tokens[q], e) for q, entities in enumerate(entity_texts) for e in entities],
+                         dtype=bool)
+    if fusion.named_expansions == "unlinked" and links is not None:
         named |= ~links
+    if fusion.expansion_passes:
+        named |= ~first_passes(owner, ~named, ranks, links, fusion.expansion_passes)
     question_vectors = retriever.be.asarray(question_vectors)
     vectors = xp.empty((len(texts), question_vectors.shape[1]), dtype=xp.float32)
     rest = np.flatnonzero(~named)
@@ -117,6 +128,26 @@ def _named_from_question(retriever: Any, questions: Sequence[str], entity_texts:
         where = np.flatnonzero(named)
         vectors[xp.asarray(where)] = question_vectors[xp.asarray(owner[where])].astype(xp.float32)
     return vectors
+
+
+#: study switch: which pairs come first for an encoder pass (removed once chosen)
+PASS_ORDER = "bridge"
+
+
+def first_passes(owner: np.ndarray, candidates: np.ndarray, ranks: np.ndarray | None, links: np.ndarray | None,
+                 passes: int) -> np.ndarray:
+    """bool per pair: among each question's `candidates`, the `passes` first by bridging rank (`ranks`, none: the
+    order given)."""
+    n = owner.size
+    rank = ranks.astype(np.int64) if ranks is not None else np.arange(n, dtype=np.int64)
+    primary = np.zeros(n, dtype=np.int64)
+    if PASS_ORDER == "unlinked" and links is not None:
+        primary = links.astype(np.int64)  # entities naming no passage first: their vector is their only route
+    order = np.lexsort((rank, primary, ~candidates, owner))  # per question: candidates first, then by order
+    place = np.empty(n, dtype=np.int64)
+    starts = np.searchsorted(owner[order], owner[order], side="left")
+    place[order] = np.arange(n) - starts
+    return candidates & (place < passes)
 
 
 def combine(be: Any, question_vectors: Any, entity_vectors: Any, owner: np.ndarray, rows: np.ndarray,

@@ -251,16 +251,20 @@ class TigragRetriever(BaseRetriever):
         rerank by the max cosine over the embeddings of μ ⊕ e_x (eqs. 3.14-3.15). `query_vectors`: the
         batch's hop-1 vectors (B × dim), which "sum" and named_expansions reuse."""
         t = time.perf_counter()
-        expanded_seeds, entity_texts, entity_links = [], [], []
+        expanded_seeds, entity_texts, entity_links, entity_ranks = [], [], [], []
         for q in active:
-            ents = [seen[q][key] for key in sorted(seen[q])]
+            keys = sorted(seen[q])
+            order = {key: i for i, key in enumerate(seen[q])}  # the bridging order: earlier hop, better rank first
+            ents = [seen[q][key] for key in keys]
             expanded_seeds.append(np.concatenate([seeds[q]] + [b.tokens for b in ents]))
             entity_texts.append([b.text for b in ents])
             entity_links.append([bool(b.passages) for b in ents])
+            entity_ranks.append([order[key] for key in keys])
         self.timer.add("entities", t)
         graph_hop = self.graph_hop(expanded_seeds)
         own = query_vectors[self.be.xp.asarray(active)] if query_vectors is not None else None
-        vectors, owner = (expanded_query_vectors(self, [queries[q] for q in active], entity_texts, own, entity_links)
+        vectors, owner = (expanded_query_vectors(self, [queries[q] for q in active], entity_texts, own, entity_links,
+                                                 entity_ranks)
                           if self.settings.rerank else (None, None))
         t = time.perf_counter()
         sigma = self._rank_pool(graph_hop, lambda: self.blocks.expanded_cosine(graph_hop, vectors, owner, len(active)))

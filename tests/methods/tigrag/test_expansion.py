@@ -250,10 +250,63 @@ def test_unlinked_expansions_end_to_end_encode_only_linked_entities(example_inde
     assert retriever.timer.encoded_texts == len(QUESTIONS) + len(expected)
 
 
+def test_first_passes_keeps_each_questions_first_candidates_by_rank():
+    from gpu_tigrag.methods.tigrag.expansion import first_passes
+
+    owner = np.array([0, 0, 0, 0, 1, 1, 2])
+    candidates = np.array([True, False, True, True, True, True, False])
+    ranks = np.array([3, 0, 1, 2, 1, 0, 0])
+    keep = first_passes(owner, candidates, ranks, None, 2)
+    assert keep.tolist() == [False, False, True, True, True, True, False]  # question 0: ranks 1 and 2 (0 is no candidate)
+    assert first_passes(owner, candidates, ranks, None, 1).tolist() == [False, False, True, False, False, True, False]
+    assert first_passes(owner, candidates, None, None, 1).tolist() == [True, False, False, False, True, False, False]
+    assert first_passes(owner, candidates, ranks, None, 9).tolist() == candidates.tolist()
+
+
+def test_expansion_passes_embed_only_the_first_pairs_of_each_question(example_index):
+    """expansion_passes=1: one encoder pass per question, for its best-ranked pair the question does not name; the
+    other pairs take the question's vector."""
+    encoder = Recording(load_encoder(example_index.index.config.encoder))
+    be = get_backend("numpy")
+    questions = ["Where was the director of The Glass Orchard born?", "Who wrote the opera?"]
+    entities = [["The Glass Orchard", "Mirela Vantz", "Vienna"], ["Ansel Brightwater", "Korvath"]]
+    ranks = [[0, 2, 1], [1, 0]]
+    own = encoder.inner.encode(questions, kind=QUERY)
+    fusion = FusionConfig(named_expansions="question", expansion_passes=1)
+    vectors, owner = expanded_query_vectors(stub_retriever(be, encoder, fusion), questions, entities, own,
+                                            entity_ranks=ranks)
+    assert encoder.calls == [["Where was the director of The Glass Orchard born? Vienna", "Who wrote the opera? Korvath"]]
+    assert owner.tolist() == [0, 0, 0, 1, 1]
+    for row, question in ((0, 0), (1, 0), (3, 1)):
+        np.testing.assert_array_equal(vectors[row], own[question])
+    embedded = encoder.inner.encode(encoder.calls[0], kind=QUERY)
+    np.testing.assert_allclose(vectors[[2, 4]], embedded, atol=1e-6)
+
+
+def test_expansion_passes_end_to_end_cap_the_encoder_texts(example_index):
+    """Through the retriever: at most n texts per question after the question itself, and the ranking of n = 0
+    is the preset's own."""
+    base, _ = recording_retriever(example_index, preset("best"))
+    expected = base.retrieve(QUESTIONS, k=5)
+    same, _ = recording_retriever(example_index, preset_with("best", {"tigrag.fusion.expansion_passes": 0}))
+    assert [r.chunk_ids for r in same.retrieve(QUESTIONS, k=5)] == [r.chunk_ids for r in expected]
+    capped, encoder = recording_retriever(example_index, preset_with("best", {"tigrag.fusion.expansion_passes": 1}))
+    capped.retrieve(QUESTIONS, k=5)
+    per_question: dict[str, int] = {}
+    for text in (t for call in encoder.calls[1:] for t in call):
+        question = next(q for q in QUESTIONS if text.startswith(q + " "))
+        per_question[question] = per_question.get(question, 0) + 1
+    assert per_question and max(per_question.values()) == 1
+    assert capped.timer.encoded_texts == len(QUESTIONS) + sum(per_question.values()) < base.timer.encoded_texts
+
+
 @pytest.mark.parametrize("overrides, message", [
     ({"tigrag.fusion.named_expansions": "skip"}, "named_expansions must be 'text', 'question' or 'unlinked'"),
     ({"tigrag.fusion.named_expansions": "unlinked"}, "'unlinked' needs tigrag.fusion.title_links=true"),
     ({"tigrag.fusion.expansion_vectors": "mean"}, "expansion_vectors must be 'text', 'sum' or 'joint'"),
+    ({"tigrag.fusion.expansion_passes": 2, "tigrag.fusion.expansion_vectors": "sum"},
+     "expansion_passes=2 needs tigrag.fusion.expansion_vectors='text'"),
+    ({"tigrag.fusion.expansion_passes": -1}, "expansion_passes"),
     ({"tigrag.fusion.expansion_weight": 0.0}, "expansion_weight must be in \\(0, 1e6\\]"),
     ({"tigrag.fusion.expansion_weight": -1.0}, "expansion_weight must be in \\(0, 1e6\\]"),
     ({"tigrag.fusion.expansion_weight": float("nan")}, "expansion_weight must be in \\(0, 1e6\\]"),
