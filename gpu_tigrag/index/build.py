@@ -73,8 +73,9 @@ def build_index(
         sentences = split_passages(passages, config.chunk.language, show_progress)
     with timed(timings, "tokenise"):
         chunks = assemble_chunks(*chunk_and_tokenise(passages, sentences, config.chunk, config.tokens, show_progress))
-    with timed(timings, "embed"):  # loaded before the NER thread starts: imports stay in one thread
-        encoder = encoder or load_encoder(config.encoder)
+    loading = time.perf_counter()
+    encoder = encoder or load_encoder(config.encoder)  # before the NER thread starts: imports stay in one thread
+    loading = time.perf_counter() - loading
     entities = EntityThread(chunks.texts, config, entity_extractor, show_progress)  # beside what follows
     n_vocab = len(chunks.vocab)
     with timed(timings, "graph"):
@@ -84,6 +85,7 @@ def build_index(
         bm25 = be.to_host(bm25_matrix(be, chunks.token_indptr, chunks.token_ids, n_vocab, config.bm25))
     with timed(timings, "embed"):
         embeddings = encoder.encode(chunks.texts, show_progress=show_progress)
+    timings["embed"] += loading  # the encoder's loading is part of its stage
     names = entities.result()
     entities.record(timings)
     index = assemble_index(
