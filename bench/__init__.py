@@ -190,6 +190,15 @@ REGISTRY: tuple[Benchmark, ...] = (
                        "encoder texts per question 8.30 -> 6.84 (2Wiki), 7.55 -> 6.52 (MuSiQue-100); "
                        "named_expansions=unlinked stays a setting: 2Wiki R@5 within 0.2 at 2.4 texts, MuSiQue-100 "
                        "R@5 -11.0 (p 0.000)"),
+    Benchmark("expansion_passes", "studies/expansion_passes.py", "study",
+              "a cap on the encoder passes for a question's expanded queries (the rest take the question's vector): "
+              "3, 4 and 5 passes, bridging order or unlinked entities first, e5 indexes of 2Wiki (halves) and "
+              "MuSiQue-100 (--index minilm: the bench's MiniLM indexes)",
+              ("expansion_passes.json", "expansion_passes.md"),
+              decision="`best` takes expansion_passes=5 in the bridging order: R@2 / R@5 within 0.5 point on "
+                       "MuSiQue-100 (e5 +1.00 / -0.50, MiniLM -0.50 / -0.08) and unchanged on 2Wiki's held-back half, "
+                       "encoder texts per question 6.84 -> 5.69 (2Wiki), 6.52 -> 5.52 (MuSiQue-100); 3-4 passes cost "
+                       "MuSiQue-100 2.0-2.75 R@5, unlinked entities first costs 2Wiki 2.4-4.7 R@5"),
     Benchmark("spectrag_semantic_ivf", "studies/spectrag_semantic_ivf.py", "study",
               "SpectRAG's semantic signal from an IVF index against every pair: time and pairs at 10k/100k synthetic "
               "passages, recall on the e5 evaluation indexes", ("spectrag_semantic_ivf.json", "spectrag_semantic_ivf.md"),

@@ -28,12 +28,14 @@ PRESET_VARIANTS = {
     "paper + bridging choice (8)": ("paper", {"tigrag.fusion.bridge_entities": 8}),
     "paper + passage dedup": ("paper", {"tigrag.fusion.dedup_passages": True}),
     "paper + named expansions from the question": ("paper", {"tigrag.fusion.named_expansions": "question"}),
+    "paper + five expansion passes": ("paper", {"tigrag.fusion.expansion_passes": 5}),
     "best without title links": ("best", {"tigrag.fusion.title_links": False}),
     "best without hybrid first hop": ("best", {"tigrag.fusion.first_hop": "pool"}),
     "best expanding every entity": ("best", {"tigrag.fusion.bridge_entities": 0}),
     "best without passage dedup": ("best", {"tigrag.fusion.dedup_passages": False}),
     "best with RRF hop fusion": ("best", {"tigrag.fusion.hop_fusion": "rrf"}),
     "best embedding named expansions": ("best", {"tigrag.fusion.named_expansions": "text"}),
+    "best embedding every expansion": ("best", {"tigrag.fusion.expansion_passes": 0}),
 }
 
 #: the systems of the report's by-question-type table

@@ -118,7 +118,7 @@ def _named_from_question(retriever: Any, questions: Sequence[str], entity_texts:
     if fusion.named_expansions == "unlinked" and links is not None:
         named |= ~links
     if fusion.expansion_passes:
-        named |= ~first_passes(owner, ~named, ranks, links, fusion.expansion_passes)
+        named |= ~first_passes(owner, ~named, ranks, fusion.expansion_passes)
     question_vectors = retriever.be.asarray(question_vectors)
     vectors = xp.empty((len(texts), question_vectors.shape[1]), dtype=xp.float32)
     rest = np.flatnonzero(~named)
@@ -130,22 +130,14 @@ def _named_from_question(retriever: Any, questions: Sequence[str], entity_texts:
     return vectors
 
 
-#: study switch: which pairs come first for an encoder pass (removed once chosen)
-PASS_ORDER = "bridge"
-
-
-def first_passes(owner: np.ndarray, candidates: np.ndarray, ranks: np.ndarray | None, links: np.ndarray | None,
-                 passes: int) -> np.ndarray:
+def first_passes(owner: np.ndarray, candidates: np.ndarray, ranks: np.ndarray | None, passes: int) -> np.ndarray:
     """bool per pair: among each question's `candidates`, the `passes` first by bridging rank (`ranks`, none: the
     order given)."""
     n = owner.size
     rank = ranks.astype(np.int64) if ranks is not None else np.arange(n, dtype=np.int64)
-    primary = np.zeros(n, dtype=np.int64)
-    if PASS_ORDER == "unlinked" and links is not None:
-        primary = links.astype(np.int64)  # entities naming no passage first: their vector is their only route
-    order = np.lexsort((rank, primary, ~candidates, owner))  # per question: candidates first, then by order
-    place = np.empty(n, dtype=np.int64)
+    order = np.lexsort((rank, ~candidates, owner))  # per question: candidates first, then by rank
     starts = np.searchsorted(owner[order], owner[order], side="left")
+    place = np.empty(n, dtype=np.int64)
     place[order] = np.arange(n) - starts
     return candidates & (place < passes)
 

@@ -256,11 +256,11 @@ def test_first_passes_keeps_each_questions_first_candidates_by_rank():
     owner = np.array([0, 0, 0, 0, 1, 1, 2])
     candidates = np.array([True, False, True, True, True, True, False])
     ranks = np.array([3, 0, 1, 2, 1, 0, 0])
-    keep = first_passes(owner, candidates, ranks, None, 2)
+    keep = first_passes(owner, candidates, ranks, 2)
     assert keep.tolist() == [False, False, True, True, True, True, False]  # question 0: ranks 1 and 2 (0 is no candidate)
-    assert first_passes(owner, candidates, ranks, None, 1).tolist() == [False, False, True, False, False, True, False]
-    assert first_passes(owner, candidates, None, None, 1).tolist() == [True, False, False, False, True, False, False]
-    assert first_passes(owner, candidates, ranks, None, 9).tolist() == candidates.tolist()
+    assert first_passes(owner, candidates, ranks, 1).tolist() == [False, False, True, False, False, True, False]
+    assert first_passes(owner, candidates, None, 1).tolist() == [True, False, False, False, True, False, False]
+    assert first_passes(owner, candidates, ranks, 9).tolist() == candidates.tolist()
 
 
 def test_expansion_passes_embed_only_the_first_pairs_of_each_question(example_index):
