@@ -54,12 +54,39 @@ def pass_order(order: str):
         expansion._named_from_question = engine
 
 
+def speed(index, dataset, passes: int, rounds: int = 2) -> dict:
+    """End to end q/s of `best` uncapped and with `passes`, the index's encoder with no vector cache (the
+    figure a user sees), alternating rounds in one process; best round of each."""
+    import time
+
+    from gpu_tigrag.encoders import index_encoder_config, load_encoder
+    from gpu_tigrag.methods.tigrag.retriever import TigragRetriever
+    from gpu_tigrag.presets import preset_with
+
+    questions = [q.text for q in dataset.queries]
+    encoder = load_encoder(index_encoder_config(index))
+    encoder.encode(questions[:8], kind="query")  # loaded and warm before the first timed round
+    seconds: dict[int, list[float]] = {0: [], passes: []}
+    texts: dict[int, float] = {}
+    for _ in range(rounds):
+        for n in (0, passes):
+            retriever = TigragRetriever(index, preset_with("best", {SETTING: n}), encoder=encoder, backend="numpy")
+            start = time.perf_counter()
+            retriever.retrieve(questions, k=10)
+            seconds[n].append(time.perf_counter() - start)
+            texts[n] = retriever.timer.encoded_texts / len(questions)
+    return {str(n): {"queries_per_second": len(questions) / min(runs), "seconds": runs, "texts_per_query": texts[n]}
+            for n, runs in seconds.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["musique_train100", "2wikimultihopqa"], choices=list(DATASETS))
     parser.add_argument("--passes", nargs="+", type=int, default=[3, 4, 5])
     parser.add_argument("--orders", nargs="+", default=["bridge", "unlinked"])
     parser.add_argument("--system", default="TIGRAG best")
+    parser.add_argument("--speed", type=int, default=5, metavar="N",
+                        help="also time `best` end to end, uncapped against N passes (0: no timing)")
     parser.add_argument("--index", choices=list(INDEXES), default="e5",
                         help="e5: the engine's default index; minilm: the bench's all-MiniLM-L6-v2 index")
     args = parser.parse_args()
@@ -67,7 +94,7 @@ def main() -> int:
     from gpu_tigrag.evaluate.significance import randomization_test
 
     command = ("python bench/studies/expansion_passes.py --datasets " + " ".join(args.datasets) + " --passes "
-               + " ".join(map(str, args.passes)) + " --orders " + " ".join(args.orders) + f" --index {args.index}")
+               + " ".join(map(str, args.passes)) + " --orders " + " ".join(args.orders) + f" --index {args.index} --speed {args.speed}")
     payload: dict = {"command": command, "datasets": {}}
     encoder = ("the default multilingual-e5-small (onnx-int8) indexes" if args.index == "e5"
                else "the bench's all-MiniLM-L6-v2 indexes")
@@ -104,6 +131,14 @@ def main() -> int:
                              + (delta or " | "))
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")
+        if args.speed:
+            timing = payload["datasets"][name]["speed"] = speed(index, dataset, args.speed)
+            every, capped = timing["0"], timing[str(args.speed)]
+            lines += [f"End to end, all {len(dataset.queries)} questions, the index's encoder with no vector cache, best "
+                      f"of 2 alternating rounds: uncapped {every['queries_per_second']:.2f} q/s "
+                      f"({every['texts_per_query']:.2f} texts per question), expansion_passes={args.speed} "
+                      f"{capped['queries_per_second']:.2f} q/s ({capped['texts_per_query']:.2f}): **"
+                      f"{capped['queries_per_second'] / every['queries_per_second']:.2f}×**.", ""]
     text = "\n".join(lines)
     print(text)
     write_results("expansion_passes" + ("" if args.index == "e5" else f"_{args.index}"), payload, text)
