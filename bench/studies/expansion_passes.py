@@ -98,7 +98,7 @@ def main() -> int:
     payload: dict = {"command": command, "datasets": {}}
     encoder = ("the default multilingual-e5-small (onnx-int8) indexes" if args.index == "e5"
                else "the bench's all-MiniLM-L6-v2 indexes")
-    lines = [f"# {__doc__.splitlines()[0]}", "", f"Command: `{command}`. {encoder.capitalize()}, preset `best`; recall@2/5/10 (passage-level) in points; texts: encoder texts per question (the "
+    lines = [f"# {__doc__.splitlines()[0]}", "", f"Command: `{command}`. {encoder[0].upper() + encoder[1:]}, preset `best`; recall@2/5/10 (passage-level) in points; texts: encoder texts per question (the "
              "question and its expanded queries); Δ R@5 against `best` without the cap (every expansion embedded, "
              "`expansion_passes=0`), with the paired randomisation test's p-value.", ""]
     uncapped = "best, every expansion embedded"
