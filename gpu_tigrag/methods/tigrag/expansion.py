@@ -22,6 +22,11 @@ an encoder pass over "question entity", a text that only repeats a name the ques
 in the corpus) gets the question's vector too, so only the entities that lead to a passage are embedded. Its
 seed tokens still widen the hop's pool. Recall holds on 2Wiki, not on MuSiQue-100's compositional questions
 (bench/results/named_expansions.md).
+
+`tigrag.fusion.expansion_passes=n` (under "text"): of a question's pairs still to embed after those, only the
+first n in the bridging order (the retriever's `entity_ranks`: an earlier hop first, then `rank_bridges`' order)
+get an encoder pass; the others take the question's hop-1 vector, their tokens still seeding the hop. `best`
+takes 5 (bench/results/expansion_passes.md).
 """
 
 from __future__ import annotations
