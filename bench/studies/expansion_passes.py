@@ -26,7 +26,7 @@ import numpy as np
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import DATA, DATASETS, dataset_index, write_results  # noqa: E402
-from bench.studies.named_expansions import run  # noqa: E402
+from bench.studies.named_expansions import run_halves  # noqa: E402
 from bench.studies.spectrag_default_index import e5_index, halves  # noqa: E402
 
 SETTING = "tigrag.fusion.expansion_passes"
@@ -110,10 +110,7 @@ def main() -> int:
         rows: dict = {}
         for label, passes, order in variants:
             with pass_order(order):
-                rows[label] = {part: run(index, dataset, queries, args.system, {SETTING: passes})
-                               for part, queries in halves(name, dataset).items()}
-            print(name, label, {p: (r["recall"], r["texts_per_query"]) for p, r in rows[label].items()},
-                  file=sys.stderr, flush=True)
+                rows[label] = run_halves(name, label, index, dataset, args.system, {SETTING: passes})
         payload["datasets"][name] = rows
         parts = list(halves(name, dataset))
         lines += [f"## {name} ({len(dataset.queries)} queries)", "",

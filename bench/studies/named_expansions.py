@@ -38,6 +38,13 @@ def run(index, dataset, queries, system: str, settings: dict) -> dict:
             "texts_per_query": row["encoder_texts_per_query"]}
 
 
+def run_halves(name: str, label: str, index, dataset, system: str, settings: dict) -> dict:
+    """`run` on each part of `halves(name, dataset)`, {part: row}, with a progress line labelled `label`."""
+    rows = {part: run(index, dataset, queries, system, settings) for part, queries in halves(name, dataset).items()}
+    print(name, label, {p: (r["recall"], r["texts_per_query"]) for p, r in rows.items()}, file=sys.stderr, flush=True)
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["musique_train100", "2wikimultihopqa"], choices=list(DATASETS))
@@ -60,10 +67,7 @@ def main() -> int:
         for system in ("TIGRAG paper", "TIGRAG best"):
             for value in ("text", "question") + (("unlinked",) if system == "TIGRAG best" else ()):
                 label = f"{system}, named_expansions={value}"
-                rows[label] = {part: run(index, dataset, queries, system, {SETTING: value})
-                               for part, queries in halves(name, dataset).items()}
-                print(name, label, {p: (r["recall"], r["texts_per_query"]) for p, r in rows[label].items()},
-                      file=sys.stderr, flush=True)
+                rows[label] = run_halves(name, label, index, dataset, system, {SETTING: value})
         payload["datasets"][name] = rows
         parts = list(halves(name, dataset))
         lines += [f"## {name} ({len(dataset.queries)} queries)", "",
