@@ -75,7 +75,7 @@ class FusionConfig(CheckedConfig):
     rrf_depth: int = setting(100, 'ranks per list that RRF counts', bounds=(1, MAX_RANKED))
     expansion_vectors: str = setting("text", 'vectors of the expanded queries μ ⊕ e that rerank hop 2+: "text" embeds each "question entity" in its own encoder pass (paper, eq. 3.15); "sum" is normalize(vec(question) + w·vec(entity)), each distinct entity of a batch embedded alone once; "joint" embeds one text "question entity1 entity2 …" per question (bench/results/expansion.md)')
     named_expansions: str = setting("text", 'expanded queries whose entity the question already names ("Who directed The Glass Orchard?" expanded by "The Glass Orchard"; 16-19% of them on MuSiQue-100 and 2Wiki): "text" embeds "question entity" as any other (the paper); "question" takes the question\'s own hop-1 vector for it, no encoder pass; "unlinked" also takes it for every entity that names no passage beyond hop 1\'s (needs fusion.title_links): 2Wiki\'s recall within 0.2 point with 2.4 texts per question instead of 6.9, MuSiQue-100 loses 11 points of R@5, so not in `best` (bench/results/named_expansions.md)')
-    expansion_passes: int = setting(0, 'encoder passes for a question\'s expanded queries "question entity" (expansion_vectors="text"): 0 = one per expanded query (the paper); n = only the n first in the bridging order get one, the others take the question\'s hop-1 vector (their tokens still seed the hop)',
+    expansion_passes: int = setting(0, 'encoder passes for a question\'s expanded queries "question entity" (expansion_vectors="text" only; "sum" and "joint" make their vectors otherwise): 0 = one per expanded query (the paper); n = only the n first in the bridging order get one, the others take the question\'s hop-1 vector (their tokens still seed the hop)',
                                     bounds=(0, MAX_RANKED))
     expansion_weight: float = setting(0.5, 'w of expansion_vectors="sum": the weight of the entity\'s vector beside the question\'s (0.5: the best of 0.2-1.0 on the first half of 2Wiki, bench/results/expansion.md)',
                                       bounds=f"(0, {MAX_WEIGHT:g}]")
@@ -88,9 +88,6 @@ class FusionConfig(CheckedConfig):
         require(self.named_expansions != "unlinked" or self.title_links,
                 "tigrag.fusion.named_expansions='unlinked' needs tigrag.fusion.title_links=true: without title links "
                 "no entity names a passage, so every expanded query would be the question alone")
-        require(self.expansion_passes == 0 or self.expansion_vectors == "text",
-                f"tigrag.fusion.expansion_passes={self.expansion_passes} needs tigrag.fusion.expansion_vectors='text' "
-                f"(it caps the texts \"question entity\" embedded; {self.expansion_vectors!r} embeds none)")
         require(self.first_hop in ("pool", "hybrid"),
                  f"tigrag.fusion.first_hop must be 'pool' or 'hybrid', got {self.first_hop!r}")
         require(self.link_bonus_unit in ("cosine_std", "absolute"),

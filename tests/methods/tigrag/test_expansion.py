@@ -250,6 +250,20 @@ def test_unlinked_expansions_end_to_end_encode_only_linked_entities(example_inde
     assert retriever.timer.encoded_texts == len(QUESTIONS) + len(expected)
 
 
+def test_expansion_passes_leave_sum_and_joint_as_they_are(example_index):
+    """The cap is of "text" passes: `best` (5 passes) with "sum" or "joint" is accepted and embeds what those
+    embed, as with no cap."""
+    for vectors in ("sum", "joint"):
+        capped, encoder = recording_retriever(example_index, preset_with("best", {"tigrag.fusion.expansion_vectors":
+                                                                                 vectors}))
+        uncapped, plain = recording_retriever(example_index, preset_with("best", {"tigrag.fusion.expansion_vectors":
+                                                                                  vectors,
+                                                                                  "tigrag.fusion.expansion_passes": 0}))
+        assert [r.chunk_ids for r in capped.retrieve(QUESTIONS, k=5)] == [r.chunk_ids for r in
+                                                                           uncapped.retrieve(QUESTIONS, k=5)]
+        assert encoder.calls == plain.calls
+
+
 def test_first_passes_keeps_each_questions_first_candidates_by_rank():
     from gpu_tigrag.methods.tigrag.expansion import first_passes
 
@@ -304,8 +318,6 @@ def test_expansion_passes_end_to_end_cap_the_encoder_texts(example_index):
     ({"tigrag.fusion.named_expansions": "skip"}, "named_expansions must be 'text', 'question' or 'unlinked'"),
     ({"tigrag.fusion.named_expansions": "unlinked"}, "'unlinked' needs tigrag.fusion.title_links=true"),
     ({"tigrag.fusion.expansion_vectors": "mean"}, "expansion_vectors must be 'text', 'sum' or 'joint'"),
-    ({"tigrag.fusion.expansion_passes": 2, "tigrag.fusion.expansion_vectors": "sum"},
-     "expansion_passes=2 needs tigrag.fusion.expansion_vectors='text'"),
     ({"tigrag.fusion.expansion_passes": -1}, "expansion_passes"),
     ({"tigrag.fusion.expansion_weight": 0.0}, "expansion_weight must be in \\(0, 1e6\\]"),
     ({"tigrag.fusion.expansion_weight": -1.0}, "expansion_weight must be in \\(0, 1e6\\]"),
