@@ -73,10 +73,13 @@ def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, con
     """PPR scores (vocab × B, float32, columns sum to 1 where seeded) and the sweeps used.
 
     Each sweep is one fused kernel (kernels.ppr): sparse product, restart and the per-column
-    L1 change in a single pass over the block. The block stops at the first sweep whose largest
-    change is below `tol`; the test is kept on the device and read every `be.sync_interval` sweeps
-    (a converged iterate is held through the sweeps until the read), so the result is the same
-    whatever the interval and a GPU does not wait for the host after every sweep.
+    L1 change in a single pass over the block. Each column stops at the first sweep whose change
+    for that column is below `tol` and is held from then on, so a query's scores are those it gets
+    alone, whatever its batch-mates (a block-wide stop let a column run on while others converged:
+    1 of 200 2Wiki questions changed its top 10 between batch sizes). The block ends once every
+    column has stopped; the test is kept on the device and read every `be.sync_interval` sweeps,
+    so the result is the same whatever the interval and a GPU does not wait for the host after
+    every sweep. `sweeps` counts the block's sweeps.
     """
     xp = be.xp
     p = transition.matrix
@@ -89,18 +92,17 @@ def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, con
     delta = xp.zeros(x.shape[1], dtype=xp.float32)
     dangling = xp.nonzero(transition.dangling)[0]
     sweep = be.kernel(cpu=ppr_sweep_cpu, cuda=ppr_sweep_cuda)
-    converged = xp.zeros((), dtype=bool)
+    stopped = xp.zeros(x.shape[1], dtype=bool)  # per column: its change fell below tol at an earlier sweep
     used = xp.zeros((), dtype=xp.int64)
     interval = be.sync_interval
     for iteration in range(1, config.max_iter + 1):
         coef = (d * x[dangling].sum(axis=0) + (1 - d)).astype(xp.float32)
         sweep(p.indptr, p.indices, p.data, x, v, coef, d, out, delta)
-        if interval > 1:  # reads deferred: past convergence the iterate stays the converged one
-            xp.copyto(out, x, where=converged)
-        used += ~converged
-        converged = converged | (delta.max() < config.tol)
+        xp.copyto(out, x, where=stopped[None, :])  # a stopped column keeps the iterate it stopped at
+        used += ~stopped.all()
+        stopped = stopped | (delta < config.tol)
         x, out = out, x
-        if iteration % interval == 0 and bool(converged):
+        if iteration % interval == 0 and bool(stopped.all()):
             break
     return x, int(used)
 
