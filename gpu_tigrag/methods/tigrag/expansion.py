@@ -81,7 +81,7 @@ def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_text
         texts = expansion_texts(questions, entity_texts)
         if (fusion.named_expansions != "text" or fusion.expansion_passes) and question_vectors is not None and texts:
             links = None
-            if entity_links is not None:
+            if fusion.named_expansions == "unlinked" and entity_links is not None:
                 links = np.fromiter((bool(x) for row in entity_links for x in row), dtype=bool, count=len(texts))
             ranks = (np.fromiter((r for row in entity_ranks for r in row), dtype=np.int64, count=len(texts))
                      if entity_ranks is not None else None)
