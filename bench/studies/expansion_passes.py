@@ -26,7 +26,7 @@ import numpy as np
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import DATA, DATASETS, dataset_index, write_results  # noqa: E402
-from bench.studies.named_expansions import run_halves  # noqa: E402
+from bench.studies.named_expansions import end_to_end, run_halves  # noqa: E402
 from bench.studies.spectrag_default_index import e5_index, halves  # noqa: E402
 
 SETTING = "tigrag.fusion.expansion_passes"
@@ -55,28 +55,8 @@ def pass_order(order: str):
 
 
 def speed(index, dataset, passes: int, rounds: int = 2) -> dict:
-    """End to end q/s of `best` uncapped and with `passes`, the index's encoder with no vector cache (the
-    figure a user sees), alternating rounds in one process; best round of each."""
-    import time
-
-    from gpu_tigrag.encoders import index_encoder_config, load_encoder
-    from gpu_tigrag.methods.tigrag.retriever import TigragRetriever
-    from gpu_tigrag.presets import preset_with
-
-    questions = [q.text for q in dataset.queries]
-    encoder = load_encoder(index_encoder_config(index))
-    encoder.encode(questions[:8], kind="query")  # loaded and warm before the first timed round
-    seconds: dict[int, list[float]] = {0: [], passes: []}
-    texts: dict[int, float] = {}
-    for _ in range(rounds):
-        for n in (0, passes):
-            retriever = TigragRetriever(index, preset_with("best", {SETTING: n}), encoder=encoder, backend="numpy")
-            start = time.perf_counter()
-            retriever.retrieve(questions, k=10)
-            seconds[n].append(time.perf_counter() - start)
-            texts[n] = retriever.timer.encoded_texts / len(questions)
-    return {str(n): {"queries_per_second": len(questions) / min(runs), "seconds": runs, "texts_per_query": texts[n]}
-            for n, runs in seconds.items()}
+    """End to end q/s of `best` uncapped and with `passes` (`end_to_end`), keyed by the number of passes."""
+    return end_to_end(index, dataset, {str(n): {SETTING: n} for n in (0, passes)}, rounds=rounds)
 
 
 def main() -> int:

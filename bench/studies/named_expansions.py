@@ -45,6 +45,32 @@ def run_halves(name: str, label: str, index, dataset, system: str, settings: dic
     return rows
 
 
+def end_to_end(index, dataset, variants: dict[str, dict], system: str = "best", rounds: int = 2) -> dict:
+    """End to end q/s of preset `system` under each of `variants` ({label: settings}), the index's encoder with no
+    vector cache (the figure a user sees), rounds alternating between the variants in one process; best round
+    of each, and its encoder texts per question."""
+    import time
+
+    from gpu_tigrag.encoders import index_encoder_config, load_encoder
+    from gpu_tigrag.methods.tigrag.retriever import TigragRetriever
+    from gpu_tigrag.presets import preset_with
+
+    questions = [q.text for q in dataset.queries]
+    encoder = load_encoder(index_encoder_config(index))
+    encoder.encode(questions[:8], kind="query")  # loaded and warm before the first timed round
+    seconds: dict[str, list[float]] = {label: [] for label in variants}
+    texts: dict[str, float] = {}
+    for _ in range(rounds):
+        for label, settings in variants.items():
+            retriever = TigragRetriever(index, preset_with(system, settings), encoder=encoder, backend="numpy")
+            start = time.perf_counter()
+            retriever.retrieve(questions, k=10)
+            seconds[label].append(time.perf_counter() - start)
+            texts[label] = retriever.timer.encoded_texts / len(questions)
+    return {label: {"queries_per_second": len(questions) / min(runs), "seconds": runs, "texts_per_query": texts[label]}
+            for label, runs in seconds.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["musique_train100", "2wikimultihopqa"], choices=list(DATASETS))

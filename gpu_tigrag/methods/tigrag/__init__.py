@@ -28,6 +28,7 @@ PRESET_VARIANTS = {
     "paper + bridging choice (8)": ("paper", {"tigrag.fusion.bridge_entities": 8}),
     "paper + passage dedup": ("paper", {"tigrag.fusion.dedup_passages": True}),
     "paper + named expansions from the question": ("paper", {"tigrag.fusion.named_expansions": "question"}),
+    "paper + contained expansions from the question": ("paper", {"tigrag.fusion.contained_expansions": "question"}),
     "paper + five expansion passes": ("paper", {"tigrag.fusion.expansion_passes": 5}),
     "best without title links": ("best", {"tigrag.fusion.title_links": False}),
     "best without hybrid first hop": ("best", {"tigrag.fusion.first_hop": "pool"}),
@@ -35,6 +36,7 @@ PRESET_VARIANTS = {
     "best without passage dedup": ("best", {"tigrag.fusion.dedup_passages": False}),
     "best with RRF hop fusion": ("best", {"tigrag.fusion.hop_fusion": "rrf"}),
     "best embedding named expansions": ("best", {"tigrag.fusion.named_expansions": "text"}),
+    "best embedding contained expansions": ("best", {"tigrag.fusion.contained_expansions": "text"}),
     "best embedding every expansion": ("best", {"tigrag.fusion.expansion_passes": 0}),
 }
 

@@ -23,6 +23,12 @@ in the corpus) gets the question's vector too, so only the entities that lead to
 seed tokens still widen the hop's pool. Recall holds on 2Wiki, not on MuSiQue-100's compositional questions
 (bench/results/named_expansions.md).
 
+`tigrag.fusion.contained_expansions="question"` (under "text"): an entity contained in another entity of the same
+question (`contained_entities`: its title tokens a run of the other's, "Begum" beside "Ameena Begum", or the same
+tokens as an earlier one) gets the question's hop-1 vector: the max-cosine rerank takes the best of a question's
+vectors, and the longer entity's pass already holds the name. `best` takes it
+(bench/results/contained_expansions.md).
+
 `tigrag.fusion.expansion_passes=n` (under "text"): of a question's pairs still to embed after those, only the
 first n in the bridging order (the retriever's `entity_ranks`: an earlier hop first, then `rank_bridges`' order)
 get an encoder pass; the others take the question's hop-1 vector, their tokens still seeding the hop. `best`
@@ -53,9 +59,30 @@ def names_entity(question: str | tuple[str, ...], entity: str) -> bool:
     words = title_tokens(entity)
     if not words:
         return False
-    text = title_tokens(question) if isinstance(question, str) else question
-    n = len(words)
-    return any(text[i:i + n] == words for i in range(len(text) - n + 1))
+    return _is_run(words, title_tokens(question) if isinstance(question, str) else tuple(question))
+
+
+def contained_entities(entity_texts: Sequence[Sequence[str]]) -> np.ndarray:
+    """bool, one per (question, entity) pair in order: whether the entity's normalised title tokens (as
+    `names_entity`) are a run of another entity's of the same question, or equal to an earlier one's."""
+    from ...text.titles import title_tokens
+
+    out = np.zeros(sum(len(entities) for entities in entity_texts), dtype=bool)
+    start = 0
+    for entities in entity_texts:
+        words = [title_tokens(entity) for entity in entities]
+        for i, mine in enumerate(words):
+            out[start + i] = bool(mine) and any(
+                (other == mine and j < i) or (len(other) > len(mine) and _is_run(mine, other))
+                for j, other in enumerate(words) if j != i)
+        start += len(entities)
+    return out
+
+
+def _is_run(part: tuple[str, ...], whole: tuple[str, ...]) -> bool:
+    """Whether `part` occurs as consecutive items of `whole`."""
+    n = len(part)
+    return any(whole[i:i + n] == part for i in range(len(whole) - n + 1))
 
 
 def expansion_owner(entity_texts: Sequence[Sequence[str]]) -> np.ndarray:
@@ -79,7 +106,8 @@ def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_text
     owner = expansion_owner(entity_texts)
     if fusion.expansion_vectors == "text":
         texts = expansion_texts(questions, entity_texts)
-        if (fusion.named_expansions != "text" or fusion.expansion_passes) and question_vectors is not None and texts:
+        if ((fusion.named_expansions != "text" or fusion.contained_expansions != "text" or fusion.expansion_passes)
+                and question_vectors is not None and texts):
             links = None
             if fusion.named_expansions == "unlinked" and entity_links is not None:
                 links = np.fromiter((bool(x) for row in entity_links for x in row), dtype=bool, count=len(texts))
@@ -109,8 +137,9 @@ def _named_from_question(retriever: Any, questions: Sequence[str], entity_texts:
                          texts: list[str], owner: np.ndarray, question_vectors: Any,
                          links: np.ndarray | None = None, ranks: np.ndarray | None = None) -> Any:
     """The "text" vectors with the question's own vector for each entity it names (named_expansions "question"
-    and "unlinked"), for each entity that names no passage ("unlinked", given `links`: one bool per pair), and for
-    each pair past the question's first `expansion_passes` still to embed (by `ranks`; module doc)."""
+    and "unlinked"), for each entity that names no passage ("unlinked", given `links`: one bool per pair), for each
+    entity contained in another of its question (contained_expansions "question"), and for each pair past the
+    question's first `expansion_passes` still to embed (by `ranks`; module doc)."""
     from ...text.titles import title_tokens
 
     fusion = retriever.settings.fusion
@@ -122,6 +151,8 @@ def _named_from_question(retriever: Any, questions: Sequence[str], entity_texts:
                          dtype=bool)
     if fusion.named_expansions == "unlinked" and links is not None:
         named |= ~links
+    if fusion.contained_expansions == "question":
+        named |= contained_entities(entity_texts)
     if fusion.expansion_passes:
         named |= ~first_passes(owner, ~named, ranks, fusion.expansion_passes)
     question_vectors = retriever.be.asarray(question_vectors)

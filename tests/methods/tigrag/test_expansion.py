@@ -15,7 +15,8 @@ from gpu_tigrag.encoders import load_encoder
 from gpu_tigrag.encoders.base import QUERY
 from gpu_tigrag.errors import TigragError
 from gpu_tigrag.methods.tigrag.config import FusionConfig
-from gpu_tigrag.methods.tigrag.expansion import combine, expanded_query_vectors, expansion_texts, names_entity
+from gpu_tigrag.methods.tigrag.expansion import (combine, contained_entities, expanded_query_vectors, expansion_texts,
+                                                names_entity)
 from gpu_tigrag.methods.tigrag.retriever import TigragRetriever
 from gpu_tigrag.presets import preset, preset_with
 
@@ -164,6 +165,62 @@ def test_names_entity_matches_whole_normalised_runs():
     assert names_entity("Where was Mirela Vântz born?", "mirela vantz")  # accents folded, case ignored
     assert not names_entity("Who directed The Glass Orchards?", "The Glass Orchard")  # whole tokens only
     assert not names_entity("Who directed it?", "Korvath") and not names_entity("Who?", "--")
+
+
+def test_contained_entities_are_runs_of_another_or_repeats_of_an_earlier_one():
+    marks = contained_entities([["Ameena Begum", "Begum", "The Begum Palace", "ameena"],
+                                ["Mirela Vântz", "Mirela Vantz", "Vantzig"], ["Begum"], [], ["--", "Korvath"]])
+    assert marks.tolist() == [False, True, False, True,  # "Begum" and "ameena" are runs of "Ameena Begum"
+                              False, True, False,  # the same tokens as the earlier "Mirela Vântz"; whole tokens only
+                              False,  # another question's entities do not count
+                              False, False]  # no tokens, nothing contains it
+
+
+def test_contained_expansions_take_the_question_vector_without_an_encoder_pass(example_index):
+    """contained_expansions="question": a pair whose entity is contained in another of its question gets the
+    question's hop-1 vector, the container keeps its own pass, and the cap counts only what is still to embed."""
+    encoder = Recording(load_encoder(example_index.index.config.encoder))
+    be = get_backend("numpy")
+    questions = ["Who was the husband of the singer?", "Who wrote the opera?"]
+    entities = [["Begum", "Ameena Begum", "Vienna"], ["Ansel Brightwater", "Brightwater Hall"]]
+    own = encoder.inner.encode(questions, kind=QUERY)
+    fusion = FusionConfig(contained_expansions="question", expansion_passes=2)
+    vectors, owner = expanded_query_vectors(stub_retriever(be, encoder, fusion), questions, entities, own,
+                                            entity_ranks=[[0, 1, 2], [0, 1]])
+    assert encoder.calls == [["Who was the husband of the singer? Ameena Begum", "Who was the husband of the singer? Vienna",
+                              "Who wrote the opera? Ansel Brightwater", "Who wrote the opera? Brightwater Hall"]]
+    assert owner.tolist() == [0, 0, 0, 1, 1]
+    np.testing.assert_array_equal(vectors[0], own[0])
+    np.testing.assert_allclose(vectors[1:], encoder.inner.encode(encoder.calls[0], kind=QUERY), atol=1e-6)
+    vectors, _ = expanded_query_vectors(stub_retriever(be, encoder, FusionConfig()), questions, entities, own)
+    assert len(encoder.calls[-1]) == 5 and not np.array_equal(vectors[0], own[0])  # the paper embeds all five
+
+
+def test_contained_expansions_end_to_end_encode_fewer_texts():
+    """Through the retriever, on the example corpus with "Halden" an entity too (so that it and "Royal Conservatory of
+    Halden" are bridging entities of one question): every pair is embedded but the contained ones."""
+    from helpers import ENTITIES, EXAMPLE_ENCODER, EXAMPLES
+    from gpu_tigrag.config import EncoderConfig, IndexConfig
+    from gpu_tigrag.corpus import load_corpus
+    from gpu_tigrag.index.build import build_index
+
+    names = {**ENTITIES, "Halden": "GPE"}
+    config = IndexConfig(encoder=EncoderConfig(model=EXAMPLE_ENCODER))
+    index = build_index(load_corpus(EXAMPLES / "corpus.json"), config, encoder=load_encoder(config.encoder),
+                        entity_extractor=lambda texts: [[(n, label) for n, label in names.items() if n in t]
+                                                        for t in texts])
+    for setting, skips in (("question", True), ("text", False)):
+        encoder = Recording(load_encoder(config.encoder))
+        retriever = TigragRetriever(index, preset_with("paper", {"tigrag.fusion.contained_expansions": setting}),
+                                    encoder=encoder, backend="numpy")
+        results = retriever.retrieve(QUESTIONS, k=5)
+        entity_texts = [sorted(r.hops[0].new_entities, key=str.lower) if len(r.hops) > 1 else [] for r in results]
+        pairs = [(q, e) for q, entities in zip(QUESTIONS, entity_texts) for e in entities]
+        contained = contained_entities(entity_texts) & skips
+        assert contained.any() == skips
+        assert retriever.timer.encoded_texts == len(QUESTIONS) + len(pairs) - int(contained.sum())
+        assert sorted(t for call in encoder.calls[1:] for t in call) == sorted(
+            f"{q} {e}" for (q, e), skip in zip(pairs, contained) if not skip)
 
 
 def test_named_expansions_take_the_question_vector_without_an_encoder_pass(example_index):
@@ -319,6 +376,7 @@ def test_expansion_passes_end_to_end_cap_the_encoder_texts(example_index):
     ({"tigrag.fusion.named_expansions": "unlinked"}, "'unlinked' needs tigrag.fusion.title_links=true"),
     ({"tigrag.fusion.expansion_vectors": "mean"}, "expansion_vectors must be 'text', 'sum' or 'joint'"),
     ({"tigrag.fusion.expansion_passes": -1}, "expansion_passes"),
+    ({"tigrag.fusion.contained_expansions": "unlinked"}, "contained_expansions must be 'text' or 'question'"),
     ({"tigrag.fusion.expansion_weight": 0.0}, "expansion_weight must be in \\(0, 1e6\\]"),
     ({"tigrag.fusion.expansion_weight": -1.0}, "expansion_weight must be in \\(0, 1e6\\]"),
     ({"tigrag.fusion.expansion_weight": float("nan")}, "expansion_weight must be in \\(0, 1e6\\]"),
