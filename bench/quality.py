@@ -37,6 +37,7 @@ SYSTEMS: dict[str, tuple[str, dict[str, Any]]] = {
     "paper + passage dedup": ("paper", {"tigrag.fusion.dedup_passages": True}),
     "paper + RRF hop fusion": ("paper", {"tigrag.fusion.hop_fusion": "rrf"}),
     "paper + named expansions from the question": ("paper", {"tigrag.fusion.named_expansions": "question"}),
+    "paper + contained expansions from the question": ("paper", {"tigrag.fusion.contained_expansions": "question"}),
     "paper + five expansion passes": ("paper", {"tigrag.fusion.expansion_passes": 5}),
     "best": ("best", {}),
     "best without title links": ("best", {"tigrag.fusion.title_links": False}),
@@ -45,6 +46,7 @@ SYSTEMS: dict[str, tuple[str, dict[str, Any]]] = {
     "best without passage dedup": ("best", {"tigrag.fusion.dedup_passages": False}),
     "best with RRF hop fusion": ("best", {"tigrag.fusion.hop_fusion": "rrf"}),
     "best embedding named expansions": ("best", {"tigrag.fusion.named_expansions": "text"}),
+    "best embedding contained expansions": ("best", {"tigrag.fusion.contained_expansions": "text"}),
     "best embedding every expansion": ("best", {"tigrag.fusion.expansion_passes": 0}),
     "best 1-hop": ("best", {"tigrag.hops": 1}),
     # bonuses in standard deviations of the query's cosine (fusion.link_bonus_unit; best: 5σ and 2σ)
