@@ -182,8 +182,6 @@ SETTING_ROOTS: list[type] = []
 def setting_name(cls: type, name: str) -> str:
     """The dotted setting path of field `name` of config class `cls` (`bm25.k1`, `tigrag.ppr.tol`), as
     `--set` names it; `ClassName.name` for a class outside the settings tree."""
-    if not SETTING_ROOTS:  # a method's config imported alone: the tree registers its roots when imported
-        from . import config  # noqa: F401
     for root in SETTING_ROOTS:
         prefix = _prefix_in(root, cls, "")
         if prefix is not None:

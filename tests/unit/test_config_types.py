@@ -189,15 +189,3 @@ def test_cli_sweep_with_a_bad_value_is_one_line(tiny_index, tmp_path, capsys):
     queries.write_text(json.dumps([{"question": "Where was Mirela Vantz born?", "gold_titles": ["Mirela Vantz"]}]))
     assert main(["eval", str(tiny_index), str(queries), "--systems", "TIGRAG", "--sweep", "th=abc", "-q"]) == 2
     assert "--sweep 'th=abc': th (tigrag.pool_threshold) expects a number, got 'abc'" in one_line_error(capsys)
-
-
-def test_a_method_config_imported_alone_names_its_setting_path():
-    """A plug-in's config class used before anything imported the settings tree still names the `--set` path
-    in its errors (a fresh interpreter: this process has imported the tree long since)."""
-    import subprocess
-    import sys
-
-    code = ("from gpu_tigrag.methods.tigrag.config import PPRConfig\n"
-            "try:\n    PPRConfig(push_epsilon=0.0)\nexcept Exception as exc:\n    print(exc)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.stdout.strip() == "tigrag.ppr.push_epsilon must be in (0, 1), got 0.0", out.stderr[-2000:]
