@@ -227,6 +227,9 @@ def test_seed_lists_are_distinct_and_ascending_per_query():
 
 
 def test_push_settings_are_checked():
+    import gpu_tigrag.config  # noqa: F401 - the settings tree names a setting by its --set path once it is loaded
+    # (run alone, this module imports only the method's config: its errors then say PPRConfig.push_epsilon)
+
     for bad in ({"algorithm": "approx"}, {"push_epsilon": 0.0}, {"push_epsilon": float("nan")},
                 {"push_threshold": "degree"}):
         with pytest.raises(TigragError, match="tigrag.ppr"):
