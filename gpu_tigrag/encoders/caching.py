@@ -279,7 +279,7 @@ class CachingEncoder:
             missing = [t for t in missing if keys[t] not in found]
         if missing:
             if isinstance(self.inner, LazyEncoder):
-                self.inner.load()  # outside the encoder's seconds, as a model loaded at start-up was
+                self.inner.load(kind)  # outside the encoder's seconds, as a model loaded at start-up was
             start = time.perf_counter()
             vectors = self.inner.encode(missing, show_progress, kind=kind)
             self.seconds += time.perf_counter() - start

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..config_types import EncoderConfig
 from ..errors import ModelError
-from .base import PASSAGE, Encoder, check_compatible, empty
+from .base import PASSAGE, QUERY, Encoder, check_compatible, empty
 
 
 class LazyEncoder:
@@ -34,12 +34,13 @@ class LazyEncoder:
     def is_loaded(self) -> bool:
         return self._encoder is not None
 
-    def load(self) -> Encoder:
-        """The model, loaded now if it is not yet; ModelError where it is not the index's encoder."""
+    def load(self, first_kind: str = QUERY) -> Encoder:
+        """The model, loaded now if it is not yet (prepared for texts of `first_kind`: `load_encoder`); ModelError
+        where it is not the index's encoder."""
         if self._encoder is None:
             from . import load_encoder
 
-            encoder = load_encoder(self.config)
+            encoder = load_encoder(self.config, first_kind=first_kind)
             check_compatible(self.identity, encoder, allow_mixed=False)
             if getattr(encoder, "dim", self.dim) != self.dim:
                 raise ModelError(f"the query encoder gives {encoder.dim}-dimensional vectors, the index's passage "
@@ -50,7 +51,7 @@ class LazyEncoder:
     def encode(self, texts: Sequence[str], show_progress: bool = False, kind: str = PASSAGE, **options: Any) -> np.ndarray:
         if len(texts) == 0:
             return empty(self.dim)
-        return self.load().encode(texts, show_progress=show_progress, kind=kind, **options)
+        return self.load(kind).encode(texts, show_progress=show_progress, kind=kind, **options)
 
     @property
     def supports_device_output(self) -> bool:

@@ -38,8 +38,9 @@ import numpy as np
 from ..atomic import OLD_MARK, TMP_MARK, atomic_directory
 from ..config_types import EncoderConfig
 from ..errors import ModelError
-from ..threads import ONNX_ALLOW_SPINNING, current_policy, physical_cores  # noqa: F401 (physical_cores: bench/encoder_speed)
-from .base import PASSAGE, check_kind, empty
+from ..threads import (ONNX_ALLOW_SPINNING, ONNX_QUERY_SPINNING, current_policy,  # noqa: F401 (physical_cores:
+                       physical_cores)  # bench/encoder_speed)
+from .base import PASSAGE, QUERY, check_kind, empty
 from .caching import default_cache_dir
 from .models import ResolvedModel, resolve_model
 from .onnx_rows import DISABLED_OPTIMIZERS
@@ -426,34 +427,56 @@ class OnnxInt8Encoder:
     batch_tokens: int | None = BATCH_TOKENS
 
     def __init__(self, config: EncoderConfig = EncoderConfig(), cache_root: str | Path | None = None,
-                 threads: int | None = None):
+                 threads: int | None = None, first_kind: str = QUERY):
+        """`first_kind`: the kind of text this process embeds first (a build: PASSAGE), whose session is built
+        while the tokenizer loads; a session for the other kind is built when it is first needed."""
         try:
             import onnxruntime as ort
         except ImportError:
             raise ModelError("encoder backend onnx-int8 needs the package onnxruntime (pip install onnxruntime onnx)") from None
         if config.device.startswith("cuda"):
             raise ModelError("encoder backend onnx-int8 runs on CPU; use backend torch for device cuda")
+        check_kind(first_kind)
         resolved = resolve_model(config.model)
         self.name, self.fingerprint, self.resolved = config.model, resolved.fingerprint, resolved
         self.pipeline = read_pipeline(resolved.folder)
         self.dim = self.pipeline.dim
         self.batch_size = config.batch_size
         self.cache_folder = cache_folder(resolved, Path(cache_root) if cache_root is not None else None)
+        self._ort, self._threads = ort, threads
         # the model's bytes are read and hashed and its session built (ONNX Runtime and hashlib release the
         # GIL) in a thread while this one loads the tokenizer (which holds it): ~0.3 s of a one-question process
-        loading = _Background(lambda: self._session(ort, resolved, threads))
+        loading = _Background(lambda: self._session(ort, resolved, threads, first_kind))
         self.tokenizer = _tokenizer(self.pipeline.transformer, self.pipeline.max_seq_length, self.cache_folder.parent)
-        self.session, self.inputs, digest = loading.result()
+        session, self.inputs, digest = loading.result()
+        #: the session of each kind of text embedded so far: the same model and threads, so the same vectors; they
+        #: differ in how idle threads wait (threads.ONNX_QUERY_SPINNING, ONNX_ALLOW_SPINNING)
+        self.sessions: dict[str, Any] = {first_kind: session}
         self.fingerprint = f"{resolved.fingerprint}+int8:{digest[:16]}"
         self._prompt_lengths: dict[str, int] = {}
 
-    def _session(self, ort: Any, resolved: ResolvedModel, threads: int | None) -> tuple[Any, list[str], str]:
-        """(ONNX Runtime session, input names, the vectors' digest) of the cached int8 model (built first if absent)."""
+    @property
+    def session(self) -> Any:
+        """The session built first (its options: threads, graph)."""
+        return next(iter(self.sessions.values()))
+
+    def session_for(self, kind: str) -> Any:
+        """The session that embeds texts of `kind`, built on first use."""
+        if kind not in self.sessions:
+            self.sessions[kind] = self._session(self._ort, self.resolved, self._threads, kind)[0]
+        return self.sessions[kind]
+
+    def _session(self, ort: Any, resolved: ResolvedModel, threads: int | None, kind: str) -> tuple[Any, list[str], str]:
+        """(ONNX Runtime session, input names, the vectors' digest) of the cached int8 model (built first if absent),
+        its idle threads waiting as texts of `kind` want (threads.ONNX_QUERY_SPINNING)."""
         data, inputs, digest = prepare(resolved, self.pipeline, self.cache_folder.parent)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or current_policy().encoder  # physical cores, at most the policy's
         options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", ONNX_ALLOW_SPINNING)
+        spinning = ONNX_QUERY_SPINNING if kind == QUERY else ONNX_ALLOW_SPINNING
+        options.add_session_config_entry("session.intra_op.allow_spinning", spinning)
+        if spinning == "1":
+            options.add_session_config_entry("session.force_spinning_stop", "1")
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
         try:
@@ -504,6 +527,7 @@ class OnnxInt8Encoder:
         # longest first: a batch pads to a similar length
         order = np.argsort(-lengths, kind="stable") if self.length_buckets else np.arange(len(texts))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
+        session = self.session_for(kind)
         from ..progress import counter
 
         bar = counter(len(texts), "encoding", show_progress, unit="text")
@@ -516,7 +540,7 @@ class OnnxInt8Encoder:
                 ids[r, :n] = encodings[i].ids
                 mask[r, :n] = 1
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            hidden = self.session.run(None, {name: feeds[name] for name in self.inputs})[0]
+            hidden = session.run(None, {name: feeds[name] for name in self.inputs})[0]
             if skip:
                 mask = mask.copy()
                 mask[:, :skip] = 0

@@ -38,7 +38,7 @@ from ..text.tokens import Vocabulary, token_csr
 from .ann import ann_for
 from .assemble import EntityExtractor, EntityThread, assemble_index, timed
 from .bm25 import bm25_matrix
-from ..encoders import Encoder, check_compatible, index_encoder_config, load_encoder
+from ..encoders import PASSAGE, Encoder, check_compatible, index_encoder_config, load_encoder
 from .graph import cooccurrence_graph
 from ..methods.registry import stage_methods
 from .build import build_method_stage
@@ -126,7 +126,7 @@ def add_passages(
         bm25 = be.to_host(bm25_matrix(be, token_indptr, token_ids, n_vocab, cfg.bm25))
 
     with timed(timings, "add_embed"):
-        encoder = encoder or load_encoder(index_encoder_config(index))
+        encoder = encoder or load_encoder(index_encoder_config(index), first_kind=PASSAGE)
         check_compatible(index.encoder_identity, encoder)  # the new passages' vectors must match the old ones
         entities = EntityThread(texts, cfg, entity_extractor, show_progress)  # beside the encoder
         embeddings = np.concatenate([index.embeddings, encoder.encode(texts, show_progress=show_progress)])

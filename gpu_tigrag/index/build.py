@@ -16,7 +16,7 @@ from .ann import ann_for
 from .assemble import EntityExtractor, EntityThread, assemble_index, timed
 from .bm25 import bm25_matrix
 from ..methods.registry import check_methods, get_method, stage_methods
-from ..encoders import Encoder, load_encoder
+from ..encoders import PASSAGE, Encoder, load_encoder
 from .graph import cooccurrence_graph
 from .index import Index
 
@@ -74,7 +74,7 @@ def build_index(
     with timed(timings, "tokenise"):
         chunks = assemble_chunks(*chunk_and_tokenise(passages, sentences, config.chunk, config.tokens, show_progress))
     loading = time.perf_counter()
-    encoder = encoder or load_encoder(config.encoder)  # before the NER thread starts: imports stay in one thread
+    encoder = encoder or load_encoder(config.encoder, first_kind=PASSAGE)  # before the NER thread starts: imports stay in one thread
     loading = time.perf_counter() - loading
     entities = EntityThread(chunks.texts, config, entity_extractor, show_progress)  # beside what follows
     n_vocab = len(chunks.vocab)

@@ -69,7 +69,7 @@ from . import assemble
 from .assemble import EntityExtractor, assemble_index, chunk_entities, timed
 from .checkpoints import BUILD, LEDGER, Ledger, load_npz, save_npy, save_npz
 from .stream_embed import embed_partition, encoder_identity, resolve_embed_on
-from ..encoders import Encoder, load_encoder
+from ..encoders import PASSAGE, Encoder, load_encoder
 from ..encoders.lazy import LazyEncoder
 from .graph import count_pairs, symmetric_graph, window_pair_keys
 from .index import Index
@@ -303,7 +303,7 @@ def _build(build: StreamBuild, resume: bool, explicit_size: bool, encoder: Encod
     _open_work(build, resume, explicit_size)
     timings: dict[str, float] = {}
     if build.embed_on == "here":
-        encoder = encoder or load_encoder(config.encoder)
+        encoder = encoder or load_encoder(config.encoder, first_kind=PASSAGE)
     embedding: dict[int, Any] = {}  # partition -> the future of its embedding on a worker
 
     def embed(p: int) -> None:

@@ -54,13 +54,13 @@ def _worker_encoder(encoder_config: dict[str, Any], dask_threads: dict[str, Any]
     `dask_threads`: on a Dask worker, that share (`dask_run._worker_threads`); local workers applied
     theirs at start."""
     from ..config import EncoderConfig, config_from_dict
-    from ..encoders import load_encoder
+    from ..encoders import PASSAGE, load_encoder
 
     if dask_threads is not None:
         from ..dask_run import _worker_threads
 
         _worker_threads(dask_threads)
-    return load_encoder(config_from_dict(EncoderConfig, encoder_config))
+    return load_encoder(config_from_dict(EncoderConfig, encoder_config), first_kind=PASSAGE)
 
 
 def encoder_identity(encoder_config: dict[str, Any], dask_threads: dict[str, Any] | None = None

@@ -154,9 +154,9 @@ def test_every_build_imports_its_models_in_the_calling_thread(tmp_path, monkeypa
             loaded[model] = FakeNer()
         return loaded[model]
 
-    def recording_load_encoder(config):
+    def recording_load_encoder(config, first_kind="query"):
         events.append(("encoder", threading.current_thread().name))
-        return load_encoder(config)
+        return load_encoder(config, first_kind=first_kind)
 
     monkeypatch.setattr(entities_module, "load_ner", fake_load_ner)
     monkeypatch.setattr(build_module, "load_encoder", recording_load_encoder)

@@ -264,7 +264,8 @@ def test_a_warm_vector_cache_never_loads_the_query_encoder(index, tmp_path, monk
 
     loads = []
     real = encoders.load_encoder
-    monkeypatch.setattr(encoders, "load_encoder", lambda config=CONFIG.encoder: loads.append(config) or real(config))
+    monkeypatch.setattr(encoders, "load_encoder",
+                        lambda config=CONFIG.encoder, first_kind="query": loads.append(config) or real(config, first_kind))
     questions = [q["question"] for q in json.loads((EXAMPLES / "questions.json").read_text())]
     eager = make_retriever(index, RetrievalConfig(), encoder=real(CONFIG.encoder), backend="numpy").retrieve(questions)
     first = make_retriever(index, RetrievalConfig(), backend="numpy", vector_cache=VectorCache(tmp_path / "c"))
@@ -303,10 +304,10 @@ def test_loading_the_lazy_model_is_not_counted_as_encoder_time(index, monkeypatc
     lazy = query_encoder(index)
     slow_load = LazyEncoder.load
 
-    def load(self):
+    def load(self, first_kind="query"):
         if not self.is_loaded:
             time.sleep(0.5)
-        return slow_load(self)
+        return slow_load(self, first_kind)
 
     monkeypatch.setattr(LazyEncoder, "load", load)
     cached = CachingEncoder(lazy)

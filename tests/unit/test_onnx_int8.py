@@ -297,3 +297,50 @@ def test_auto_backend_on_cpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert resolve_backend(EncoderConfig(backend="auto")) == "torch"
     assert resolve_backend(EncoderConfig(backend="auto", device="cpu")) == "onnx-int8"
+
+
+def test_queries_and_passages_get_their_own_session_and_the_same_vectors(cache, monkeypatch):
+    """Query texts run on a session whose idle threads spin while a run lasts (nothing runs beside a query's
+    encoder call), passages on one whose threads sleep (a build's NER thread needs the core); the session of
+    the first kind is built on loading, the other when first needed; the vectors do not depend on which session
+    computed them (MiniLM has no prompts, so the same texts as either kind are the same inputs)."""
+    monkeypatch.setenv("TIGRAG_CACHE_DIR", str(cache))
+    encoder = OnnxInt8Encoder(CONFIG, first_kind="passage")
+    assert list(encoder.sessions) == ["passage"]
+    passages = encoder.encode(TEXTS, kind="passage")
+    assert list(encoder.sessions) == ["passage"]
+    queries = encoder.encode(TEXTS, kind="query")
+    assert list(encoder.sessions) == ["passage", "query"]
+    np.testing.assert_array_equal(queries, passages)
+    spinning = {kind: session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning")
+                for kind, session in encoder.sessions.items()}
+    assert spinning == {"passage": "0", "query": "1"}
+    assert encoder.sessions["query"].get_session_options().get_session_config_entry("session.force_spinning_stop") == "1"
+    assert list(OnnxInt8Encoder(CONFIG).sessions) == ["query"]  # a query process prepares the query session
+    with pytest.raises(ModelError, match="text kind"):
+        OnnxInt8Encoder(CONFIG, first_kind="questions")
+
+
+def test_builds_load_the_encoder_for_passages(monkeypatch, tmp_path):
+    """Every build path asks `load_encoder` for a passage encoder (its first session the non-spinning one)."""
+    from gpu_tigrag.config import IndexConfig
+    from gpu_tigrag.corpus import load_corpus
+    from gpu_tigrag.encoders import load_encoder as real_load
+    from gpu_tigrag.index import add as add_module, build as build_module, stream as stream_module
+    from helpers import EXAMPLES, EXAMPLE_ENCODER, string_entities
+
+    asked = []
+
+    def recording(config, first_kind="query"):
+        asked.append(first_kind)
+        return real_load(config, first_kind=first_kind)
+
+    for module in (build_module, stream_module, add_module):
+        monkeypatch.setattr(module, "load_encoder", recording)
+    config = IndexConfig(encoder=EncoderConfig(model=EXAMPLE_ENCODER))
+    corpus = load_corpus(EXAMPLES / "corpus.json")
+    index = build_module.build_index(corpus[:20], config, entity_extractor=string_entities)
+    add_module.add_passages(index, corpus[20:], entity_extractor=string_entities)
+    stream_module.build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "streamed", config, partition_size=10,
+                                        workers=1, entity_extractor=string_entities)
+    assert asked == ["passage", "passage", "passage"]
