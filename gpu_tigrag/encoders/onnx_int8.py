@@ -38,8 +38,8 @@ import numpy as np
 from ..atomic import OLD_MARK, TMP_MARK, atomic_directory
 from ..config_types import EncoderConfig
 from ..errors import ModelError
-from ..threads import (ONNX_ALLOW_SPINNING, ONNX_QUERY_SPINNING, current_policy,  # noqa: F401 (physical_cores:
-                       physical_cores)  # bench/encoder_speed)
+from ..threads import ONNX_ALLOW_SPINNING, ONNX_QUERY_SPINNING, current_policy
+from ..threads import physical_cores  # noqa: F401 (bench/encoder_speed reads it from here)
 from .base import PASSAGE, QUERY, check_kind, empty
 from .caching import default_cache_dir
 from .models import ResolvedModel, resolve_model
