@@ -25,8 +25,8 @@ from pathlib import Path
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import DATA, DATASETS, dataset_index, write_results  # noqa: E402
-from bench.studies.named_expansions import end_to_end, run_halves  # noqa: E402
-from bench.studies.spectrag_default_index import e5_index, halves  # noqa: E402
+from bench.studies.named_expansions import delta_table, end_to_end, end_to_end_line, run_halves  # noqa: E402
+from bench.studies.spectrag_default_index import e5_index  # noqa: E402
 
 SETTING = "tigrag.fusion.contained_expansions"
 PASSES = "tigrag.fusion.expansion_passes"
@@ -52,7 +52,6 @@ def main() -> int:
     parser.add_argument("--speed", action="store_true", help="also time `best` end to end with and without it")
     args = parser.parse_args()
     from gpu_tigrag.evaluate.datasets import load_dataset
-    from gpu_tigrag.evaluate.significance import randomization_test
 
     command = ("python bench/studies/contained_expansions.py --datasets " + " ".join(args.datasets)
                + f" --index {args.index}" + (" --speed" if args.speed else ""))
@@ -69,30 +68,12 @@ def main() -> int:
         rows = {label: run_halves(name, label, index, dataset, system, settings)
                 for label, (system, settings) in VARIANTS.items()}
         payload["datasets"][name] = rows
-        parts = list(halves(name, dataset))
-        lines += [f"## {name} ({len(dataset.queries)} queries)", "",
-                  "| variant | " + " | ".join(f"{p} R@2 / R@5 / R@10 | texts | Δ R@2 | Δ R@5" for p in parts) + " |",
-                  "|---|" + "---|---|---|---|" * len(parts)]
-        base = rows[REFERENCE]
-        for label, row in rows.items():
-            cells = []
-            for part in parts:
-                r, b = row[part], base[part]
-                d5 = sum(x - y for x, y in zip(r["r5"], b["r5"])) * 100 / len(r["r5"])
-                delta = (" | " if label == REFERENCE else f"{r['recall'][0] - b['recall'][0]:+.2f} | {d5:+.2f} "
-                         f"(p {randomization_test(r['r5'], b['r5']):.3f})")
-                cells.append(f"{' / '.join(f'{v:.2f}' for v in r['recall'])} | {r['texts_per_query']:.2f} | {delta}")
-            lines.append(f"| {label} | " + " | ".join(cells) + " |")
-        lines.append("")
+        lines += delta_table(name, dataset, rows, REFERENCE)
         if args.speed:
             timing = payload["datasets"][name]["speed"] = end_to_end(
                 index, dataset, {"without": {SETTING: "text"}, "best": {}})
             old, new = timing["without"], timing["best"]
-            lines += [f"End to end, all {len(dataset.queries)} questions, the index's encoder with no vector cache, best "
-                      f"of 2 alternating rounds: `best` without contained {old['queries_per_second']:.2f} q/s "
-                      f"({old['texts_per_query']:.2f} texts per question), `best` {new['queries_per_second']:.2f} q/s "
-                      f"({new['texts_per_query']:.2f}): **{new['queries_per_second'] / old['queries_per_second']:.2f}×**.",
-                      ""]
+            lines += end_to_end_line(dataset, "`best` without contained", old, "`best`", new)
     text = "\n".join(lines)
     print(text)
     write_results("contained_expansions" + ("" if args.index == "e5" else f"_{args.index}"), payload, text)

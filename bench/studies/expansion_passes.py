@@ -26,8 +26,8 @@ import numpy as np
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import DATA, DATASETS, dataset_index, write_results  # noqa: E402
-from bench.studies.named_expansions import end_to_end, run_halves  # noqa: E402
-from bench.studies.spectrag_default_index import e5_index, halves  # noqa: E402
+from bench.studies.named_expansions import delta_table, end_to_end, end_to_end_line, run_halves  # noqa: E402
+from bench.studies.spectrag_default_index import e5_index  # noqa: E402
 
 SETTING = "tigrag.fusion.expansion_passes"
 INDEXES = {"e5": e5_index, "minilm": dataset_index}
@@ -71,7 +71,6 @@ def main() -> int:
                         help="e5: the engine's default index; minilm: the bench's all-MiniLM-L6-v2 index")
     args = parser.parse_args()
     from gpu_tigrag.evaluate.datasets import load_dataset
-    from gpu_tigrag.evaluate.significance import randomization_test
 
     command = ("python bench/studies/expansion_passes.py --datasets " + " ".join(args.datasets) + " --passes "
                + " ".join(map(str, args.passes)) + " --orders " + " ".join(args.orders) + f" --index {args.index} --speed {args.speed}")
@@ -92,30 +91,11 @@ def main() -> int:
             with pass_order(order):
                 rows[label] = run_halves(name, label, index, dataset, args.system, {SETTING: passes})
         payload["datasets"][name] = rows
-        parts = list(halves(name, dataset))
-        lines += [f"## {name} ({len(dataset.queries)} queries)", "",
-                  "| variant | " + " | ".join(f"{p} R@2 / R@5 / R@10 | texts | Δ R@2 | Δ R@5" for p in parts) + " |",
-                  "|---|" + "---|---|---|---|" * len(parts)]
-        base = rows[uncapped]
-        for label, row in rows.items():
-            cells = []
-            for part in parts:
-                r = row[part]
-                d2 = r["recall"][0] - base[part]["recall"][0]
-                d5 = sum(a - b for a, b in zip(r["r5"], base[part]["r5"])) * 100 / len(r["r5"])
-                delta = "" if label == uncapped else f"{d2:+.2f} | {d5:+.2f} (p {randomization_test(r['r5'], base[part]['r5']):.3f})"
-                cells.append(f"{' / '.join(f'{v:.2f}' for v in r['recall'])} | {r['texts_per_query']:.2f} | "
-                             + (delta or " | "))
-            lines.append(f"| {label} | " + " | ".join(cells) + " |")
-        lines.append("")
+        lines += delta_table(name, dataset, rows, uncapped)
         if args.speed:
             timing = payload["datasets"][name]["speed"] = speed(index, dataset, args.speed)
             every, capped = timing["0"], timing[str(args.speed)]
-            lines += [f"End to end, all {len(dataset.queries)} questions, the index's encoder with no vector cache, best "
-                      f"of 2 alternating rounds: uncapped {every['queries_per_second']:.2f} q/s "
-                      f"({every['texts_per_query']:.2f} texts per question), expansion_passes={args.speed} "
-                      f"{capped['queries_per_second']:.2f} q/s ({capped['texts_per_query']:.2f}): **"
-                      f"{capped['queries_per_second'] / every['queries_per_second']:.2f}×**.", ""]
+            lines += end_to_end_line(dataset, "uncapped", every, f"expansion_passes={args.speed}", capped)
     text = "\n".join(lines)
     print(text)
     write_results("expansion_passes" + ("" if args.index == "e5" else f"_{args.index}"), payload, text)

@@ -45,6 +45,27 @@ def run_halves(name: str, label: str, index, dataset, system: str, settings: dic
     return rows
 
 
+def delta_table(name: str, dataset, rows: dict, reference: str) -> list[str]:
+    """Markdown lines of `rows` ({variant: run_halves' row}) for each part of `halves(name, dataset)`: recall, texts
+    per question, and Δ R@2 / Δ R@5 against the row `reference`, R@5 with the paired randomisation test's p-value."""
+    from gpu_tigrag.evaluate.significance import randomization_test
+
+    parts = list(halves(name, dataset))
+    lines = [f"## {name} ({len(dataset.queries)} queries)", "",
+             "| variant | " + " | ".join(f"{p} R@2 / R@5 / R@10 | texts | Δ R@2 | Δ R@5" for p in parts) + " |",
+             "|---|" + "---|---|---|---|" * len(parts)]
+    for label, row in rows.items():
+        cells = []
+        for part in parts:
+            r, b = row[part], rows[reference][part]
+            d5 = sum(x - y for x, y in zip(r["r5"], b["r5"])) * 100 / len(r["r5"])
+            delta = (" | " if label == reference else f"{r['recall'][0] - b['recall'][0]:+.2f} | {d5:+.2f} "
+                     f"(p {randomization_test(r['r5'], b['r5']):.3f})")
+            cells.append(f"{' / '.join(f'{v:.2f}' for v in r['recall'])} | {r['texts_per_query']:.2f} | {delta}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def end_to_end(index, dataset, variants: dict[str, dict], system: str = "best", rounds: int = 2) -> dict:
     """End to end q/s of preset `system` under each of `variants` ({label: settings}), the index's encoder with no
     vector cache (the figure a user sees), rounds alternating between the variants in one process; best round
@@ -69,6 +90,15 @@ def end_to_end(index, dataset, variants: dict[str, dict], system: str = "best", 
             texts[label] = retriever.timer.encoded_texts / len(questions)
     return {label: {"queries_per_second": len(questions) / min(runs), "seconds": runs, "texts_per_query": texts[label]}
             for label, runs in seconds.items()}
+
+
+def end_to_end_line(dataset, before: str, old: dict, after: str, new: dict) -> list[str]:
+    """Markdown lines: `end_to_end`'s q/s and texts per question of the variant labelled `before` (`old`) and of
+    `after` (`new`), and their ratio."""
+    return [f"End to end, all {len(dataset.queries)} questions, the index's encoder with no vector cache, best of 2 "
+            f"alternating rounds: {before} {old['queries_per_second']:.2f} q/s ({old['texts_per_query']:.2f} texts per "
+            f"question), {after} {new['queries_per_second']:.2f} q/s ({new['texts_per_query']:.2f}): "
+            f"**{new['queries_per_second'] / old['queries_per_second']:.2f}×**.", ""]
 
 
 def main() -> int:
