@@ -127,7 +127,8 @@ def gemm_rates(shapes: list[tuple[int, int]], threads: int, seconds: float) -> l
 
 def model_costs(encoder) -> dict:
     """Operations per token of the int8 model: its weight products (2·K·N each) and its attention
-    products (activation × activation MatMuls: 2·hidden·length each per token)."""
+    products (activation × activation MatMuls, two in each fused MultiHeadAttention: 2·hidden·length each per
+    token)."""
     import onnx
 
     model = onnx.load_from_string((encoder.cache_folder / "model.onnx").read_bytes())
@@ -143,6 +144,10 @@ def model_costs(encoder) -> dict:
                 linear += 2 * k * n
             else:
                 attention_products += 1
+        elif node.op_type == "MultiHeadAttention":  # the fused graph: its score product and its product with V
+            attention_products += 2
+    if not attention_products:  # the page would count the work of a text as its weight products alone
+        raise SystemExit(f"{encoder.cache_folder}: no attention product found in the model's graph")
     hidden = json.loads((encoder.pipeline.transformer / "config.json").read_text())["hidden_size"]
     shapes = sorted({weights[node.input[1]][-2:] for node in model.graph.node
                      if node.op_type == "MatMulIntegerToFloat" and node.input[1] in weights})
