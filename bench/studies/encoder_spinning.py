@@ -108,25 +108,29 @@ def main() -> int:
                 print(part, variant, runs[part][variant][-1], file=sys.stderr, flush=True)
     medians = {part: {variant: {key: statistics.median(r[key] for r in got) for key in got[0]}
                       for variant, got in variants.items()} for part, variants in runs.items()}
+    # the machine's speed drifts between rounds: each round's on ÷ off pair is the fair ratio, and their median the figure
+    ratios = {part: {key: statistics.median(on[key] / off[key] for off, on in zip(got["off"], got["on"]))
+                     for key in got["off"][0]} for part, got in runs.items()}
     command = f"{COMMAND} --rounds {rounds}"
     q, b = medians["queries"], medians["build"]
     lines = [f"# {__doc__.splitlines()[0]}", "",
              f"Command: `{command}`. multilingual-e5-small on onnx-int8, each measurement in a fresh process, the two "
-             f"variants alternating, medians of {rounds} rounds (bench/studies/encoder_spinning.py's doc says what each "
-             "measures).", "",
+             f"variants alternating, {rounds} rounds (bench/studies/encoder_spinning.py's doc says what each measures); "
+             "the rates are medians over rounds, the ratio the median of each round's spin ÷ sleep (the machine's "
+             "speed drifts between rounds, the two runs of a round are neighbours).", "",
              "| measured | threads sleep | threads spin | spin ÷ sleep |", "|---|---|---|---|"]
     for key, label in (("query_texts_per_s", "2Wiki questions, texts/s"),
                        ("best_queries_per_s", "`best` end to end on MuSiQue-100, q/s"),
                        ("paper_queries_per_s", "`paper` end to end on MuSiQue-100, q/s")):
-        lines.append(f"| {label} | {q['off'][key]:.1f} | {q['on'][key]:.1f} | **{q['on'][key] / q['off'][key]:.2f}×** |")
+        lines.append(f"| {label} | {q['off'][key]:.1f} | {q['on'][key]:.1f} | **{ratios['queries'][key]:.2f}×** |")
     lines.append(f"| MuSiQue-100 build, seconds (passages; NER beside the encoder) | {b['off']['build_seconds']:.1f} | "
-                 f"{b['on']['build_seconds']:.1f} | **{b['on']['build_seconds'] / b['off']['build_seconds']:.2f}×** |")
+                 f"{b['on']['build_seconds']:.1f} | **{ratios['build']['build_seconds']:.2f}×** |")
     lines += ["", "The default: query texts spin (stopped when a run returns), passages sleep."]
     text = "\n".join(lines)
     print(text)
     if not args.smoke:
-        write_results("encoder_spinning", {"command": command, "variants": VARIANTS, "runs": runs, "medians": medians},
-                      text)
+        write_results("encoder_spinning", {"command": command, "variants": VARIANTS, "runs": runs, "medians": medians,
+                                           "ratios": ratios}, text)
     return 0
 
 
