@@ -208,6 +208,12 @@ REGISTRY: tuple[Benchmark, ...] = (
                        "texts per question; under the 5 passes MuSiQue-100 R@5 80.42 -> 80.92 (the uncapped figure), "
                        "texts 5.52 -> 5.39 (MuSiQue-100), 5.69 -> 5.55 (2Wiki); 4 passes still cost MuSiQue-100 "
                        "1.0 R@5, 3 passes 2.75"),
+    Benchmark("encoder_spinning", "studies/encoder_spinning.py", "study",
+              "ONNX Runtime's idle threads spinning or sleeping: query texts/s and end-to-end q/s (MuSiQue-100, e5), "
+              "and a build whose NER thread runs beside the encoder; fresh processes alternating",
+              ("encoder_spinning.json", "encoder_spinning.md"), smoke=("--smoke",), data=False,
+              decision="onnx-int8 keeps a session per kind of text: query texts spin while a run lasts (stopped when "
+                       "it returns), passages sleep (a build's NER thread needs the core)"),
     Benchmark("spectrag_semantic_ivf", "studies/spectrag_semantic_ivf.py", "study",
               "SpectRAG's semantic signal from an IVF index against every pair: time and pairs at 10k/100k synthetic "
               "passages, recall on the e5 evaluation indexes", ("spectrag_semantic_ivf.json", "spectrag_semantic_ivf.md"),

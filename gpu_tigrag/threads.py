@@ -196,10 +196,10 @@ def set_torch_threads(policy: ThreadPolicy) -> None:
 
 #: ONNX Runtime's `session.intra_op.allow_spinning` for passages: off, so idle encoder threads do not hold the
 #: cores the kernels and a build's NER thread need (as OMP_WAIT_POLICY=PASSIVE for the OpenMP pools): with it on,
-#: a MuSiQue-100 build beside its NER thread took 40.6 s instead of 35.9
+#: a MuSiQue-100 build beside its NER thread took 1.12x as long (bench/results/encoder_spinning.md)
 ONNX_ALLOW_SPINNING = "0"
 #: the same for query texts: on while a run lasts, and stopped when it returns (`session.force_spinning_stop`),
 #: so the kernels that follow an encoder call find the cores free. Nothing runs beside a query's encoder
-#: call, and the threads waiting between a run's ops cost 7-9% of its time (MuSiQue-100 on the e5 index,
-#: fresh processes alternating: questions 292 -> 317 texts/s, `best` 46.5 -> 50.0 q/s end to end)
+#: call, and waking the threads between a run's ops cost ~9% of it (bench/results/encoder_spinning.md: questions
+#: 1.09x texts/s, `best` and `paper` 1.09-1.10x q/s end to end on MuSiQue-100)
 ONNX_QUERY_SPINNING = "1"
