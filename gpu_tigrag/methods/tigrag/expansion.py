@@ -62,15 +62,18 @@ def names_entity(question: str | tuple[str, ...], entity: str) -> bool:
     return _is_run(words, title_tokens(question) if isinstance(question, str) else tuple(question))
 
 
-def contained_entities(entity_texts: Sequence[Sequence[str]]) -> np.ndarray:
+def contained_entities(entity_texts: Sequence[Sequence[str]],
+                       entity_words: Sequence[Sequence[tuple[str, ...]]] | None = None) -> np.ndarray:
     """bool, one per (question, entity) pair in order: whether the entity's normalised title tokens (as
-    `names_entity`) are a run of another entity's of the same question, or equal to an earlier one's."""
+    `names_entity`; `entity_words`, shaped as `entity_texts`, when the caller has them) are a run of another
+    entity's of the same question, or equal to an earlier one's."""
     from ...text.titles import title_tokens
 
+    if entity_words is None:
+        entity_words = [[title_tokens(entity) for entity in entities] for entities in entity_texts]
     out = np.zeros(sum(len(entities) for entities in entity_texts), dtype=bool)
     start = 0
-    for entities in entity_texts:
-        words = [title_tokens(entity) for entity in entities]
+    for entities, words in zip(entity_texts, entity_words):
         for i, mine in enumerate(words):
             out[start + i] = bool(mine) and any(
                 (other == mine and j < i) or (len(other) > len(mine) and _is_run(mine, other))
@@ -145,14 +148,16 @@ def _named_from_question(retriever: Any, questions: Sequence[str], entity_texts:
     fusion = retriever.settings.fusion
     xp = retriever.be.xp
     named = np.zeros(len(texts), dtype=bool)
+    # each entity's normalised title tokens, once for both tests below
+    words = [[title_tokens(entity) for entity in entities] for entities in entity_texts]
     if fusion.named_expansions != "text":
         tokens = [title_tokens(q) for q in questions]  # once per question, not per entity
-        named = np.array([names_entity(tokens[q], e) for q, entities in enumerate(entity_texts) for e in entities],
-                         dtype=bool)
+        named = np.array([bool(w) and _is_run(w, tokens[q]) for q, entity_words in enumerate(words) for w in entity_words],
+                         dtype=bool)  # names_entity's test
     if fusion.named_expansions == "unlinked" and links is not None:
         named |= ~links
     if fusion.contained_expansions == "question":
-        named |= contained_entities(entity_texts)
+        named |= contained_entities(entity_texts, words)
     if fusion.expansion_passes:
         named |= ~first_passes(owner, ~named, ranks, fusion.expansion_passes)
     question_vectors = retriever.be.asarray(question_vectors)
