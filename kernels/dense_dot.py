@@ -25,6 +25,12 @@ top-k; bench/results/first_stage.md). GPU kernel: one thread per entry.
 the chunk's row with its query's vectors (rows gathered by id, no chunks × B block), each dot added in k
 order as above, so a sparse-mode cosine has the dense mode's bits. CPU: one entry per loop turn over
 all threads; GPU: one thread per entry.
+
+`best_dot_per_slot_*` picks, for each slot (a query-side vector and a list of candidate rows of a table), the
+candidate of highest dot product with the slot's vector, equal dots to the lower row id: what scoring every
+(vector, candidate) pair and sorting them gives, without the pairs' gathered rows or a sort (LiteSemRAG's
+span-to-prototype matching). Each dot is added in k order as above. CPU: one slot per loop turn over all threads;
+GPU: one thread per slot.
 """
 
 from __future__ import annotations
@@ -197,13 +203,81 @@ def gather_max_dot_cuda(embeddings, vectors, chunks, first, counts, out, threads
     _gather_max_dot_kernel[(n + threads - 1) // threads, threads](embeddings, vectors, chunks, first, counts, out)
 
 
+@njit(parallel=True, cache=True)
+def best_dot_per_slot_cpu(vectors, table, rows, ptr, ids, out):
+    """out[s] = the id among ids[ptr[s]:ptr[s + 1]] of highest Σ_k vectors[rows[s], k] · table[id, k] (k order),
+    equal sums to the lower id; -1 for a slot without candidates. Four candidates' sums at a time (each still
+    added in k order), so one sum's additions do not wait on each other's latency alone."""
+    dim = vectors.shape[1]
+    for s in prange(rows.shape[0]):
+        r = rows[s]
+        best = np.float32(-np.inf)
+        best_id = -1
+        j = ptr[s]
+        stop = ptr[s + 1]
+        while j < stop:
+            count = min(ROWS, stop - j)
+            c0 = ids[j]
+            c1 = ids[j + 1] if count > 1 else c0
+            c2 = ids[j + 2] if count > 2 else c0
+            c3 = ids[j + 3] if count > 3 else c0
+            a0 = np.float32(0.0)
+            a1 = np.float32(0.0)
+            a2 = np.float32(0.0)
+            a3 = np.float32(0.0)
+            for k in range(dim):
+                v = np.float32(vectors[r, k])
+                a0 += v * np.float32(table[c0, k])
+                a1 += v * np.float32(table[c1, k])
+                a2 += v * np.float32(table[c2, k])
+                a3 += v * np.float32(table[c3, k])
+            for i in range(count):
+                total = a0 if i == 0 else (a1 if i == 1 else (a2 if i == 2 else a3))
+                c = ids[j + i]
+                if best_id < 0 or total > best or (total == best and c < best_id):
+                    best = total
+                    best_id = c
+            j += count
+        out[s] = best_id
+
+
+@cuda.jit
+def _best_dot_per_slot_kernel(vectors, table, rows, ptr, ids, out):
+    """Thread s: out[s] (the CPU twin's contract)."""
+    s = cuda.grid(1)
+    if s >= rows.shape[0]:
+        return
+    dim = vectors.shape[1]
+    r = rows[s]
+    best = np.float32(-np.inf)
+    best_id = -1
+    for j in range(ptr[s], ptr[s + 1]):
+        c = ids[j]
+        total = np.float32(0.0)
+        for k in range(dim):
+            total += np.float32(vectors[r, k]) * np.float32(table[c, k])
+        if best_id < 0 or total > best or (total == best and c < best_id):
+            best = total
+            best_id = c
+    out[s] = best_id
+
+
+def best_dot_per_slot_cuda(vectors, table, rows, ptr, ids, out, threads: int = 128) -> None:
+    """Launch the GPU kernel (same contract as `best_dot_per_slot_cpu`)."""
+    n = out.shape[0]
+    if n == 0:
+        return
+    _best_dot_per_slot_kernel[(n + threads - 1) // threads, threads](vectors, table, rows, ptr, ids, out)
+
+
 def ptx_signatures():
     """(kernel, argument types) pairs compiled to PTX in CI to catch type errors the simulator allows."""
     from numba import types
 
     f32, i64 = types.float32, types.int64
     return [(_query_dot_kernel, (f32[:, ::1], f32[:, ::1], f32[:, ::1])),
-            (_gather_max_dot_kernel, (f32[:, ::1], f32[:, ::1], i64[::1], i64[::1], i64[::1], f32[::1]))]
+            (_gather_max_dot_kernel, (f32[:, ::1], f32[:, ::1], i64[::1], i64[::1], i64[::1], f32[::1])),
+            (_best_dot_per_slot_kernel, (f32[:, ::1], f32[:, ::1], i64[::1], i64[::1], i64[::1], i64[::1]))]
 
 
 def query_dot_cuda(rows, vectors_t, out, threads: tuple[int, int] = (32, 8)) -> None:

@@ -57,3 +57,20 @@ def query_dot(be: Backend, rows: Any, vectors: Any, tiles: RowTiles | None = Non
         return out
     be.kernel(cpu=query_dot_cpu, cuda=query_dot_cuda)(rows, vectors_t, out)
     return out
+
+
+def best_dot_per_slot(be: Backend, vectors: Any, table: Any, rows: np.ndarray, ptr: np.ndarray,
+                      ids: np.ndarray) -> np.ndarray:
+    """int64 per slot s (host): the candidate among ids[ptr[s]:ptr[s + 1]] whose row of `table` has the highest
+    dot product with vectors[rows[s]], equal dots to the lower id; -1 for a slot without candidates
+    (kernels/dense_dot.py: each dot in k order, no pair's rows gathered). `vectors` and `table` on the backend
+    (float32, C order), the index arrays on the host."""
+    from ..kernels.dense_dot import best_dot_per_slot_cpu, best_dot_per_slot_cuda
+
+    xp = be.xp
+    out = xp.full(len(rows), -1, dtype=xp.int64)
+    if len(rows):
+        args = [xp.ascontiguousarray(be.asarray(a), dtype=xp.float32) for a in (vectors, table)]
+        args += [be.asarray(np.ascontiguousarray(a, dtype=np.int64)) for a in (rows, ptr, ids)]
+        be.kernel(cpu=best_dot_per_slot_cpu, cuda=best_dot_per_slot_cuda)(*args, out)
+    return be.to_host(out).astype(np.int64)

@@ -9,7 +9,7 @@
 * `bm25_top`: each query's ranked BM25 list, exact, without a chunks × B block on the CPU (MaxScore
   over the postings) and with bounded blocks on the GPU (the BM25 baseline at any corpus size);
   `fuse_ranked_lists` fuses it with the dense first stage's list as `reciprocal_rank` does over
-  whole blocks (the Hybrid baseline).
+  whole blocks (the Hybrid baseline); `fuse_lists` fuses any weighted ranked lists so (LiteSemRAG's fusion).
 """
 
 from __future__ import annotations
@@ -188,37 +188,60 @@ def fuse_ranked_lists(dense_ids: np.ndarray, dense_vals: np.ndarray, bm25_ids: n
     1 / (k_rrf + rank), added in float32; listed chunks first by that sum, then the rest of the dense list
     by (cosine − 3) · 1e-6 (float64); equal scores in chunk-id order. `dense_ids`/`dense_vals` (B × D,
     best first) must reach k entries beyond the listed ones (D = k + depth is enough)."""
-    n_queries, width = dense_ids.shape
-    if n_queries == 0:
-        return np.zeros((0, k), dtype=np.int64), np.zeros((0, k), dtype=np.float64)
-    ranks = np.arange(1, max(width, bm25_ids.shape[1]) + 1, dtype=np.float32)
-    contribution = (1.0 / (k_rrf + ranks)).astype(np.float32)  # reciprocal_rank's float32 values
-    query = np.repeat(np.arange(n_queries, dtype=np.int64), width)
-    dense_rank = np.tile(np.arange(width, dtype=np.int64), n_queries)
-    chunk = dense_ids.reshape(-1)
-    dense_part = np.where(dense_rank < depth, contribution[dense_rank], np.float32(0.0)).astype(np.float32)
-    listed_b = np.arange(bm25_ids.shape[1])[None, :] < bm25_counts[:, None]
-    b_query = np.repeat(np.arange(n_queries, dtype=np.int64), listed_b.sum(axis=1))
-    b_chunk = bm25_ids[listed_b]
-    b_part = contribution[np.nonzero(listed_b)[1]]
-    n_all = int(max(chunk.max(initial=0), b_chunk.max(initial=0))) + 1
-    # the fused sum of each (query, chunk): a dense entry's own part plus its BM25 part where listed
-    key, b_key = query * n_all + chunk, b_query * n_all + b_chunk
-    b_order = np.argsort(b_key, kind="stable")
-    b_sorted = b_key[b_order]
-    at = np.minimum(np.searchsorted(b_sorted, key), max(b_sorted.size - 1, 0))
-    found = b_sorted[at] == key if b_sorted.size else np.zeros(key.size, dtype=bool)
-    fused = dense_part.copy()
-    fused[found] = dense_part[found] + b_part[b_order[at[found]]]  # float32 + float32, as the blocks added them
-    only_b = ~np.isin(b_key, key)  # BM25-listed chunks outside the dense list
-    score = np.where(fused > 0, fused.astype(np.float64), (dense_vals.reshape(-1).astype(np.float64) - 3.0) * 1e-6)
-    all_query = np.concatenate([query, b_query[only_b]])
-    all_chunk = np.concatenate([chunk, b_chunk[only_b]])
-    all_score = np.concatenate([score, b_part[only_b].astype(np.float64)])
+    n_queries = dense_ids.shape[0]
+    listed = np.full(n_queries, min(depth, dense_ids.shape[1]), dtype=np.int64)
+    ids, scores, counts = fuse_lists([(dense_ids, listed, 1.0), (bm25_ids, bm25_counts, 1.0)], k_rrf, k,
+                                     tail=(dense_ids, dense_vals))
+    k = min(k, int(counts.min())) if counts.size else 0
+    return ids[:, :k], scores[:, :k]
+
+
+def fuse_lists(lists: Sequence[tuple[np.ndarray, np.ndarray, float]], k_rrf: int, k: int,
+               tail: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, scores, counts) on the host of the weighted reciprocal-rank fusion of ranked lists per query, as
+    chunks × B blocks give it (`reciprocal_rank` of each list times its weight, added in the lists' order, then
+    `fused_then_cosine` and a ranked top-k), without a block. Each list is (ids B × L best first, counts: the
+    entries listed per query, weight): its first counts[q] entries give float32(weight) · float32(1 / (k_rrf +
+    rank)), summed over the lists in float32, in their order. Listed chunks (a sum > 0) come first by that sum;
+    then, with `tail` (ids and cosines B × D, best first), the tail's other chunks by (cosine − 3) · 1e-6 (float64);
+    equal scores in chunk-id order. ids and scores are B × k' (k' ≤ k), -1 and 0 past each query's `counts[q]`
+    entries. `tail` must reach k entries beyond the listed ones (D = k + the lists' depth is enough)."""
+    n_queries = (lists[0][0] if lists else tail[0]).shape[0]
+    width = max([ids.shape[1] for ids, _, _ in lists] + [1])
+    contribution = (1.0 / (k_rrf + np.arange(1, width + 1, dtype=np.float32))).astype(np.float32)
+    entries = []  # per list: (query, chunk, its float32 part)
+    for ids, counts, weight in lists:
+        listed = (np.arange(ids.shape[1])[None, :] < np.asarray(counts)[:, None]) & (ids >= 0)
+        query, rank = np.nonzero(listed)
+        entries.append((query.astype(np.int64), ids[listed].astype(np.int64),
+                        (np.float32(weight) * contribution[rank]).astype(np.float32)))
+    chunks = [chunk for _, chunk, _ in entries] + ([tail[0][tail[0] >= 0]] if tail is not None else [])
+    n_all = int(max((c.max(initial=0) for c in chunks), default=0)) + 1
+    keys = np.unique(np.concatenate([q * n_all + c for q, c, _ in entries] or [np.zeros(0, dtype=np.int64)]))
+    total = np.zeros(keys.size, dtype=np.float32)
+    for query, chunk, part in entries:  # a ranked list holds a chunk once: one float32 add per list
+        at = np.searchsorted(keys, query * n_all + chunk)
+        total[at] = total[at] + part
+    keys, total = keys[total > 0], total[total > 0]
+    all_query, all_chunk, all_score = keys // n_all, keys % n_all, total.astype(np.float64)
+    if tail is not None:
+        tail_ids, tail_vals = tail
+        valid = tail_ids >= 0
+        tail_query = np.nonzero(valid)[0].astype(np.int64)
+        tail_chunk = tail_ids[valid].astype(np.int64)
+        other = ~np.isin(tail_query * n_all + tail_chunk, keys)
+        all_query = np.concatenate([all_query, tail_query[other]])
+        all_chunk = np.concatenate([all_chunk, tail_chunk[other]])
+        all_score = np.concatenate([all_score, (tail_vals[valid][other].astype(np.float64) - 3.0) * 1e-6])
     order = np.lexsort((all_chunk, -all_score, all_query))
     all_query, all_chunk, all_score = all_query[order], all_chunk[order], all_score[order]
     first = np.searchsorted(all_query, np.arange(n_queries + 1))
     position = np.arange(all_query.size) - first[all_query]
-    k = min(k, int(np.diff(first).min()))
+    counts = np.minimum(np.diff(first), k).astype(np.int64)
+    width = int(counts.max(initial=0))
     top = position < k
-    return all_chunk[top].reshape(n_queries, k), all_score[top].reshape(n_queries, k)
+    ids = np.full((n_queries, width), -1, dtype=np.int64)
+    scores = np.zeros((n_queries, width), dtype=np.float64)
+    ids[all_query[top], position[top]] = all_chunk[top]
+    scores[all_query[top], position[top]] = all_score[top]
+    return ids, scores, counts

@@ -114,6 +114,15 @@ SIM_SCRIPT = textwrap.dedent("""
                         cuda.to_device(counts), got, threads=2)
     assert np.allclose(got.copy_to_host(), want, atol=1e-6) and want[1] == -np.inf, (got.copy_to_host(), want)
     assert want[0] == max(cpu[0, 0], cpu[0, 1]) and want[3] == cpu[5, :4].max()  # the dense product's bits
+    from gpu_tigrag.kernels.dense_dot import best_dot_per_slot_cpu, best_dot_per_slot_cuda
+    slot_rows, ptr, ids = (np.array(x, dtype=np.int64) for x in ([0, 4, 2, 1], [0, 3, 3, 5, 13], [4, 0, 9, 7, 7, *range(8)]))
+    want = np.empty(4, np.int64)
+    best_dot_per_slot_cpu(vectors, rows, slot_rows, ptr, ids, want)
+    got = cuda.to_device(np.zeros(4, np.int64))
+    best_dot_per_slot_cuda(cuda.to_device(vectors), cuda.to_device(rows), cuda.to_device(slot_rows), cuda.to_device(ptr),
+                           cuda.to_device(ids), got, threads=2)
+    assert np.array_equal(got.copy_to_host(), want) and want[1] == -1, (got.copy_to_host(), want)
+    assert want[0] == (4, 0, 9)[int(np.argmax(cpu[[4, 0, 9], 0]))] and want[3] == int(np.argmax(cpu[:8, 1]))
     print("SIM-OK")
 """)
 
@@ -122,3 +131,30 @@ def test_cuda_kernel_matches_the_cpu_twin_under_the_simulator():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     proc = subprocess.run([sys.executable, "-c", SIM_SCRIPT], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "SIM-OK" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_best_dot_per_slot_is_the_best_scored_pair_ties_to_the_lower_id_whatever_the_other_slots():
+    from gpu_tigrag.ops.dense_dot import best_dot_per_slot
+
+    be = get_backend("numpy")
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((50, 16)).astype(np.float32)
+    table[31] = table[7]  # equal rows: equal dots, the lower id wins
+    vectors = rng.standard_normal((6, 16)).astype(np.float32)
+    vectors[2] = table[7] * 3  # row 2's best is rows 7 and 31, tied
+    slots = [(0, [5, 1, 40]), (2, [31, 3, 7]), (2, []), (5, list(range(50))), (1, [12]), (2, [31, 49])]
+    rows = np.array([r for r, _ in slots], dtype=np.int64)
+    ptr = np.concatenate([[0], np.cumsum([len(c) for _, c in slots])]).astype(np.int64)
+    ids = np.array([c for _, cs in slots for c in cs], dtype=np.int64)
+    got = best_dot_per_slot(be, vectors, table, rows, ptr, ids)
+    for s, (row, candidates) in enumerate(slots):
+        if not candidates:
+            assert got[s] == -1
+            continue
+        dots = np.array([sum(np.float32(vectors[row, k]) * np.float32(table[c, k]) for k in range(16)) for c in candidates])
+        best = min(c for c, d in zip(candidates, dots) if d == dots.max())
+        assert got[s] == best, (s, got[s], best)
+    assert got[1] == 7 and got[5] == 31
+    for s in range(len(slots)):  # a slot alone: the same answer (nothing depends on the other slots)
+        alone = best_dot_per_slot(be, vectors, table, rows[s:s + 1], ptr[s:s + 2] - ptr[s], ids[ptr[s]:ptr[s + 1]])
+        assert alone[0] == got[s]

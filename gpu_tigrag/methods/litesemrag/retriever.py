@@ -40,10 +40,13 @@ Per block of B queries:
 
 7. **Fusion** (off in the paper; the `LiteSemRAG best` system): with `dense_fusion` or
    `lexical_fusion` > 0, the merged ranking (to `fusion_depth`) is fused by reciprocal ranks with
-   the dense cosine ranking of every chunk (the index's passage encoder) and the chunk BM25 ranking
+   the dense cosine ranking (the index's passage encoder) and the chunk BM25 ranking
    (the index's BM25): 1/(k + rank) for the merged list, dense_fusion/(k + rank) and
    lexical_fusion/(k + rank) for the others. Chunks in no list follow by cosine where the dense
-   list is fused (as Hybrid), else are not ranked.
+   list is fused (as Hybrid), else are not ranked. As Hybrid does, no chunks × B block: the dense list is the
+   dense first stage's top k + fusion_depth (exact below `ann.min_chunks`, the index's ANN from there), the BM25
+   list `ops.fusion.bm25_top`'s, fused by `ops.fusion.fuse_lists` (the blocks' float32 sums, in the same order).
+   Steps 4-5 rank their sparse products' entries (`ops.sparse_scores.top_k`), without densifying them.
    `recovery_order = weighted` (also off in the paper) replaces step 5's level-by-level order by one
    list, R(c) = Σ_ℓ λ_ℓ·R_ℓ(c).
 
@@ -68,22 +71,21 @@ from ...backend import Backend
 from ...config import RetrievalConfig
 from .config import LitesemragQueryConfig
 from ...errors import TigragError
-from ...ops.dense_dot import query_dot
 from ...encoders import Encoder, VectorCache
 from ...index.index import Index
-from ...ops.fusion import bm25_scores, fused_then_cosine, reciprocal_rank
+from ...ops import sparse_scores
+from ...ops.dense_dot import best_dot_per_slot
+from ...ops.fusion import bm25_top, fuse_lists
 from .semantic_graph import SemanticGraph, check_stage
 from .spans import ENTITY, PHRASE, TOKEN, Span
 from ...retrieve.results import HopTrace, QueryResult
 from ...ops.rows import unit_rows
-from ...ops.topk import ranked_top_k
 from ...retrieve.base import BaseRetriever
+from ...retrieve.first_stage import first_stage
 
 MISSING_STAGE = ("this index has no LiteSemRAG stage; build it with `tigrag extend INDEX --methods litesemrag` "
                  "(or `tigrag index ... --methods tigrag,litesemrag`)")
 LEVELS = 4
-#: (query, string) pairs scored per block before a device transfer: bounds the gathered vectors
-PAIR_BLOCK = 1 << 16
 
 
 @dataclass
@@ -122,10 +124,10 @@ class MatchedNodes:
         return int(self.proto.size)
 
 
-def match_spans(semantic_graph: SemanticGraph, batch: SpanBatch, pair_scores, global_best) -> MatchedNodes:
-    """The matched nodes of every query of `batch` (module doc, step 2). `pair_scores(spans, protos)`
-    gives the cosine of each (span row, prototype) pair; `global_best(spans)` the prototype of
-    highest cosine to each span row among all."""
+def match_spans(semantic_graph: SemanticGraph, batch: SpanBatch, slot_best, global_best) -> MatchedNodes:
+    """The matched nodes of every query of `batch` (module doc, step 2). `slot_best(rows, ptr, protos)` gives, per
+    slot s, the prototype among protos[ptr[s]:ptr[s + 1]] of highest cosine to span row rows[s] (equal: the lower
+    id); `global_best(spans)` the prototype of highest cosine to each span row among all."""
     ptr, ids, phrases = semantic_graph.proto_ptr, semantic_graph.string_ids, semantic_graph.phrase_index
     plan = []  # per considered span: (query, row, kind is entity, exact string or -1, partial strings)
     for q, spans in enumerate(batch.spans):
@@ -140,23 +142,18 @@ def match_spans(semantic_graph: SemanticGraph, batch: SpanBatch, pair_scores, gl
             if exact >= 0 and span.kind in (ENTITY, PHRASE):
                 in_matched_phrase.update(span.text.split())
             plan.append((q, base + j, span.kind == ENTITY, exact, _containing(phrases, span.text, exact)))
-    # every candidate (span, prototype) pair: exact candidates, then partial ones, tagged by slot
-    slot_rows, slot_protos, slot_of = [], [], []
-    for p, (_, row, _, exact, partial) in enumerate(plan):
-        for slot, strings in ((2 * p, [exact] if exact >= 0 else []), (2 * p + 1, partial)):
-            if len(strings):
-                protos = _proto_ranges(ptr, np.asarray(strings, dtype=np.int64))
-                slot_protos.append(protos)
-                slot_rows.append(np.full(protos.size, row, dtype=np.int64))
-                slot_of.append(np.full(protos.size, slot, dtype=np.int64))
+    # two slots per span, its exact candidates (2p) and its partial ones (2p + 1): each slot's best prototype
+    slot_rows, slot_protos, slot_sizes = [], [], []
+    for _, row, _, exact, partial in plan:
+        for strings in ([exact] if exact >= 0 else [], partial):
+            protos = _proto_ranges(ptr, np.asarray(strings, dtype=np.int64)) if len(strings) else np.zeros(0, np.int64)
+            slot_rows.append(row)
+            slot_protos.append(protos)
+            slot_sizes.append(protos.size)
     best = np.full(2 * len(plan), -1, dtype=np.int64)
-    if slot_protos:
-        rows, protos, slots = (np.concatenate(a) for a in (slot_rows, slot_protos, slot_of))
-        scores = pair_scores(rows, protos)
-        order = np.lexsort((protos, -scores, slots))  # per slot: best cosine first, equal: lower id
-        first = np.ones(order.size, dtype=bool)
-        first[1:] = slots[order][1:] != slots[order][:-1]
-        best[slots[order][first]] = protos[order][first]
+    if plan:
+        slot_ptr = np.concatenate([[0], np.cumsum(slot_sizes)]).astype(np.int64)
+        best = slot_best(np.asarray(slot_rows, dtype=np.int64), slot_ptr, np.concatenate(slot_protos))
     lone = [p for p in range(len(plan)) if best[2 * p] < 0 and best[2 * p + 1] < 0]
     similar = global_best(np.array([plan[p][1] for p in lone], dtype=np.int64)) if lone else np.zeros(0, np.int64)
     similar_of = dict(zip(lone, similar.tolist()))
@@ -218,11 +215,12 @@ class LitesemragRetriever(BaseRetriever):
     method = "litesemrag"
     OPTIONS = BaseRetriever.OPTIONS | {"nlp"}
     uses_passage_encoder = False  # queries are read by the stage's token encoder, not the passage encoder
-    #: bytes per (chunk, query) of the dense chunks × B blocks alive at once: connected scores,
-    #: one recovery level, their top-k temporaries
-    CHUNK_BYTES_PER_QUERY = 4 * 4
-    #: and with fusion: the cosine and BM25 blocks, the fused sum and its top-k temporaries
-    FUSION_BYTES_PER_QUERY = 5 * 4
+    #: bytes per (chunk, query) entry of the sparse products alive at once (connected scores or one recovery level:
+    #: float32 value and int32 column, then the ranked form's int64 query and chunk, float32 score and int64 sort
+    #: key and order): a bound, as a query's products hold at most one entry per chunk (usually far fewer)
+    CHUNK_BYTES_PER_QUERY = 48
+    #: bytes per query of the fused lists (ids and scores of three lists and the fused ranking, fusion depth ~100-k)
+    FUSION_BYTES_PER_QUERY = 64 * 1024
 
     def __init__(self, index: Index, config: RetrievalConfig | None = None, encoder: Encoder | Any = None,
                  backend: str | Backend = "auto", vector_cache: VectorCache | None = None,
@@ -296,17 +294,9 @@ class LitesemragRetriever(BaseRetriever):
 
     def bytes_per_query(self) -> int:
         fusion = self.FUSION_BYTES_PER_QUERY if self.settings.fused else 0
-        return self.index.n_chunks * (self.CHUNK_BYTES_PER_QUERY + fusion)
+        return self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY + fusion
 
     # -- device side ----------------------------------------------------------------------
-    def _pair_scores(self, vectors: Any, rows: np.ndarray, protos: np.ndarray) -> np.ndarray:
-        be, xp = self.be, self.be.xp
-        out = np.empty(rows.size, dtype=np.float32)
-        for lo in range(0, rows.size, PAIR_BLOCK):
-            r, p = xp.asarray(rows[lo : lo + PAIR_BLOCK]), xp.asarray(protos[lo : lo + PAIR_BLOCK])
-            out[lo : lo + PAIR_BLOCK] = be.to_host((vectors[r] * self.protos[p]).sum(axis=1))
-        return out
-
     def _global_best(self, vectors: Any, rows: np.ndarray) -> np.ndarray:
         be, xp = self.be, self.be.xp
         step = max(1, (64 << 20) // max(4 * self.graph.n_prototypes, 1))  # ~64 MiB of cosines at once
@@ -323,7 +313,7 @@ class LitesemragRetriever(BaseRetriever):
         t = time.perf_counter()
         vectors = be.asarray(batch.vectors)
         nodes = match_spans(self.graph, batch,
-                            lambda rows, protos: self._pair_scores(vectors, rows, protos),
+                            lambda rows, ptr, protos: best_dot_per_slot(be, vectors, self.protos, rows, ptr, protos),
                             lambda rows: self._global_best(vectors, rows))
         t = self.timer.add("match", t)
         weight, connected = self._cooccurrence(nodes)
@@ -378,29 +368,29 @@ class LitesemragRetriever(BaseRetriever):
     def _connected_ranking(self, nodes: MatchedNodes, weight: np.ndarray, connected: np.ndarray,
                            n_queries: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(ids, scores, candidates): B × k on the host, chunks by S(c), best first (equal: lower id),
-        -1 past the chunks with S > 0; and the count of chunks with S > 0 per query."""
-        be, xp = self.be, self.be.xp
+        -1 past the chunks with S > 0; and the count of chunks with S > 0 per query. S is the sparse
+        product's entries (a chunk no connected node names has S = 0): no queries × chunks block."""
         rows = np.nonzero(connected)[0]
         omega = self._selection(nodes, rows, weight[rows], n_queries)
-        scores = omega @ self.bm25  # queries × chunks, sparse
-        scores = scores.toarray() if hasattr(scores, "toarray") else scores
-        scores = xp.asarray(scores, dtype=xp.float32)
+        scores = self._as_float32(omega @ self.bm25)  # queries × chunks, sparse
         correction = self._repeated_strings(nodes, weight, rows, n_queries)
         if correction is not None:
-            scores -= be.asarray(correction)
-        return (*self._ranked(scores, k), be.to_host((scores > 0).sum(axis=1)).astype(np.int64))
+            scores = scores - self.be.csr(correction)
+        block = sparse_scores.from_csr(self.be, scores)
+        positive = self.be.to_host(block.where(block.scores > 0).row_sizes(self.be)).astype(np.int64)
+        return (*self._ranked(block, k), positive)
 
     def _repeated_strings(self, nodes: MatchedNodes, weight: np.ndarray, rows: np.ndarray,
                           n_queries: int) -> np.ndarray | None:
-        """queries × chunks (host) to subtract so each string counts once per chunk, at its first
-        connected node (several prototypes of one string in a query; rare); None when none repeats."""
+        """queries × chunks (host, sparse float32) to subtract so each string counts once per chunk, at its
+        first connected node (several prototypes of one string in a query; rare); None when none repeats."""
         strings = self.graph.proto_string[nodes.proto[rows]]
         key = nodes.query[rows] * len(self.graph.strings) + strings
         _, inverse, counts = np.unique(key, return_inverse=True, return_counts=True)
         repeated = np.nonzero(counts[inverse] > 1)[0]
         if repeated.size == 0:
             return None
-        out = np.zeros((n_queries, self.index.n_chunks), dtype=np.float32)
+        parts: list[tuple[int, np.ndarray, np.ndarray]] = []  # (query, chunks, values)
         covered: dict[int, np.ndarray] = {}
         for i in repeated:  # list order: a group's first node claims its chunks
             node = rows[i]
@@ -410,21 +400,24 @@ class LitesemragRetriever(BaseRetriever):
                 covered[int(key[i])] = row.indices.copy()
                 continue
             dup = np.isin(row.indices, seen)
-            out[nodes.query[node], row.indices[dup]] += weight[node] * row.data[dup]
+            parts.append((int(nodes.query[node]), row.indices[dup], weight[node] * row.data[dup]))
             covered[int(key[i])] = np.union1d(seen, row.indices)
-        return out
+        if not parts:
+            return scipy.sparse.csr_matrix((n_queries, self.index.n_chunks), dtype=np.float32)
+        queries = np.concatenate([np.full(c.size, q, dtype=np.int64) for q, c, _ in parts])
+        chunks = np.concatenate([c for _, c, _ in parts])
+        values = np.concatenate([v for _, _, v in parts])
+        return _summed_in_order(queries, chunks, values, (n_queries, self.index.n_chunks))
 
     def _recovery_ranking(self, nodes: MatchedNodes, n_queries: int, depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per level ℓ: (ids, scores), B × depth on the host, chunks by R_ℓ best first, -1 past R_ℓ > 0;
-        with `recovery_order = weighted` one list instead, by Σ_ℓ λ_ℓ·R_ℓ."""
-        xp = self.be.xp
+        with `recovery_order = weighted` one list instead, by Σ_ℓ λ_ℓ·R_ℓ. From the sparse products' entries."""
         if self.settings.recovery_order == "weighted":
             if len(nodes) == 0:
                 return [(np.full((n_queries, 0), -1, dtype=np.int64), np.zeros((n_queries, 0), np.float32))]
             levels = np.asarray(self.settings.level_weights, dtype=np.float64)
             scores = self._selection(nodes, np.arange(len(nodes)), levels[nodes.level], n_queries) @ self.bm25
-            scores = scores.toarray() if hasattr(scores, "toarray") else scores
-            return [self._ranked(xp.asarray(scores, dtype=xp.float32), depth)]
+            return [self._ranked(sparse_scores.from_csr(self.be, self._as_float32(scores)), depth)]
         out = []
         for level in range(LEVELS):
             rows = np.nonzero(nodes.level == level)[0]
@@ -432,16 +425,20 @@ class LitesemragRetriever(BaseRetriever):
                 out.append((np.full((n_queries, 0), -1, dtype=np.int64), np.zeros((n_queries, 0), np.float32)))
                 continue
             scores = self._selection(nodes, rows, np.ones(rows.size), n_queries) @ self.bm25
-            scores = scores.toarray() if hasattr(scores, "toarray") else scores
-            out.append(self._ranked(xp.asarray(scores, dtype=xp.float32), depth))
+            out.append(self._ranked(sparse_scores.from_csr(self.be, self._as_float32(scores)), depth))
         return out
 
-    def _ranked(self, scores: Any, depth: int) -> tuple[np.ndarray, np.ndarray]:
-        be = self.be
-        ids, vals = ranked_top_k(be, scores.T, depth)
-        ids, vals = be.to_host(ids).T.astype(np.int64), be.to_host(vals).T
+    def _as_float32(self, matrix: Any) -> Any:
+        """A sparse product's entries as float32 (what the queries × chunks block held)."""
+        return matrix if matrix.dtype == np.float32 else matrix.astype(np.float32)
+
+    def _ranked(self, block: sparse_scores.SparseScores, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, scores), B × depth on the host: each query's entries by score, best first (equal: lower id),
+        -1 past its entries > 0 (0 where the scores stop)."""
+        depth = min(depth, self.index.n_chunks)
+        ids, vals = sparse_scores.top_k(self.be, block, depth)
         ids[~(vals > 0)] = -1
-        return ids, vals
+        return ids, np.where(vals > 0, vals, np.float32(0.0)).astype(np.float32)
 
     def _merge(self, n_queries: int, connected: tuple[np.ndarray, np.ndarray, np.ndarray],
                recovery: list[tuple[np.ndarray, np.ndarray]], depth: int) -> list[list[tuple[int, str]]]:
@@ -461,31 +458,32 @@ class LitesemragRetriever(BaseRetriever):
 
     def _fuse(self, batch: SpanBatch, merged: list[list[tuple[int, str]]], k: int) -> list[list[tuple[int, float, str]]]:
         """Step 7: the reciprocal-rank fusion of each merged ranking with the dense and BM25 rankings
-        of every chunk, one chunks × B block; (chunk, fused score, source) to depth k."""
-        be, xp, cfg = self.be, self.be.xp, self.settings
-        n, width = self.index.n_chunks, len(batch)
-        rows = np.array([c for row in merged for c, _ in row[: cfg.fusion_depth]], dtype=np.int64)
-        cols = np.repeat(np.arange(width), [min(len(row), cfg.fusion_depth) for row in merged])
-        ranks = np.concatenate([np.arange(1, min(len(row), cfg.fusion_depth) + 1) for row in merged] or [np.zeros(0)])
-        fused = xp.zeros((n, width), dtype=xp.float32)
-        fused[xp.asarray(rows), xp.asarray(cols)] = xp.asarray((1.0 / (cfg.fusion_rrf_k + ranks)).astype(np.float32))
-        dense = None
+        (the dense first stage's top k + fusion depth, and BM25's top fusion depth: no chunks × B block,
+        `ops.fusion.fuse_lists`); (chunk, fused score, source) to depth k."""
+        be, cfg = self.be, self.settings
+        n, width, depth = self.index.n_chunks, len(batch), min(cfg.fusion_depth, self.index.n_chunks)
+        own = np.full((width, depth), -1, dtype=np.int64)
+        own_counts = np.array([min(len(row), depth) for row in merged], dtype=np.int64)
+        for q, row in enumerate(merged):
+            own[q, :own_counts[q]] = [c for c, _ in row[:own_counts[q]]]
+        lists = [(own, own_counts, 1.0)]
+        tail = None
         if cfg.dense_fusion > 0:
-            dense = query_dot(be, self.device.embeddings, batch.dense, self.device.embedding_tiles)
-            fused += np.float32(cfg.dense_fusion) * reciprocal_rank(be, dense, cfg.fusion_depth, cfg.fusion_rrf_k)
+            dense_ids, dense_vals = first_stage(self.device, self.config.dense).search(batch.dense, min(n, k + depth))
+            dense_ids, dense_vals = be.to_host(dense_ids).T, be.to_host(dense_vals).T
+            lists.append((dense_ids, np.full(width, min(depth, dense_ids.shape[1]), dtype=np.int64), cfg.dense_fusion))
+            tail = (dense_ids, dense_vals)
         if cfg.lexical_fusion > 0:
-            lexical = bm25_scores(be, self.device.bm25, batch.seeds, self.index.n_vocab)
-            lexical = xp.where(lexical > 0, lexical, -np.inf).astype(xp.float32)
-            fused += np.float32(cfg.lexical_fusion) * reciprocal_rank(be, lexical, cfg.fusion_depth, cfg.fusion_rrf_k)
-            del lexical
-        scores = fused_then_cosine(be, fused, dense)  # unlisted chunks by cosine where the dense list is fused
-        ids, vals = ranked_top_k(be, scores, k)
-        ids, vals = be.to_host(ids).T.astype(np.int64), be.to_host(vals).T
+            lexical_ids, _, lexical_counts = bm25_top(be, self.device.bm25, self.device.postings,
+                                                      self.device.postings_max_weight, batch.seeds, self.index.n_vocab,
+                                                      depth)
+            lists.append((lexical_ids, lexical_counts, cfg.lexical_fusion))
+        ids, vals, counts = fuse_lists(lists, cfg.fusion_rrf_k, min(k, n), tail)
         out = []
         for q, row in enumerate(merged):
             source = dict(row[: cfg.fusion_depth])
             listed = [(int(c), float(v), source.get(int(c), "dense or BM25 list"))
-                      for c, v in zip(ids[q], vals[q]) if np.isfinite(v)]
+                      for c, v in zip(ids[q, :counts[q]], vals[q, :counts[q]])]
             out.append([(c, v, s if v > 0 else "dense order (in no list)") for c, v, s in listed])
         return out
 
@@ -561,3 +559,19 @@ def merge_rankings(connected: list[tuple[int, Any]], recovered: list[tuple[int, 
     tail = [(c, s) for c, s in connected[n_con:] if c not in taken]
     tail += [(c, s) for c, s in rec if c not in taken and c not in {t for t, _ in tail}]
     return top + tail
+
+
+def _summed_in_order(queries: np.ndarray, chunks: np.ndarray, values: np.ndarray, shape: tuple[int, int]) -> Any:
+    """A float32 CSR matrix of the entries (float64 values), each (query, chunk) pair's values added in the given
+    order into a float32 sum, as a float32 block's `block[q, chunks] += values` gives it."""
+    keys = queries * shape[1] + chunks
+    order = np.argsort(keys, kind="stable")  # stable: a pair's values keep their order
+    keys, values = keys[order], values[order]
+    first = np.ones(keys.size, dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    group = np.cumsum(first) - 1
+    total = np.zeros(int(first.sum()), dtype=np.float32)
+    for i in range(values.size):  # rare and few: each add in float64, stored as float32
+        total[group[i]] = np.float32(np.float64(total[group[i]]) + values[i])
+    unique = keys[first]
+    return scipy.sparse.csr_matrix((total, (unique // shape[1], unique % shape[1])), shape=shape)

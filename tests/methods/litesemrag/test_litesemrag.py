@@ -421,9 +421,19 @@ def make_batch(queries):
 
 
 def numpy_matchers(graph, vectors):
+    """Plain NumPy matchers: every (span, prototype) pair of a slot scored, the best first (equal: lower id)."""
     protos = graph.proto_vectors
-    return (lambda rows, ps: (vectors[rows] * protos[ps]).sum(axis=1),
-            lambda rows: np.argmax(vectors[rows] @ protos.T, axis=1))
+
+    def slot_best(rows, ptr, ps):
+        best = np.full(rows.size, -1, dtype=np.int64)
+        for s, row in enumerate(rows):
+            candidates = ps[ptr[s]:ptr[s + 1]]
+            if candidates.size:
+                scores = protos[candidates] @ vectors[row]
+                best[s] = candidates[np.lexsort((candidates, -scores))[0]]
+        return best
+
+    return slot_best, lambda rows: np.argmax(vectors[rows] @ protos.T, axis=1)
 
 
 def sp(text, kind):
