@@ -176,20 +176,25 @@ def gather_max_dot_cpu(embeddings, vectors, chunks, first, counts, out):
         out[i] = best
 
 
+@cuda.jit(device=True, inline=True)
+def _row_dot(a, i, b, j):
+    """Σ_k a[i, k] · b[j, k] on the GPU, each term a float32 multiply then add, in k order."""
+    total = np.float32(0.0)
+    for k in range(a.shape[1]):
+        total += np.float32(a[i, k]) * np.float32(b[j, k])
+    return total
+
+
 @cuda.jit
 def _gather_max_dot_kernel(embeddings, vectors, chunks, first, counts, out):
     """Thread i: out[i] (the CPU twin's contract)."""
     i = cuda.grid(1)
     if i >= chunks.shape[0]:
         return
-    dim = embeddings.shape[1]
     c = chunks[i]
     best = np.float32(-np.inf)
     for r in range(counts[i]):
-        v = first[i] + r
-        total = np.float32(0.0)
-        for k in range(dim):
-            total += np.float32(embeddings[c, k]) * np.float32(vectors[v, k])
+        total = _row_dot(embeddings, c, vectors, first[i] + r)
         if total > best:
             best = total
     out[i] = best
@@ -247,15 +252,12 @@ def _best_dot_per_slot_kernel(vectors, table, rows, ptr, ids, out):
     s = cuda.grid(1)
     if s >= rows.shape[0]:
         return
-    dim = vectors.shape[1]
     r = rows[s]
     best = np.float32(-np.inf)
     best_id = -1
     for j in range(ptr[s], ptr[s + 1]):
         c = ids[j]
-        total = np.float32(0.0)
-        for k in range(dim):
-            total += np.float32(vectors[r, k]) * np.float32(table[c, k])
+        total = _row_dot(vectors, r, table, c)
         if best_id < 0 or total > best or (total == best and c < best_id):
             best = total
             best_id = c
