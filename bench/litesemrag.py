@@ -210,7 +210,7 @@ def markdown(out: dict[str, dict], passage_chunks: bool = False) -> str:
 def diagnose(names: list[str], smoke: bool) -> int:
     import numpy as np
 
-    from gpu_tigrag.methods.litesemrag.retriever import LitesemragRetriever, match_spans
+    from gpu_tigrag.methods.litesemrag.retriever import LitesemragRetriever
 
     out = {}
     for name in names:
@@ -220,9 +220,7 @@ def diagnose(names: list[str], smoke: bool) -> int:
             dataset.queries = dataset.queries[:20]
         retriever = LitesemragRetriever(index, RetrievalConfig(method="litesemrag"), backend="numpy")
         batch = retriever.prepare([q.text for q in dataset.queries])
-        vectors = retriever.be.asarray(batch.vectors)
-        nodes = match_spans(retriever.graph, batch, lambda r, p: retriever._pair_scores(vectors, r, p),
-                            lambda r: retriever._global_best(vectors, r))
+        nodes = retriever.match(batch)
         _, connected = retriever._cooccurrence(nodes)
         n = len(dataset.queries)
         keys = index.passage_titles if dataset.match == "title" else index.passage_ids

@@ -307,7 +307,7 @@ def run_engine(index, dataset) -> dict[str, Any]:
     import scipy.sparse
 
     from gpu_tigrag.config import RetrievalConfig
-    from gpu_tigrag.methods.litesemrag.retriever import LitesemragRetriever, match_spans
+    from gpu_tigrag.methods.litesemrag.retriever import LitesemragRetriever
 
     texts = [q.text for q in dataset.queries]
     retriever = LitesemragRetriever(index, RetrievalConfig(method="litesemrag"), backend="numpy")
@@ -316,9 +316,7 @@ def run_engine(index, dataset) -> dict[str, Any]:
     seconds = time.perf_counter() - start
     graph = retriever.graph
     batch = retriever.prepare(texts)
-    vectors = retriever.be.asarray(batch.vectors)
-    found = match_spans(graph, batch, lambda r, p: retriever._pair_scores(vectors, r, p),
-                        lambda r: retriever._global_best(vectors, r))
+    found = retriever.match(batch)
     pick = scipy.sparse.csr_matrix((np.ones(len(found), dtype=np.float32), (np.arange(len(found)), found.proto)),
                                    shape=(len(found), graph.n_prototypes))
     chosen = pick @ graph.tf.tocsr()
@@ -535,7 +533,7 @@ def markdown(p: dict[str, Any]) -> str:
     seconds = [f"public ({v}): index {s['index_seconds']:.0f} s, queries {s['query_seconds']:.1f} s"
                for v, s in p["public"].items()]
     seconds += [f"engine {label}: stage {row['step_seconds']:.0f} s, queries {row['query_seconds']:.1f} s"
-                for label, row in p["engine"].items()]
+                for label, row in p["engine"].items() if "step_seconds" in row]  # rows kept from older runs lack it
     lines += ["", "Seconds (2-core CPU): " + "; ".join(seconds) + ".", "",
               "## Patches the public code needs to run here", ""]
     lines += [f"{i}. {patch}" for i, patch in enumerate(p["patches"], 1)]

@@ -297,6 +297,13 @@ class LitesemragRetriever(BaseRetriever):
         return self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY + fusion
 
     # -- device side ----------------------------------------------------------------------
+    def match(self, batch: SpanBatch) -> MatchedNodes:
+        """The matched nodes of a prepared block (module doc, step 2) on this retriever's backend."""
+        vectors = self.be.asarray(batch.vectors)
+        return match_spans(self.graph, batch,
+                           lambda rows, ptr, protos: best_dot_per_slot(self.be, vectors, self.protos, rows, ptr, protos),
+                           lambda rows: self._global_best(vectors, rows))
+
     def _global_best(self, vectors: Any, rows: np.ndarray) -> np.ndarray:
         be, xp = self.be, self.be.xp
         step = max(1, (64 << 20) // max(4 * self.graph.n_prototypes, 1))  # ~64 MiB of cosines at once
@@ -307,14 +314,10 @@ class LitesemragRetriever(BaseRetriever):
         return np.concatenate(out).astype(np.int64)
 
     def _retrieve_batch(self, batch: SpanBatch, k: int) -> list[QueryResult]:
-        be = self.be
         if len(batch) == 0:
             return []
         t = time.perf_counter()
-        vectors = be.asarray(batch.vectors)
-        nodes = match_spans(self.graph, batch,
-                            lambda rows, ptr, protos: best_dot_per_slot(be, vectors, self.protos, rows, ptr, protos),
-                            lambda rows: self._global_best(vectors, rows))
+        nodes = self.match(batch)
         t = self.timer.add("match", t)
         weight, connected = self._cooccurrence(nodes)
         t = self.timer.add("cooccurrence", t)
