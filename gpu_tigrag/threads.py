@@ -27,9 +27,11 @@ policy in force. It imports no backend: numba and torch are configured only when
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from typing import Iterator
 from dataclasses import dataclass
 
 from .errors import TigragError
@@ -203,3 +205,25 @@ ONNX_ALLOW_SPINNING = "0"
 #: call, and waking the threads between a run's ops cost ~9% of it (bench/results/encoder_spinning.md: questions
 #: 1.09x texts/s, `best` and `paper` 1.09-1.10x q/s end to end on MuSiQue-100)
 ONNX_QUERY_SPINNING = "1"
+
+
+_BLAS_CONTROLLER = None
+
+
+@contextlib.contextmanager
+def wide_blas() -> Iterator[None]:
+    """The BLAS pool at the numba kernels' thread count for the products inside (the policy's pool is one
+    thread: small products gain nothing from more, bench/results/latency.md); for a large product, such as
+    the dense search's screening blocks (ops/screen.py), where a second thread halves the time. A BLAS pool
+    the user sized (OPENBLAS_NUM_THREADS, MKL_NUM_THREADS) is left alone."""
+    global _BLAS_CONTROLLER
+    policy = current_policy()
+    if policy.blas is None or policy.numba <= policy.blas:
+        yield
+        return
+    if _BLAS_CONTROLLER is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS_CONTROLLER = ThreadpoolController()  # finds the loaded libraries once (milliseconds)
+    with _BLAS_CONTROLLER.limit(limits=policy.numba, user_api="blas"):
+        yield

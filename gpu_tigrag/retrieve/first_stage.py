@@ -24,12 +24,22 @@ import numpy as np
 from ..backend import Backend
 from ..config_types import DenseSearchConfig
 from ..ops.dense_dot import query_dot
+from ..ops.screen import screened_top_k
+from ..threads import wide_blas
 from ..ops.topk import ranked_top_k
 
 log = logging.getLogger(__name__)
 
 #: bytes of one block of scores and its top-k temporaries, per (row, query): sized to stay in cache-sized slices
 BLOCK_BYTES = 64 << 20
+#: from this many chunks the search screens with a BLAS product and re-scores the candidates (ops/screen.py),
+#: for batches of SCREEN_MIN_QUERIES queries or more, or of any size from SCREEN_ALWAYS_ROWS chunks; below,
+#: the plain scan (its one-query kernels) is as fast (bench/results/first_stage.md). The ranking is the same.
+SCREEN_MIN_ROWS = 2048
+SCREEN_MIN_QUERIES = 8
+SCREEN_ALWAYS_ROWS = 32768
+#: rows of one screening block (B × rows float32 scores: 16 MB at B = 256; a query's row of them in L2)
+SCREEN_BLOCK_ROWS = 16384
 
 
 class DenseSearch(Protocol):
@@ -46,8 +56,36 @@ class FlatSearch:
     def __init__(self, be: Backend, embeddings: Any, tiles: Any = None):
         """`tiles`: the embeddings' `RowTiles` (a device's `embedding_tiles`), for searches of a few queries."""
         self.be, self.embeddings, self.tiles = be, embeddings, tiles
+        self._max_row_norm: float | None = None
 
     def search(self, vectors: Any, k: int) -> tuple[Any, Any]:
+        be = self.be
+        vectors = be.asarray(vectors)
+        n, n_queries = self.embeddings.shape[0], vectors.shape[0]
+        k = min(k, n)
+        if k and n >= SCREEN_MIN_ROWS and (n_queries >= SCREEN_MIN_QUERIES or n >= SCREEN_ALWAYS_ROWS):
+            return screened_top_k(be, self.embeddings, vectors, k, self.max_row_norm(), SCREEN_BLOCK_ROWS,
+                                  self._screen_product, self.scan)
+        return self.scan(vectors, k)
+
+    def max_row_norm(self) -> float:
+        """The largest Euclidean norm of a chunk vector (the screen's error bound), found once."""
+        if self._max_row_norm is None:
+            rows = self.be.to_host(self.embeddings)
+            norms = [float(np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64)).max(initial=0.0))
+                     for block in (rows[i:i + SCREEN_BLOCK_ROWS] for i in range(0, rows.shape[0], SCREEN_BLOCK_ROWS))]
+            self._max_row_norm = max(norms, default=0.0) * (1.0 + 1e-6)
+        return self._max_row_norm
+
+    def _screen_product(self, vectors: Any, rows: Any) -> Any:
+        """The BLAS screening scores of a block of rows, B × rows (the numba threads' count of BLAS threads)."""
+        if self.be.is_gpu:
+            return vectors @ rows.T
+        with wide_blas():
+            return vectors @ rows.T
+
+    def scan(self, vectors: Any, k: int) -> tuple[Any, Any]:
+        """The plain scan: every cosine by `query_dot`, in row blocks with a running top-k."""
         be, xp = self.be, self.be.xp
         vectors = be.asarray(vectors)
         n, n_queries = self.embeddings.shape[0], vectors.shape[0]

@@ -1,0 +1,58 @@
+"""The CPU step of the screened dense search (gpu_tigrag/ops/screen.py): one block of screening scores.
+
+For each query b (a thread per query), over the B × r block `screen` of BLAS cosines of rows
+offset .. offset + r: `top[b]` is a size-k min-heap of the largest screening scores seen so far (its
+root the k-th largest, −inf until k were seen), updated in a first pass over the query's row; a second
+pass keeps every row whose screening score is at least root − slack[b] as a candidate (its id and
+screening score). The root only grows, so a candidate list holds a superset of what the final root
+admits. A full candidate list is compacted against the current root; a query whose list is still full
+is marked (count −1) and answered by the plain scan instead.
+"""
+
+from __future__ import annotations
+
+from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
+
+import numpy as np
+from numba import njit, prange
+
+from .columns import _sift_down
+
+
+@njit(parallel=True, cache=True)
+def screen_block_cpu(screen, offset, slack, top, cand_ids, cand_scores, counts):
+    """Update the heaps `top` (B × k float32) and the candidate lists (B × cap ids and scores, `counts`)
+    with the block `screen` (B × r float32) of rows offset .. offset + r; `slack` (B,) float64."""
+    width, r = screen.shape
+    k = top.shape[1]
+    cap = cand_ids.shape[1]
+    for b in prange(width):
+        if counts[b] < 0:
+            continue
+        row = screen[b]
+        heap = top[b]
+        for j in range(r):
+            value = row[j]
+            if value > heap[0]:
+                heap[0] = value
+                _sift_down(heap, 0, k)
+        floor = np.float64(heap[0]) - slack[b]
+        count = counts[b]
+        for j in range(r):
+            value = row[j]
+            if np.float64(value) >= floor:
+                if count == cap:  # compact against the current root, else give up on this query
+                    kept = 0
+                    for c in range(cap):
+                        if np.float64(cand_scores[b, c]) >= floor:
+                            cand_ids[b, kept] = cand_ids[b, c]
+                            cand_scores[b, kept] = cand_scores[b, c]
+                            kept += 1
+                    count = kept
+                    if count == cap:
+                        count = -1
+                        break
+                cand_ids[b, count] = offset + j
+                cand_scores[b, count] = value
+                count += 1
+        counts[b] = count
