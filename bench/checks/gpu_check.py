@@ -7,6 +7,9 @@ Sections (each recorded, an error in one does not hide the others; exit status 1
   indexing    graph + BM25 of synthetic Zipf corpora generated on the device (100k and 1M chunks);
               the arrays' digests per backend, identical where both ran
   pair_count  counting those corpora's window pair keys: sort (xp.unique) vs hash (atomics kernel)
+  dense_search the exact dense first stage (FlatSearch) on random unit vectors: its screened search (a cuBLAS /
+              BLAS product, near-ties re-scored in k order: ops/screen.py) against its plain scan (`query_dot`
+              on every chunk) per backend, batches of 1 and 256, q/s and whether the two answers are identical
   load_index  the cached 2Wiki index, its query texts and recorded query vectors
   ppr         batched PPR queries/s on the 2Wiki graph at B = 256, 1024, 4096, and bytes/s; the sparse
               push PPR's queries/s, its ratio to the exact iterate and their top-γ overlap
@@ -182,6 +185,37 @@ def bench_pair_count(sizes: list[int], cpu_max: int) -> dict[str, Any]:
         del indptr, ids, keys
         be.release_cached_memory()
     return {"ok": all(row["equal"] for row in rows), "rows": rows}
+
+
+def bench_dense_search(sizes: list[int], batches: list[int], cpu_max: int, dim: int = 384) -> dict[str, Any]:
+    """FlatSearch's screened search against its plain scan per backend (module doc); "ok" is false when an
+    answer differs from the scan's (ids or cosine bits) on its backend."""
+    from gpu_tigrag.retrieve.first_stage import FlatSearch
+
+    rng = np.random.default_rng(0)
+    queries = rng.standard_normal((max(batches), dim)).astype(np.float32)
+    rows_out, ok = [], True
+    for n in sizes:
+        rows = rng.standard_normal((n, dim)).astype(np.float32)
+        rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+        for position, name in enumerate(BACKENDS):
+            if position == 1 and n > cpu_max:
+                continue
+            be = get_backend(name)
+            flat = FlatSearch(be, be.asarray(rows))
+            for b in batches:
+                vectors = be.asarray(queries[:b])
+                screened_s, (ids, vals) = timed(be, lambda: flat.search(vectors, 10), repeat=3)
+                scan_s, (scan_ids, scan_vals) = timed(be, lambda: flat.scan(vectors, 10), repeat=1)
+                same = bool(np.array_equal(be.to_host(ids), be.to_host(scan_ids))
+                            and np.array_equal(be.to_host(vals), be.to_host(scan_vals)))
+                ok = ok and same
+                rows_out.append({"backend": name, "chunks": n, "batch": b, "screened_seconds": screened_s,
+                                 "scan_seconds": scan_s, "screened_queries_per_second": b / screened_s,
+                                 "scan_over_screened": scan_s / screened_s, "identical": same})
+                print(f"dense_search {name} n={n} B={b}: screened {b / screened_s:,.0f} q/s, scan {b / scan_s:,.0f} "
+                      f"q/s, identical {same}", file=sys.stderr, flush=True)
+    return {"ok": ok, "rows": rows_out}
 
 
 def bench_ppr(index: Any, seeds: list[np.ndarray], batches: list[int], cpu_max: int) -> dict[str, Any]:
@@ -597,6 +631,10 @@ def main() -> int:
             args.out)
     section(report, "indexing", lambda: bench_indexing(args.sizes, args.cpu_max_chunks), args.out)
     section(report, "pair_count", lambda: bench_pair_count(args.sizes, args.cpu_max_chunks), args.out)
+    section(report, "dense_search", lambda: bench_dense_search([3_000] if args.smoke else [131_072, 1_048_576],
+                                                               [1, 16] if args.smoke else [1, 256],
+                                                               args.cpu_max_chunks if args.smoke else 131_072),
+            args.out)
 
     loaded: dict[str, Any] = {}
 

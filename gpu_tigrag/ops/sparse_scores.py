@@ -316,20 +316,3 @@ def gather_max_dot(be: Backend, embeddings: Any, vectors: Any, chunks: Any, firs
         xp.ascontiguousarray(chunks, dtype=xp.int64), xp.ascontiguousarray(first, dtype=xp.int64),
         xp.ascontiguousarray(counts, dtype=xp.int64), out)
     return out
-    order = be.argsort_stable(-counts.astype(xp.int64), axis=0)
-    chunks, first, counts = chunks[order], first[order], counts[order]
-    best_all = xp.full(chunks.size, NEG_INF, dtype=xp.float32)
-    for start in range(0, int(chunks.size), slice_entries):
-        stop = min(start + slice_entries, int(chunks.size))
-        counts_s = be.to_host(counts[start:stop]).astype(np.int64)
-        if not counts_s.size or counts_s[0] <= 0:
-            break  # sorted: every entry from here has no vector
-        rows = embeddings[chunks[start:stop][: int(np.count_nonzero(counts_s > 0))]]
-        first_s = first[start:stop]
-        best = best_all[start:stop]
-        for r in range(int(counts_s[0])):
-            n = int(np.count_nonzero(counts_s > r))  # the prefix of entries with more than r vectors
-            dots = xp.einsum("ij,ij->i", rows[:n], vectors[first_s[:n] + r].astype(rows.dtype))
-            best[:n] = xp.maximum(best[:n], dots)
-    out[order] = best_all
-    return out
