@@ -119,6 +119,24 @@ def bm25_block_scores(be: Backend, bm25: Any, postings: Any, seeds: Sequence[np.
     return bm25_scores(be, bm25, seeds, n_vocab)
 
 
+def bm25_of_pairs(be: Backend, bm25: Any, term_rows: Any, rows: Any, cols: Any) -> Any:
+    """float32 (P,) on the backend: the BM25 of chunk rows[p] for query cols[p], `bm25_scores`' entry bit for bit
+    (kernels/bm25_pairs.py), with no chunks × B block. `bm25`: chunks × vocab CSR (sorted indices) on the
+    backend; `term_rows`: the block's `query_term_rows`."""
+    from ..kernels.bm25_pairs import bm25_pairs_cpu, bm25_pairs_cuda
+
+    xp = be.xp
+    out = xp.empty(int(rows.size), dtype=xp.float32)
+    if rows.size == 0:
+        return out
+    if not bm25.has_sorted_indices:
+        raise ValueError("the BM25 matrix's column indices must be sorted per row (the order its sums follow)")
+    be.kernel(cpu=bm25_pairs_cpu, cuda=bm25_pairs_cuda)(
+        bm25.indptr, bm25.indices, bm25.data, term_rows.indptr, term_rows.indices, term_rows.data,
+        xp.ascontiguousarray(rows, dtype=xp.int64), xp.ascontiguousarray(cols, dtype=xp.int64), out)
+    return out
+
+
 def postings_max_weight(bm25: Any) -> np.ndarray:
     """Each token's largest BM25 weight over the chunks (host float32, 0 for a token in no chunk), from
     the chunks × vocab BM25 matrix on the host: the bounds MaxScore prunes with (`kernels.bm25_top`)."""
@@ -166,7 +184,7 @@ def _bm25_top_device(be: Backend, bm25: Any, postings: Any, max_weight: Any, see
 
 
 def bm25_top(be: Backend, bm25: Any, postings: Any, max_weight: Any, seeds: Sequence[np.ndarray], n_vocab: int,
-             depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+             depth: int, maxscore: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ids, scores, counts) on the host: each query's `depth` best chunks by BM25 among those scoring
     > 0, best first, equal scores in chunk-id order (`ranked_top_k`'s order, and `bm25_scores`' float32
     scores bit for bit); ids and scores are B × depth (-1 and 0 past a query's `counts[q]`).
@@ -174,10 +192,11 @@ def bm25_top(be: Backend, bm25: Any, postings: Any, max_weight: Any, seeds: Sequ
     On the CPU, MaxScore over the postings (`kernels.bm25_top`, `max_weight` = `postings_max_weight`):
     the walk skips chunks that cannot reach a query's top `depth`, so its cost follows the postings of
     the query's rarer tokens, not every chunk its commonest ones touch. On the GPU, chunks × queries
-    blocks (`bm25_block_scores`) over slices of queries, each within BLOCK_BYTES whatever the batch."""
+    blocks (`bm25_block_scores`) over slices of queries, each within BLOCK_BYTES whatever the batch; also on the
+    CPU with `maxscore` False (a BM25 with weights ≤ 0, whose sums MaxScore's bounds do not hold for)."""
     depth = min(depth, bm25.shape[0])
-    return be.kernel(cpu=_bm25_top_host, cuda=_bm25_top_device)(be, bm25, postings, max_weight, seeds, n_vocab,
-                                                                 depth)
+    host = _bm25_top_host if maxscore else _bm25_top_device
+    return be.kernel(cpu=host, cuda=_bm25_top_device)(be, bm25, postings, max_weight, seeds, n_vocab, depth)
 
 
 def fuse_ranked_lists(dense_ids: np.ndarray, dense_vals: np.ndarray, bm25_ids: np.ndarray, bm25_counts: np.ndarray,

@@ -58,6 +58,17 @@ class CandidatePairs:
         positions = xp.arange(rows.size, dtype=xp.int64) - col_start[cols]
         return cls(rows.astype(xp.int64), cols, positions, col_start, be.to_host(counts).astype(np.int64), mask)
 
+    @classmethod
+    def from_keys(cls, be: Backend, keys: Any, n: int, width: int) -> "CandidatePairs":
+        """From ascending int64 keys query · n + chunk (each query's chunks ascending, as `from_mask` gives)."""
+        xp = be.xp
+        keys = keys.astype(xp.int64)
+        rows, cols = keys % n, keys // n
+        counts = xp.bincount(cols, minlength=width).astype(xp.int64)
+        col_start = xp.concatenate([xp.zeros(1, dtype=xp.int64), xp.cumsum(counts)])
+        positions = xp.arange(rows.size, dtype=xp.int64) - col_start[cols]
+        return cls(rows, cols, positions, col_start, be.to_host(counts).astype(np.int64))
+
     @property
     def width(self) -> int:
         """The largest candidate set (columns of `padded`)."""

@@ -17,7 +17,7 @@ import pytest
 from helpers import ROOT
 
 REPORT_FILE = "gpu_check.json"
-SECTIONS = ("parity", "indexing", "pair_count", "load_index", "ppr", "engine", "encoder", "workers", "scale")
+SECTIONS = ("parity", "indexing", "pair_count", "dense_search", "load_index", "ppr", "engine", "encoder", "workers", "scale")
 
 
 def positive(value: Any) -> bool:
@@ -70,6 +70,15 @@ def test_pair_count_methods_agree(smoke):
     for row in rows:
         assert row["equal"] is True and row["keys"] > row["distinct"] > 0
         assert positive(row["sort_seconds"]) and positive(row["hash_seconds"]) and positive(row["hash_over_sort"])
+
+
+def test_dense_search_screened_equals_the_scan_per_backend_and_batch(smoke):
+    section = smoke[0]["dense_search"]
+    assert section["ok"] is True
+    assert [(r["backend"], r["chunks"], r["batch"]) for r in section["rows"]] == [("numpy", 3000, 1), ("numpy", 3000, 16)] * 2
+    for row in section["rows"]:
+        assert row["identical"] is True
+        assert positive(row["screened_seconds"]) and positive(row["scan_seconds"]) and positive(row["scan_over_screened"])
 
 
 def test_ppr_figures_per_backend_and_batch(smoke):

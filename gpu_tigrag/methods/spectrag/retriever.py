@@ -2,9 +2,10 @@
 hybrid seeds, expansion over the chunk graph, proximity re-scoring and token-budgeted context
 selection.
 
-Per block of B queries, every numeric stage is one array operation over the block (chunks × B
-on the backend); only the selection loop runs on the host, as a numba loop over the B × |M|
-candidates:
+Per block of B queries, every numeric stage is an array operation over the block's (query, chunk)
+candidate pairs, never a chunks × B block (candidates.py: seeds from the dense first stage's and BM25's
+top lists, relevance of the pairs a query reaches, expansion over pairs); only the selection loop runs
+on the host, as a numba loop over the B × |M| candidates:
 
 1. **Seeds.** c = E·qᵀ; dense top-s and BM25 top-s (scores > 0) fused by RRF (BM25: the public
    code's BM25Okapi, lexical.py, or the index's, `bm25`),
@@ -13,7 +14,8 @@ candidates:
 2. **Relevance** of every chunk: rel = share·c/max c + (1 − share)·bm25⁺/max bm25⁺, where c/max c
    is c itself when max c ≤ 0 (the code), and rel = c (raw) when BM25 matches nothing. With
    `relevance_scale` "spread", (c − mean c)/(max c − mean c) takes c/max c's place (and c's where BM25
-   matches nothing); "auto" (the default) is "max" on the code's encoder (MiniLM), "spread" on another.
+   matches nothing), mean c = (mean chunk vector)·q; "auto" (the default) is "max" on the code's encoder
+   (MiniLM), "spread" on another. max c and max bm25⁺ are the first entries of the seeds' two lists.
 3. **Expansion.** Breadth-first over W's sparsity, `hops` hops from S0: F' = (A @ F > 0) ∧ ¬visited,
    capped at `max_candidates` chunks per query; a hop that overflows keeps its most relevant new
    chunks (equal relevance: lower chunk id), so the candidate set M is deterministic.
@@ -54,12 +56,13 @@ from ...config import RetrievalConfig
 from .config import SpectragQueryConfig, resolve_relevance_scale
 from ...encoders import Encoder, VectorCache, index_encoder_config
 from ...errors import TigragError
-from ...ops.dense_dot import query_dot
 from ...ops.subgraph_ppr import CandidatePairs, subgraph_pagerank
 from ...index.index import Index
 from ...ops.rows import unit_rows
 from ...ops.topk import ranked_top_k
-from ...ops.fusion import NEG_INF, bm25_scores
+from ...ops.fusion import NEG_INF, postings_max_weight, query_term_rows
+from ...retrieve.first_stage import SCREEN_BLOCK_ROWS, first_stage
+from .candidates import BlockRelevance, chunk_centroid, expand_pairs, fused_seeds, mean_cosine, seed_lists
 from ...retrieve.results import HopTrace, QueryResult
 from ...retrieve.base import BaseRetriever, PreparedBatch
 from .lexical import build_okapi
@@ -67,95 +70,6 @@ from .token_budget import select_contexts
 
 MISSING_STAGE = ("this index has no SpectRAG stage; build it with `tigrag extend INDEX --methods spectrag` "
                  "(or `tigrag index ... --methods tigrag,spectrag`)")
-
-
-def fused_seeds(be: Backend, dense: Any, bm25: Any, count: int, rrf_k: int) -> Any:
-    """S0 (count × B ids, best first): RRF of the dense top-`count` and the BM25 top-`count` with
-    a score > 0, 1 / (rrf_k + rank + 1) per list, ranks from 0. Equal fused scores keep first-seen
-    order: the dense list in rank order, then the BM25 list's chunks not in the dense list."""
-    xp = be.xp
-    count = min(count, dense.shape[0])
-    dense_ids, _ = ranked_top_k(be, dense, count)
-    bm25_ids, bm25_vals = ranked_top_k(be, bm25, count)
-    matched = bm25_vals > 0
-    rr = 1.0 / (rrf_k + xp.arange(count, dtype=xp.float64) + 1.0)
-    same = (dense_ids[:, None, :] == bm25_ids[None, :, :]) & matched[None, :, :]  # dense rank × BM25 rank × B
-    dense_fused = rr[:, None] + (same * rr[None, :, None]).sum(axis=1)
-    bm25_fused = xp.where(matched & ~same.any(axis=0), rr[:, None], -np.inf)
-    ids = xp.concatenate([dense_ids, bm25_ids])  # first-seen order along axis 0
-    fused = xp.concatenate([dense_fused, bm25_fused])
-    order = be.argsort_stable(-fused, axis=0)[:count]
-    return xp.take_along_axis(ids, order, axis=0)
-
-
-def relevance(be: Backend, dense: Any, bm25: Any, dense_share: float, scale: str = "max") -> tuple[Any, Any]:
-    """(rel chunks × B float32, matched (B,) bool): the code's hybrid relevance vector; raw cosine
-    in the queries BM25 matches nothing for. `scale` (`spectrag.relevance_scale`) puts the cosines on
-    one scale: "max", c / max c (the code's: near 1 for every chunk where an encoder's cosines are
-    compressed, as multilingual-e5's are); "spread", (c − mean c) / (max c − mean c) over the query's
-    chunks (best 1, mean 0, whatever the encoder's range), also where BM25 matches nothing."""
-    xp = be.xp
-    top = dense.max(axis=0, keepdims=True)
-    if scale == "spread":  # each column's mean reduced as a contiguous row: the same bits in any batch
-        mean = xp.ascontiguousarray(dense.T).mean(axis=1, dtype=xp.float32)[None, :]
-        dense_n = (dense - mean) / xp.maximum(top - mean, xp.float32(1e-6))
-        fallback = dense_n
-    else:
-        dense_n = xp.where(top > 0, dense / xp.where(top > 0, top, 1), dense)
-        fallback = dense
-    lexical = xp.maximum(bm25, 0)
-    lex_top = lexical.max(axis=0, keepdims=True)
-    matched = lex_top > 0
-    rel = xp.where(matched, dense_share * dense_n + (1 - dense_share) * (lexical / xp.where(matched, lex_top, 1)),
-                   fallback)
-    return rel.astype(xp.float32), matched[0]
-
-
-def expand(be: Backend, adjacency: Any, seeds: Any, rel: Any, hops: int, cap: int) -> tuple[Any, np.ndarray]:
-    """(candidate mask chunks × B bool, candidates after each hop (hops × B, host)): breadth-first
-    from the seeds over `adjacency`'s sparsity; a hop that would exceed `cap` chunks keeps its new
-    chunks of highest `rel` (equal: lower id). Seeds always stay, even beyond the cap."""
-    xp = be.xp
-    n, width = rel.shape
-    visited = xp.zeros((n, width), dtype=bool)
-    visited[seeds, xp.broadcast_to(xp.arange(width)[None, :], seeds.shape)] = True
-    frontier = visited
-    sizes = np.zeros((hops, width), dtype=np.int64)
-    size = be.to_host(visited.sum(axis=0)).astype(np.int64)
-    for hop in range(hops):
-        reach = adjacency @ frontier.astype(xp.float32)
-        new = (reach > 0) & ~visited
-        del reach
-        found = be.to_host(new.sum(axis=0)).astype(np.int64)
-        room = np.maximum(cap - size, 0)
-        over = np.nonzero(found > room)[0]
-        if over.size:
-            new = _cut_by_relevance(be, new, rel, over, room[over])
-            found = np.minimum(found, room)
-        visited |= new
-        size = size + found
-        sizes[hop] = size
-        frontier = new
-        if not found.any():
-            sizes[hop + 1:] = size
-            break
-    return visited, sizes
-
-
-def _cut_by_relevance(be: Backend, new: Any, rel: Any, cols: np.ndarray, room: np.ndarray) -> Any:
-    """`new` with columns `cols` cut to their `room` most relevant chunks (equal relevance: lower id)."""
-    xp = be.xp
-    dev_cols = xp.asarray(cols)
-    keep = int(room.max())
-    cut = xp.zeros((new.shape[0], cols.size), dtype=bool)
-    if keep:
-        scores = xp.where(new[:, dev_cols], rel[:, dev_cols], NEG_INF)
-        ids, vals = ranked_top_k(be, xp.ascontiguousarray(scores), keep)
-        ranks = xp.arange(ids.shape[0])[:, None]
-        ok = (ranks < xp.asarray(room)[None, :]) & xp.isfinite(vals)
-        cut[ids[ok], xp.broadcast_to(xp.arange(cols.size)[None, :], ids.shape)[ok]] = True
-    new[:, dev_cols] = cut
-    return new
 
 
 def max_normalised(be: Backend, pairs: CandidatePairs, pi: Any) -> Any:
@@ -192,15 +106,17 @@ def spectral_proximity(be: Backend, unit_coords: Any, pairs: CandidatePairs, see
 
 
 def _chunk_graph(be: Backend, weights: Any) -> tuple[Any, Any, float]:
-    """(W, its 0/1 pattern, both CSR on the backend; the mean degree of a node reached along edges,
-    Σd²/Σd: W entries read per candidate)."""
+    """(W as CSR on the backend; the expansion's reach CSR on the backend, row i the chunks j with W[j, i] ≠ 0,
+    the ones a hop from i reaches; the mean degree of a node reached along edges, Σd²/Σd: W entries read per
+    candidate)."""
     weights = weights.tocsr().astype(np.float32)
     weights.sum_duplicates()
-    pattern = weights.copy()
-    pattern.data = (pattern.data != 0).astype(np.float32)
+    reach = weights.T.tocsr()
+    reach.eliminate_zeros()
+    reach.sort_indices()
     degree = np.diff(weights.indptr).astype(np.float64)
-    reach = float((degree ** 2).sum() / degree.sum()) if degree.sum() else 0.0
-    return be.csr(weights), be.csr(pattern), reach
+    mean_reach = float((degree ** 2).sum() / degree.sum()) if degree.sum() else 0.0
+    return be.csr(weights), be.csr(reach), mean_reach
 
 
 class SpectragRetriever(BaseRetriever):
@@ -208,11 +124,13 @@ class SpectragRetriever(BaseRetriever):
     see the module docstring for what the `QueryResult`s hold."""
 
     method = "spectrag"
-    #: bytes per (chunk, query) of the dense chunks × B blocks alive at once: cosine, BM25 (and its
-    #: sparse product), relevance and its temporaries, the BFS frontier, reach and masks
-    CHUNK_BYTES_PER_QUERY = 10 * 4
-    #: bytes per W entry read when the induced subgraphs are gathered (ops/subgraph_ppr.py)
+    #: bytes per W entry read when the induced subgraphs (ops/subgraph_ppr.py) and a hop's reach are gathered
     EDGE_BYTES = 48
+    #: bytes per (chunk, query) of a block of every chunk's relevance (cosine, BM25, relevance and temporaries),
+    #: made only for the queries whose candidates do not fill the k asked for, a slice of them at a time
+    REST_BYTES_PER_ENTRY = 10 * 4
+    #: the largest such block, bytes
+    REST_BLOCK_BYTES = 64 << 20
 
     def __init__(self, index: Index, config: RetrievalConfig | None = None, encoder: Encoder | None = None,
                  backend: str | Backend = "auto", vector_cache: VectorCache | None = None,
@@ -233,16 +151,25 @@ class SpectragRetriever(BaseRetriever):
         if self.chosen_modes:  # the retriever's config says what runs, not "auto"
             self.config = self.config.with_section("spectrag", self.settings)
         device = self.device
-        self.weights, self.adjacency, self.reach_degree = self._graph(index, stage)
+        self.weights, self.reach, self.reach_degree = self._graph(index, stage)
         if self.settings.bm25 == "okapi":
             self.okapi = device.get("spectrag.okapi", lambda: build_okapi(index.chunk_texts))
-            self.bm25 = device.get("spectrag.okapi_matrix", lambda: self.be.csr(self.okapi.matrix))
+            okapi = self.okapi.matrix
+            self.bm25 = device.get("spectrag.okapi_matrix", lambda: self.be.csr(okapi))
+            self.postings = device.get("spectrag.okapi_postings", lambda: self.be.csr(okapi.T.tocsr()))
+            self.max_weight = device.get("spectrag.okapi_max_weight", lambda: postings_max_weight(okapi))
             self.n_terms = self.okapi.n_words
+            # MaxScore's bounds hold for positive weights; the public code's idf floor (ε × the mean idf) can be
+            # negative on a corpus where most words are in most chunks: its BM25 top list is then found in blocks
+            self.maxscore = bool(okapi.nnz == 0 or okapi.data.min() > 0)
         else:
             self.okapi = None
-            self.bm25 = device.bm25
+            self.bm25, self.postings, self.max_weight = device.bm25, device.postings, device.postings_max_weight
             self.n_terms = index.n_vocab
+            self.maxscore = True
         self.embeddings = device.embeddings
+        self.centroid = device.get("spectrag.centroid", lambda: self.be.asarray(chunk_centroid(index.embeddings)))
+        self.search = first_stage(device, self.config.dense).search
         self.unit_coords = device.get("spectrag.unit_coords", lambda: self.be.asarray(unit_rows(stage.coords))
                                       if stage.coords.ndim == 2 and stage.coords.shape[1] else None, source=stage)
         self.chunk_tokens = np.asarray(stage.chunk_tokens, dtype=np.int64)
@@ -281,19 +208,18 @@ class SpectragRetriever(BaseRetriever):
         return [self.okapi.query_ids(q) for q in queries]
 
     def bytes_per_query(self) -> int:
+        """The candidates' reach and induced subgraphs, and a query's share of the dense search's screening block
+        (no chunks × B block: the relevance blocks of `_rest` are cut to REST_BLOCK_BYTES)."""
         candidates = max(self.settings.max_candidates, self.settings.seeds)
-        return (self.index.n_chunks * self.CHUNK_BYTES_PER_QUERY
-                + int(candidates * self.reach_degree * self.EDGE_BYTES))
+        return int(candidates * self.reach_degree * self.EDGE_BYTES) + 2 * 4 * SCREEN_BLOCK_ROWS
 
     # -- device side ----------------------------------------------------------------------
     def _retrieve_batch(self, batch: PreparedBatch, k: int) -> list[QueryResult]:
         be, xp, cfg = self.be, self.be.xp, self.settings
         if len(batch) == 0:
             return []
-        seeds, rel, matched, mask, sizes = self._candidates(batch)
+        seeds, relevance, pairs, sizes = self._candidates(batch)
         t = time.perf_counter()
-        pairs = CandidatePairs.from_mask(be, mask)
-        t = self.timer.add("expand", t)
         if cfg.ppr_norm == "off":  # no PPR term: as in a query whose induced subgraph has no edge
             ppr, has_edges = xp.zeros(pairs.rows.size, dtype=xp.float32), xp.zeros(len(batch), dtype=bool)
         else:
@@ -303,30 +229,37 @@ class SpectragRetriever(BaseRetriever):
         t = self.timer.add("ppr", t)
         spec = spectral_proximity(be, self.unit_coords, pairs, seeds) if self.unit_coords is not None else None
         t = self.timer.add("spectral", t)
-        score = self._score(pairs, rel[pairs.rows, pairs.cols], ppr, has_edges[pairs.cols], spec)
+        score = self._score(pairs, relevance.pairs(pairs.rows, pairs.cols), ppr, has_edges[pairs.cols], spec)
         ranked = self._rank_candidates(pairs, score)
-        rest = self._rest(mask, rel, pairs.counts, k)
+        rest = self._rest(pairs, relevance, k)
         # non-candidates score (1 − α)·rel, the score with no proximity; rel where no term exists
         plain = np.zeros(len(batch), dtype=bool) if spec is not None else ~be.to_host(has_edges)
         outside = np.where(plain, np.float32(1), np.float32(1 - cfg.alpha))
-        fallback = ~be.to_host(matched)
+        fallback = ~be.to_host(relevance.matched)
         self.timer.add("score", t)
         return self._collect(batch.queries, pairs.counts, ranked, rest, outside, k, fallback, sizes, seeds.shape[0])
 
-    def _candidates(self, batch: PreparedBatch) -> tuple[Any, Any, Any, Any, np.ndarray]:
-        """Stages 1-3 of a block: (S0 s × B, rel chunks × B, BM25 matched (B,), candidate mask
-        chunks × B, candidates after each hop)."""
+    def _candidates(self, batch: PreparedBatch) -> tuple[Any, BlockRelevance, CandidatePairs, np.ndarray]:
+        """Stages 1-3 of a block (candidates.py): (S0 s × B, the block's relevance, the candidate pairs,
+        candidates after each hop)."""
         be, cfg = self.be, self.settings
         t = time.perf_counter()
-        dense = query_dot(be, self.embeddings, batch.vectors, self.device.embedding_tiles)  # chunks × B cosine
-        lexical = bm25_scores(be, self.bm25, batch.seeds, self.n_terms)
-        seeds = fused_seeds(be, dense, lexical, cfg.seeds, cfg.rrf_k)
-        rel, matched = relevance(be, dense, lexical, cfg.dense_share, cfg.relevance_scale)
-        del dense, lexical
+        vectors = be.asarray(batch.vectors).astype(be.xp.float32)
+        count = min(cfg.seeds, self.index.n_chunks)
+        dense_ids, top, bm25_ids, matched, lex_top = seed_lists(
+            be, self.search, self.bm25, self.postings, self.max_weight, vectors, batch.seeds, self.n_terms, count,
+            self.maxscore)
+        seeds = fused_seeds(be, dense_ids, bm25_ids, matched, cfg.rrf_k)
+        mean = mean_cosine(be, self.centroid, vectors) if cfg.relevance_scale == "spread" else be.xp.zeros_like(top)
+        relevance = BlockRelevance(be, self.embeddings, self.bm25, self.n_terms, vectors, batch.seeds,
+                                   query_term_rows(be, batch.seeds, self.n_terms), top, mean, lex_top,
+                                   cfg.dense_share, cfg.relevance_scale)
         t = self.timer.add("seed", t)
-        mask, sizes = expand(be, self.adjacency, seeds, rel, cfg.hops, cfg.max_candidates)
+        n = self.index.n_chunks
+        expansion = expand_pairs(be, self.reach, seeds, n, relevance.pairs, cfg.hops, cfg.max_candidates)
+        pairs = CandidatePairs.from_keys(be, expansion.keys, n, len(batch))
         self.timer.add("expand", t)
-        return seeds, rel, matched, mask, sizes
+        return seeds, relevance, pairs, expansion.sizes
 
     def explain(self, queries: Sequence[str]) -> dict[str, list[list[int]]]:
         """Each query's seeds S0 (in fusion order) and candidate set (ascending ids): what stages 1-3
@@ -335,10 +268,11 @@ class SpectragRetriever(BaseRetriever):
         candidates_out: list[list[int]] = []
         for start in range(0, len(queries), self.batch_size()):
             batch = self.prepare(list(queries[start:start + self.batch_size()]))
-            seeds, _, _, mask, _ = self._candidates(batch)
-            seeds, mask = self.be.to_host(seeds), self.be.to_host(mask)
+            seeds, _, pairs, _ = self._candidates(batch)
+            seeds, rows = self.be.to_host(seeds), self.be.to_host(pairs.rows)
+            col_start = self.be.to_host(pairs.col_start)
             seeds_out += [[int(c) for c in dict.fromkeys(seeds[:, q].tolist())] for q in range(len(batch))]
-            candidates_out += [np.flatnonzero(mask[:, q]).tolist() for q in range(len(batch))]
+            candidates_out += [rows[col_start[q]:col_start[q + 1]].tolist() for q in range(len(batch))]
         return {"seeds": seeds_out, "candidates": candidates_out}
 
     def trace_lines(self, result: QueryResult) -> list[str]:
@@ -385,16 +319,28 @@ class SpectragRetriever(BaseRetriever):
         return (be.to_host(xp.take_along_axis(ids, order, axis=1)),
                 be.to_host(xp.take_along_axis(scores, order, axis=1)))
 
-    def _rest(self, mask: Any, rel: Any, counts: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, rel), B × depth on the host, of the most relevant non-candidates, deep enough for
-        every query whose candidates do not reach depth k (equal relevance: lower id)."""
-        be, xp = self.be, self.be.xp
-        n = rel.shape[0]
+    def _rest(self, pairs: CandidatePairs, relevance: BlockRelevance, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, rel), B × depth on the host, of the most relevant non-candidates of each query whose candidates do
+        not reach depth k (equal relevance: lower id; −1 / −inf for the other queries and past a query's
+        chunks): every chunk's relevance for those queries only, a slice of them at a time."""
+        be = self.be
+        n, counts = self.index.n_chunks, pairs.counts
         depth = min(k, n) - int(counts.min()) if counts.size else 0
         if depth <= 0:
             return np.zeros((counts.size, 0), dtype=np.int64), np.zeros((counts.size, 0), dtype=np.float32)
-        ids, vals = ranked_top_k(be, xp.where(mask, NEG_INF, rel), depth)
-        return be.to_host(ids).T, be.to_host(vals).T
+        ids_out = np.full((counts.size, depth), -1, dtype=np.int64)
+        vals_out = np.full((counts.size, depth), NEG_INF, dtype=np.float32)
+        short = np.flatnonzero(counts < min(k, n))
+        step = max(1, self.REST_BLOCK_BYTES // max(n * self.REST_BYTES_PER_ENTRY, 1))
+        col_start = be.to_host(pairs.col_start)
+        for first in range(0, short.size, step):
+            cols = short[first:first + step]
+            rel = relevance.block(cols)
+            for j, q in enumerate(cols):  # the query's candidates are out of its rest
+                rel[pairs.rows[int(col_start[q]):int(col_start[q + 1])], j] = NEG_INF
+            ids, vals = ranked_top_k(be, rel, depth)
+            ids_out[cols], vals_out[cols] = be.to_host(ids).T, be.to_host(vals).T
+        return ids_out, vals_out
 
     def _collect(self, queries: list[str], counts: np.ndarray, ranked: tuple[np.ndarray, np.ndarray],
                  rest: tuple[np.ndarray, np.ndarray], outside: np.ndarray, k: int, fallback: np.ndarray,

@@ -20,9 +20,13 @@ from gpu_tigrag.errors import TigragError
 from gpu_tigrag.ops.subgraph_ppr import CandidatePairs, subgraph_pagerank
 from gpu_tigrag.index.build import build_index
 from gpu_tigrag.methods.spectrag.chunk_graph import ChunkGraph
-from gpu_tigrag.methods.spectrag.retriever import SpectragRetriever, expand, fused_seeds, relevance, spectral_proximity
+from gpu_tigrag.methods.spectrag.candidates import expand_pairs
+from gpu_tigrag.methods.spectrag.retriever import SpectragRetriever, spectral_proximity
 from gpu_tigrag.ops.rows import unit_rows
 from gpu_tigrag.methods.spectrag.token_budget import select_contexts
+
+from block_reference import block_fused_seeds as fused_seeds
+from block_reference import block_relevance as relevance
 
 
 def random_weights(n, seed, density=0.15, isolated=()):
@@ -220,6 +224,16 @@ def test_the_spread_scale_puts_every_encoders_cosines_on_one_scale(backend):
         RetrievalConfig.of("spectrag", relevance_scale="z")
 
 
+def expand(be, adjacency, seeds, rel, hops, cap):
+    """`expand_pairs` with relevance read off a chunks × B matrix, as a mask (the block reference's form)."""
+    xp = be.xp
+    n, width = rel.shape
+    found = expand_pairs(be, adjacency, seeds, n, lambda rows, cols: rel[rows, cols], hops, cap)
+    mask = xp.zeros((n, width), dtype=bool)
+    mask[found.keys % n, found.keys // n] = True
+    return mask, found.sizes
+
+
 def test_expansion_is_breadth_first_and_an_overflowing_hop_keeps_the_most_relevant(backend):
     xp = backend.xp
     # a star around 0 (neighbours 1..6), and 1 -- 7 -- 8 a path out of the star
@@ -242,6 +256,29 @@ def test_expansion_is_breadth_first_and_an_overflowing_hop_keeps_the_most_releva
     # no cap reached: two full hops
     full, _ = expand(backend, adjacency, seeds, xp.asarray(rel), 2, 100)
     assert np.nonzero(backend.to_host(full)[:, 0])[0].tolist() == list(range(8))
+
+
+def test_expansion_over_pairs_equals_the_block_masks(backend):
+    """Random directed graphs (reach = the transpose's rows), caps that cut most hops, ties in relevance:
+    the same candidates and sizes as the chunks × B masks of the block reference."""
+    from block_reference import expand as block_expand
+
+    xp = backend.xp
+    rng = np.random.default_rng(11)
+    for trial in range(6):
+        n, width = int(rng.integers(5, 60)), int(rng.integers(1, 9))
+        a = (rng.random((n, n)) < rng.uniform(0.02, 0.3)).astype(np.float32)
+        a[rng.random((n, n)) < 0.05] = 0
+        adjacency = scipy.sparse.csr_matrix(a)
+        reach = adjacency.T.tocsr()
+        reach.eliminate_zeros()
+        rel = rng.integers(0, 4, size=(n, width)).astype(np.float32) / 4  # many equal relevances
+        seeds = np.stack([rng.choice(n, size=min(3, n), replace=False) for _ in range(width)], axis=1)
+        for hops, cap in ((1, 4), (2, 6), (3, n), (2, 1)):
+            mask, sizes = block_expand(backend, backend.csr(adjacency), xp.asarray(seeds), xp.asarray(rel), hops, cap)
+            pair_mask, pair_sizes = expand(backend, backend.csr(reach), xp.asarray(seeds), xp.asarray(rel), hops, cap)
+            assert (backend.to_host(mask) == backend.to_host(pair_mask)).all(), (trial, hops, cap)
+            assert (sizes == pair_sizes).all()
 
 
 def test_spectral_proximity_equals_a_per_query_loop(backend):
@@ -693,7 +730,7 @@ def test_title_links_add_the_link_pairs_to_the_chunk_graph():
     added = (with_links.weights - plain.weights - np.float32(0.28) * pairs).toarray()
     assert np.abs(added).max() < 1e-6
     rows, cols = pairs.nonzero()
-    assert (np.asarray(with_links.adjacency[rows, cols]).ravel() == 1).all()
+    assert (np.asarray(with_links.reach[cols, rows]).ravel() != 0).all()  # a hop from each end reaches the other
     queries = ["Korvath harbour", "painter museum", "railway poet"]
     for before, after in zip(plain.explain(queries)["candidates"], with_links.explain(queries)["candidates"]):
         assert set(before) <= set(after)
@@ -704,3 +741,56 @@ def test_title_links_add_the_link_pairs_to_the_chunk_graph():
     with pytest.raises(TigragError, match="already holds"):
         SpectragRetriever(staged, RetrievalConfig.of("spectrag", title_links=0.28), backend="numpy")
     SpectragRetriever(staged, RetrievalConfig.of("spectrag"), backend="numpy")  # without the setting: fine
+
+
+@pytest.mark.parametrize("bm25, scale", [("okapi", "max"), ("index", "max"), ("okapi", "spread")])
+def test_pairs_get_the_block_relevance_bit_for_bit(index, backend, bm25, scale):
+    """The candidate pairs' seeds, relevance and expansion against the chunks × B blocks of the reference: the
+    seeds identical, each pair's cosine, BM25 and relevance the block's bits, every chunk's relevance
+    (`BlockRelevance.block`, the rest's) the block's too."""
+    from block_reference import expand as block_expand
+    from gpu_tigrag.ops.dense_dot import query_dot
+    from gpu_tigrag.ops.fusion import bm25_scores
+
+    cfg = SpectragQueryConfig(relevance_scale=scale, bm25=bm25, seeds=6, max_candidates=9)
+    retriever = SpectragRetriever(index, RetrievalConfig(sections={"spectrag": cfg}, method="spectrag"),
+                                  backend=backend)
+    xp, be = backend.xp, retriever.be
+    batch = retriever.prepare(QUERIES)
+    seeds, pair_rel, pairs, sizes = retriever._candidates(batch)
+    dense = query_dot(be, retriever.embeddings, batch.vectors)
+    lexical = bm25_scores(be, retriever.bm25, batch.seeds, retriever.n_terms)
+    np.testing.assert_array_equal(backend.to_host(seeds), backend.to_host(fused_seeds(be, dense, lexical, 6, cfg.rrf_k)))
+    rel, matched = relevance(be, dense, lexical, cfg.dense_share, scale, mean=pair_rel.mean)
+    np.testing.assert_array_equal(backend.to_host(pair_rel.matched), backend.to_host(matched))
+    rows, cols = pairs.rows, pairs.cols
+    assert backend.to_host(pair_rel.pairs(rows, cols)).tobytes() == backend.to_host(rel[rows, cols]).tobytes()
+    all_rows = xp.repeat(xp.arange(index.n_chunks), len(QUERIES))
+    all_cols = xp.tile(xp.arange(len(QUERIES)), index.n_chunks)
+    from gpu_tigrag.ops.fusion import bm25_of_pairs
+    from gpu_tigrag.ops.sparse_scores import gather_dot
+    assert (backend.to_host(gather_dot(be, retriever.embeddings, batch.vectors, all_rows, all_cols)).tobytes()
+            == backend.to_host(dense.reshape(-1)).tobytes())
+    assert (backend.to_host(bm25_of_pairs(be, retriever.bm25, pair_rel.term_rows, all_rows, all_cols)).tobytes()
+            == backend.to_host(lexical.reshape(-1)).tobytes())
+    cols_host = np.array([2, 0])
+    assert backend.to_host(pair_rel.block(cols_host)).tobytes() == backend.to_host(rel[:, xp.asarray(cols_host)]).tobytes()
+    adjacency = retriever.weights.copy()
+    adjacency.data = (adjacency.data != 0).astype(np.float32)
+    mask, block_sizes = block_expand(be, adjacency, seeds, rel, cfg.hops, cfg.max_candidates)
+    pair_mask = xp.zeros_like(mask)
+    pair_mask[rows, cols] = True
+    assert (backend.to_host(mask) == backend.to_host(pair_mask)).all() and (block_sizes == sizes).all()
+
+
+def test_the_spread_mean_is_the_mean_chunk_vector_dotted_with_the_query(index):
+    """"spread"'s mean cosine, (mean chunk vector)·q in k order: within float32 rounding of the chunks' mean
+    cosine, and the same bits alone and in a batch."""
+    retriever = SpectragRetriever(index, RetrievalConfig(sections={"spectrag": SpectragQueryConfig(
+        relevance_scale="spread")}, method="spectrag"), backend="numpy")
+    batch = retriever.prepare(QUERIES)
+    mean = retriever._candidates(batch)[1].mean
+    np.testing.assert_allclose(mean, (index.embeddings.astype(np.float64) @ batch.vectors.T.astype(np.float64)).mean(0),
+                               atol=1e-6)
+    alone = retriever._candidates(retriever.prepare(QUERIES[1:2]))[1].mean
+    assert alone.tobytes() == mean[1:2].tobytes()
