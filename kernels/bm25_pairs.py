@@ -78,3 +78,12 @@ def bm25_pairs_cuda(w_indptr, w_indices, w_data, q_indptr, q_indices, q_data, ro
         return
     _bm25_pairs_kernel[(n + threads - 1) // threads, threads](w_indptr, w_indices, w_data, q_indptr, q_indices,
                                                               q_data, rows, cols, out)
+
+
+def ptx_signatures():
+    """(kernel, argument types) pairs compiled to PTX in CI to catch type errors the simulator allows."""
+    from numba import types
+
+    f32, i32, i64 = types.float32, types.int32, types.int64
+    return [(_bm25_pairs_kernel, (i32[::1], i32[::1], f32[::1], i32[::1], i32[::1], f32[::1], i64[::1], i64[::1],
+                                  f32[::1]))]
