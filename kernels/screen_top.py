@@ -1,11 +1,10 @@
 """The CPU step of the screened dense search (gpu_tigrag/ops/screen.py): one block of screening scores.
 
 For each query b (a thread per query), over the B × r block `screen` of BLAS cosines of rows
-offset .. offset + r: `top[b]` is a size-k min-heap of the largest screening scores seen so far (its
-root the k-th largest, −inf until k were seen), updated in a first pass over the query's row; a second
-pass keeps every row whose screening score is at least root − slack[b] as a candidate (its id and
-screening score). The root only grows, so a candidate list holds a superset of what the final root
-admits. A full candidate list is compacted against the current root; a query whose list is still full
+offset .. offset + r, in one pass: `top[b]` is a size-k min-heap of the largest screening scores seen so
+far (its root the k-th largest, −inf until k were seen), and every row whose screening score is at least
+the root − slack[b] at the time it is read is kept as a candidate (its id and screening score). The root
+only grows, so a candidate list holds a superset of what the final root admits. A full candidate list is compacted against the current root; a query whose list is still full
 is marked (count −1) and answered by the plain scan instead.
 """
 
@@ -31,15 +30,14 @@ def screen_block_cpu(screen, offset, slack, top, cand_ids, cand_scores, counts):
             continue
         row = screen[b]
         heap = top[b]
+        floor = np.float64(heap[0]) - slack[b]
+        count = counts[b]
         for j in range(r):
             value = row[j]
             if value > heap[0]:
                 heap[0] = value
                 _sift_down(heap, 0, k)
-        floor = np.float64(heap[0]) - slack[b]
-        count = counts[b]
-        for j in range(r):
-            value = row[j]
+                floor = np.float64(heap[0]) - slack[b]
             if np.float64(value) >= floor:
                 if count == cap:  # compact against the current root, else give up on this query
                     kept = 0
