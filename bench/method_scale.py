@@ -100,14 +100,19 @@ def render(payload: dict[str, Any]) -> str:
                 else:  # older runs recorded the seconds alone
                     lines.append(f"| {int(n):,} | {name} | {measured:,.1f} | – |")
     lines += ["", "The dense search is exact below `ann.min_chunks` (200,000 chunks; the synthetic 100,000 passages make "
-              "~128,000), so NaiveRAG's cost grows with the corpus: 10× the passages gives about a tenth of the q/s. "
+              "~128,000), so NaiveRAG's cost grows with the corpus. The exact search screens with a BLAS product and "
+              "re-scores the near-ties at each query's cut in k order (ops/screen.py: the scan's answer bit for bit, "
+              "about twice as fast at these sizes, bench/results/first_stage.md); it is still one product over "
+              "every chunk, so 10× the passages costs it 10×. "
               "From that size the index holds an ANN and the dense first stage answers through it "
               "(bench/results/ann.md): at 300,000 passages (385,684 chunks) NaiveRAG holds its 100,000-passage rate. "
               "BM25 ranks by MaxScore over the postings on the CPU (`kernels/bm25_top.py`): a query's cost follows the "
               "postings of its rarer tokens, not every chunk its common ones touch, and its top k is the exhaustive "
               "one bit for bit. Hybrid takes that BM25 list and the dense first stage's, so the dense search is its "
-              "cost now. SpectRAG's seeds and relevance still take the dense cosine and BM25 of every chunk "
-              "(chunks × B blocks), so it grows with the corpus. LiteSemRAG holds no chunks × B block (its sparse products are "
+              "cost now. SpectRAG holds no chunks × B block either: its seeds come from the dense first stage's and "
+              "BM25's top lists and its relevance is computed for the (query, chunk) pairs it reaches "
+              "(methods/spectrag/candidates.py), so its cost is the dense search plus what its candidates cost. "
+              "LiteSemRAG holds no chunks × B block (its sparse products are "
               "ranked as they are, its fusion takes the first stage's and BM25's lists), but it matches each query span "
               "against the prototypes of every phrase holding the span's words, so its candidate pairs grow with the "
               "corpus's phrases (51,000 a query at 10,000 synthetic passages): scored in place, they are its cost."]

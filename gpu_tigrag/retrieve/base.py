@@ -31,6 +31,9 @@ from ..text.tokens import valid_tokens
 from .device import DeviceIndex
 from .results import HopTrace, QueryResult
 
+#: the token ids of a query whose method does not read them (`BaseRetriever.uses_query_tokens`)
+NO_TOKENS = np.zeros(0, dtype=np.int32)
+
 log = logging.getLogger(__name__)
 
 
@@ -113,6 +116,9 @@ class BaseRetriever(abc.ABC):
     OPTIONS: ClassVar[frozenset[str]] = frozenset({"encoder", "backend", "vector_cache", "allow_mixed_encoder"})
     #: whether queries are embedded by the index's passage encoder
     uses_passage_encoder: ClassVar[bool] = True
+    #: whether `_retrieve_batch` reads the queries' token ids (`query_seeds`): a method that ranks by the vectors
+    #: alone (NaiveRAG) skips the tokenising, 0.1 ms a query (bench/results/method_scale.md)
+    uses_query_tokens: ClassVar[bool] = True
 
     def __init__(self, index: Any, config: RetrievalConfig | None = None, encoder: Encoder | None = None,
                  backend: str | Backend = "auto", vector_cache: VectorCache | None = None,
@@ -169,7 +175,8 @@ class BaseRetriever(abc.ABC):
         """Tokenise and embed a batch (CPU work; may run in another thread ahead of `run_prepared`).
         The vectors stay where the encoder made them (`be.asarray` moves them once, if at all)."""
         queries = list(queries)
-        return PreparedBatch(queries, self.query_seeds(queries), self.encode_queries(queries))
+        seeds = self.query_seeds(queries) if self.uses_query_tokens else [NO_TOKENS] * len(queries)
+        return PreparedBatch(queries, seeds, self.encode_queries(queries))
 
     # -- batches -----------------------------------------------------------------------------
     def retrieve(self, queries: str | Sequence[str], k: int | None = None,

@@ -24,6 +24,7 @@ class NaiveragRetriever(BaseRetriever):
     so no chunks × B block is allocated."""
 
     method = "naiverag"
+    uses_query_tokens = False  # ranks by the vectors alone
 
     def bytes_per_query(self) -> int:
         # the first stage's blocks are bounded whatever the batch (first_stage.BLOCK_BYTES); per query: its

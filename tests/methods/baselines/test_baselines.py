@@ -87,3 +87,19 @@ def test_hybrid_without_a_block_gives_the_blocks_ranking_and_scores(synthetic_hy
         for q, result in enumerate(results):
             assert result.chunk_ids == ids[q].tolist()
             np.testing.assert_array_equal(np.asarray(result.scores), vals[q])
+
+
+def test_naiverag_does_not_tokenise_its_queries(example, monkeypatch):
+    """NaiveRAG ranks by the vectors alone: its batches carry no token ids (no tokenising), its ranking is the
+    cosine ranking."""
+    from gpu_tigrag.methods.baselines.retriever import NaiveragRetriever
+
+    index, queries = example
+    retriever = NaiveragRetriever(index, RetrievalConfig(method="naiverag"), backend="numpy")
+    monkeypatch.setattr(retriever, "query_seeds", lambda q: (_ for _ in ()).throw(AssertionError("tokenised")))
+    batch = retriever.prepare(queries)
+    assert all(seed.size == 0 for seed in batch.seeds) and len(batch.seeds) == len(queries)
+    vectors = retriever.encoder.encode(queries, kind="query")
+    for query, vector, result in zip(queries, vectors, retriever.retrieve(queries, k=8)):
+        dense = index.embeddings @ vector
+        assert result.chunk_ids == sorted(range(index.n_chunks), key=lambda i: (-dense[i], i))[:8], query
