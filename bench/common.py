@@ -42,6 +42,16 @@ def machine() -> dict[str, Any]:
     return {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count()}
 
 
+def cpu_name() -> str:
+    """This machine's CPU as /proc/cpuinfo names it, with its family and model (the machines differ from session to
+    session: a figure measured on one is compared only with figures of the same CPU)."""
+    path = Path("/proc/cpuinfo")
+    text = path.read_text() if path.exists() else ""
+    field = {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in text.splitlines()[:30])}
+    name = field.get("model name", platform.processor() or platform.machine())
+    return f"{name} (family {field.get('cpu family', '?')}, model {field.get('model', '?')})"
+
+
 def synchronize(be: Any) -> None:
     """Wait for the device of backend `be` (a no-op on the CPU), so a clock read afterwards is honest."""
     if be.is_gpu:

@@ -24,7 +24,7 @@ from typing import Any
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[1])
-from bench.common import CACHE, write_results
+from bench.common import CACHE, cpu_name, write_results
 
 
 def query_file(n: int, count: int, folder: Path) -> Path:
@@ -78,16 +78,19 @@ def render(payload: dict[str, Any]) -> str:
     lines = ["# Every method against corpus size", "",
              f"`{payload['command']}` — synthetic passages (bench/scale.py's stand-in indexes), {payload['queries']} "
              f"queries of 6 words, batch {payload['batch']}, `tigrag bench` (each system in a fresh process; q/s "
-             "end to end, the stand-in encoder included); 2 cores. –: not measured at that size.", "",
-             "| system | code | " + " | ".join(f"{n:,} q/s" for n in sizes) + " | "
+             "end to end, the stand-in encoder included); 2 cores. –: not measured at that size. The CPU differs "
+             "between sessions: compare rows of the same CPU only (rows without one are from runs that did not "
+             "record it, before the AMD EPYC rows).", "",
+             "| system | code | CPU | " + " | ".join(f"{n:,} q/s" for n in sizes) + " | "
              + " | ".join(f"{n:,} peak RSS MiB" for n in sizes) + " | "
              + " | ".join(f"{n:,} ÷ {first:,}" for n in sizes[1:]) + " |",
-             "|---|---|" + "---|" * (3 * len(sizes) - 1)]
+             "|---|---|---|" + "---|" * (3 * len(sizes) - 1)]
     for row in payload["rows"]:
         qps = row["qps"]
         ratios = [f"{qps[str(n)] / qps[str(first)]:.2f}" if str(n) in qps and str(first) in qps else "–"
                   for n in sizes[1:]]
-        lines.append(f"| {row['system']} | {row['code']} | " + " | ".join(_cell(qps, n, ",.1f") for n in sizes) + " | "
+        lines.append(f"| {row['system']} | {row['code']} | {row.get('cpu', 'not recorded')} | "
+                     + " | ".join(_cell(qps, n, ",.1f") for n in sizes) + " | "
                      + " | ".join(_cell(row["rss"], n, ",.0f") for n in sizes) + " | " + " | ".join(ratios) + " |")
     stages = sorted(payload.get("stage_seconds", {}).items(), key=lambda item: int(item[0]))
     if stages:
@@ -177,7 +180,7 @@ def main() -> int:
             for label, code in codes:
                 for result in bench(index, queries, args.systems, args.batch, code):
                     row = rows.setdefault((result["system"], label), {"system": result["system"], "code": label,
-                                                                       "qps": {}, "rss": {}})
+                                                                       "cpu": cpu_name(), "qps": {}, "rss": {}})
                     row["qps"][str(n)] = result["batches"][0]["queries_per_second"]
                     row["rss"][str(n)] = result["peak_rss_mib"]
                     print(f"{n:,} {label} {result['system']}: {row['qps'][str(n)]:,.1f} q/s, "

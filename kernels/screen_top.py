@@ -31,13 +31,17 @@ def screen_block_cpu(screen, offset, slack, top, cand_ids, cand_scores, counts):
         row = screen[b]
         heap = top[b]
         floor = np.float64(heap[0]) - slack[b]
+        quick = _below(floor)
         count = counts[b]
         for j in range(r):
             value = row[j]
+            if value < quick:  # the common case: neither in the heap nor a candidate
+                continue
             if value > heap[0]:
                 heap[0] = value
                 _sift_down(heap, 0, k)
                 floor = np.float64(heap[0]) - slack[b]
+                quick = _below(floor)
             if np.float64(value) >= floor:
                 if count == cap:  # compact against the current root, else give up on this query
                     kept = 0
@@ -54,3 +58,10 @@ def screen_block_cpu(screen, offset, slack, top, cand_ids, cand_scores, counts):
                 cand_scores[b, count] = value
                 count += 1
         counts[b] = count
+
+
+@njit(inline="always")
+def _below(floor):
+    """A float32 at or below the float64 `floor` (its float32 rounding moved down by more than its error): the
+    float32 test every score meets first."""
+    return np.float32(floor - abs(floor) * 1e-6 - 1e-30)

@@ -30,6 +30,7 @@ import numpy as np
 
 from ..backend import Backend
 from .sparse_scores import gather_dot
+from .topk import ranked_top_k
 
 #: unit roundoff of float32
 FLOAT32_UNIT = 2.0 ** -24
@@ -71,18 +72,21 @@ def screened_top_k(be: Backend, embeddings: Any, vectors: Any, k: int, max_row_n
     state = be.kernel(cpu=_HostScreen, cuda=_DeviceScreen)(be, width, k, slack)
     for start in range(0, n, block_rows):
         state.add(product(vectors, embeddings[start:start + block_rows]), start)
-    queries, chunks, overflow = state.candidates()
+    queries, chunks, overflow = state.candidates()  # grouped by query, ids ascending within a query
     exact = gather_dot(be, embeddings, vectors, chunks, queries)
-    # rank each query's candidates by exact cosine, then chunk id; keep its first k
-    order = xp.lexsort(xp.stack([chunks.astype(xp.float64), -exact.astype(xp.float64), queries.astype(xp.float64)]))
-    queries, chunks, exact = queries[order], chunks[order], exact[order]
-    starts = xp.searchsorted(queries, xp.arange(width + 1))
+    # each query's candidates as a column (ids ascending down it, −inf below), ranked by exact cosine: equal
+    # cosines keep the lower position, which is the lower id
+    counts = xp.bincount(queries, minlength=width)
+    starts = xp.cumsum(counts) - counts
     place = xp.arange(queries.size) - starts[queries]
-    keep = place < k
-    ids = xp.zeros((k, width), dtype=xp.int64)
-    vals = xp.zeros((k, width), dtype=xp.float32)
-    ids[place[keep], queries[keep]] = chunks[keep]
-    vals[place[keep], queries[keep]] = exact[keep]
+    depth = max(int(counts.max()) if counts.size else 0, k)
+    padded = xp.full((depth, width), -math.inf, dtype=xp.float32)
+    padded[place, queries] = exact
+    padded_ids = xp.zeros((depth, width), dtype=xp.int64)
+    padded_ids[place, queries] = chunks
+    order, vals = ranked_top_k(be, padded, k)
+    ids = xp.take_along_axis(padded_ids, order, axis=0)
+    vals = vals.astype(xp.float32)
     if overflow.size:
         more_ids, more_vals = plain(vectors[be.asarray(overflow)], k)
         ids[:, be.asarray(overflow)], vals[:, be.asarray(overflow)] = more_ids, more_vals
@@ -143,4 +147,6 @@ class _DeviceScreen:
         scores = xp.concatenate([f[2] for f in self.found])
         floor = self.top.min(axis=1).astype(xp.float64) - self.slack
         admitted = scores.astype(xp.float64) >= floor[queries]
-        return queries[admitted], chunks[admitted], np.zeros(0, dtype=np.int64)
+        queries, chunks = queries[admitted], chunks[admitted]
+        order = self.be.argsort_stable(queries)  # blocks in row order: ids stay ascending within a query
+        return queries[order], chunks[order], np.zeros(0, dtype=np.int64)

@@ -8,7 +8,7 @@ from gpu_tigrag.backend import get_backend
 from gpu_tigrag.ops import screen
 from gpu_tigrag.ops.dense_dot import query_dot
 from gpu_tigrag.ops.screen import dot_error_bound, screen_slack, screened_top_k
-from gpu_tigrag.retrieve.first_stage import SCREEN_MIN_QUERIES, SCREEN_MIN_ROWS, FlatSearch
+from gpu_tigrag.retrieve.first_stage import SCREEN_MIN_QUERIES, SCREEN_MIN_ROWS, SCREEN_ROWS_PER_K, FlatSearch
 
 
 def near_ties(n: int = 3000, dim: int = 64, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -110,7 +110,7 @@ def test_the_device_steps_give_the_host_kernels_answer(monkeypatch):
 
 
 def test_flat_search_screens_large_batches_and_answers_as_the_scan(backend):
-    rows, vectors = near_ties(n=SCREEN_MIN_ROWS + 500, seed=5)
+    rows, vectors = near_ties(n=max(SCREEN_MIN_ROWS, SCREEN_ROWS_PER_K * 10) + 500, seed=5)
     rows, vectors = backend.asarray(rows), backend.asarray(vectors)
     flat = FlatSearch(backend, rows)
     calls = []
@@ -128,9 +128,12 @@ def test_flat_search_screens_large_batches_and_answers_as_the_scan(backend):
             scan_ids, scan_vals = flat.scan(vectors[:width], 10)
             np.testing.assert_array_equal(backend.to_host(ids), backend.to_host(scan_ids))
             np.testing.assert_array_equal(backend.to_host(vals), backend.to_host(scan_vals))
+        deep = int(rows.shape[0]) // SCREEN_ROWS_PER_K + 1
+        flat.search(vectors, deep)
+        flat.search(vectors, deep - 1)
     finally:
         first_stage.screened_top_k = saved
-    assert calls == [SCREEN_MIN_QUERIES, 40]
+    assert calls == [SCREEN_MIN_QUERIES, 40, 40]  # the last: a top k too deep for this many rows, the scan
     # a query's answer alone = in its batch
     alone = flat.search(vectors[3:4], 10)
     batch = flat.search(vectors, 10)
