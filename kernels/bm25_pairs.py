@@ -22,8 +22,8 @@ from numba import njit, prange
 from .lazy_cuda import cuda
 
 
-@njit(inline="always")
 def _pair_bm25(w_indptr, w_indices, w_data, q_indptr, q_indices, q_data, chunk, query):
+    """One pair's BM25 (module doc): compiled for the CPU twin and, as a device function, for the GPU kernel."""
     total = np.float32(0.0)
     a, a_end = w_indptr[chunk], w_indptr[chunk + 1]
     b, b_end = q_indptr[query], q_indptr[query + 1]
@@ -40,11 +40,15 @@ def _pair_bm25(w_indptr, w_indices, w_data, q_indptr, q_indices, q_data, chunk, 
     return total
 
 
+_pair_bm25_host = njit(inline="always")(_pair_bm25)
+_pair_bm25_device = cuda.jit(device=True, inline=True)(_pair_bm25)
+
+
 @njit(parallel=True, cache=True)
 def bm25_pairs_cpu(w_indptr, w_indices, w_data, q_indptr, q_indices, q_data, rows, cols, out):
     """out[p] = BM25 of chunk rows[p] for query cols[p] (module doc)."""
     for p in prange(rows.shape[0]):
-        out[p] = _pair_bm25(w_indptr, w_indices, w_data, q_indptr, q_indices, q_data, rows[p], cols[p])
+        out[p] = _pair_bm25_host(w_indptr, w_indices, w_data, q_indptr, q_indices, q_data, rows[p], cols[p])
 
 
 @cuda.jit
@@ -53,21 +57,7 @@ def _bm25_pairs_kernel(w_indptr, w_indices, w_data, q_indptr, q_indices, q_data,
     p = cuda.grid(1)
     if p >= rows.shape[0]:
         return
-    chunk, query = rows[p], cols[p]
-    total = np.float32(0.0)
-    a, a_end = w_indptr[chunk], w_indptr[chunk + 1]
-    b, b_end = q_indptr[query], q_indptr[query + 1]
-    while a < a_end and b < b_end:
-        ta, tb = w_indices[a], q_indices[b]
-        if ta == tb:
-            total += np.float32(np.float32(w_data[a]) * np.float32(q_data[b]))
-            a += 1
-            b += 1
-        elif ta < tb:
-            a += 1
-        else:
-            b += 1
-    out[p] = total
+    out[p] = _pair_bm25_device(w_indptr, w_indices, w_data, q_indptr, q_indices, q_data, rows[p], cols[p])
 
 
 def bm25_pairs_cuda(w_indptr, w_indices, w_data, q_indptr, q_indices, q_data, rows, cols, out,
