@@ -81,7 +81,7 @@ from .spans import ENTITY, PHRASE, TOKEN, Span
 from ...retrieve.results import HopTrace, QueryResult
 from ...ops.rows import unit_rows
 from ...retrieve.base import BaseRetriever
-from ...retrieve.first_stage import first_stage
+from ...retrieve.first_stage import FlatSearch, first_stage
 
 MISSING_STAGE = ("this index has no LiteSemRAG stage; build it with `tigrag extend INDEX --methods litesemrag` "
                  "(or `tigrag index ... --methods tigrag,litesemrag`)")
@@ -305,13 +305,15 @@ class LitesemragRetriever(BaseRetriever):
                            lambda rows: self._global_best(vectors, rows))
 
     def _global_best(self, vectors: Any, rows: np.ndarray) -> np.ndarray:
-        be, xp = self.be, self.be.xp
-        step = max(1, (64 << 20) // max(4 * self.graph.n_prototypes, 1))  # ~64 MiB of cosines at once
-        out = []
-        for lo in range(0, rows.size, step):
-            sims = vectors[xp.asarray(rows[lo : lo + step])] @ self.protos.T
-            out.append(be.to_host(xp.argmax(sims, axis=1)))
-        return np.concatenate(out).astype(np.int64)
+        """The prototype of highest cosine with each span vector vectors[rows] (equal cosines: the lower id, as an
+        argmax): the exact top 1 of `FlatSearch` over the prototypes, whose cosines are each added in k order,
+        so a span's match does not depend on the other spans of its batch (a BLAS product's bits would)."""
+        if rows.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        search = self.device.get("litesemrag.prototype_search", lambda: FlatSearch(self.be, self.protos),
+                                 source=self.graph)
+        ids, _ = search.search(vectors[self.be.asarray(rows)], 1)
+        return self.be.to_host(ids[0]).astype(np.int64)
 
     def _retrieve_batch(self, batch: SpanBatch, k: int) -> list[QueryResult]:
         if len(batch) == 0:

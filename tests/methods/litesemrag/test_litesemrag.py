@@ -1210,3 +1210,23 @@ def test_paper_figures_on_musique_are_pinned():
     experiment = Experiment(index, query_dataset("musique", load_queries(folder / "musique_train.json")), "numpy")
     metrics = experiment.report(experiment.run_system("LiteSemRAG"))["metrics"]
     assert {key: round(100 * metrics[key], 2) for key in PAPER_PINNED} == PAPER_PINNED
+
+
+def test_similarity_matching_is_the_exact_argmax_whatever_the_other_spans(retriever):
+    """A span with no exact or partial candidate takes the prototype of highest cosine among all (equal cosines: the
+    lower id): the same prototype alone and beside any other spans, and the float64 argmax where it is clear."""
+    protos = np.asarray(retriever.protos, dtype=np.float32)
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((300, protos.shape[1])).astype(np.float32)
+    vectors[7] = protos[3]  # its own prototype
+    vectors[8] = protos[3] + protos[5]  # a tie when the two prototypes are as close: the lower id
+    rows = np.arange(300, dtype=np.int64)
+    together = retriever._global_best(vectors, rows)
+    for row in (0, 7, 8, 299):
+        assert retriever._global_best(vectors, np.array([row]))[0] == together[row]
+        assert retriever._global_best(vectors, np.array([row, *range(0, 40)]))[0] == together[row]
+    exact = vectors.astype(np.float64) @ protos.T.astype(np.float64)
+    clear = np.sort(exact, axis=1)[:, -1] - np.sort(exact, axis=1)[:, -2] > 1e-4
+    assert clear.sum() > 250 and (together[clear] == exact.argmax(axis=1)[clear]).all()
+    assert together[7] == int(np.argmax(protos @ protos[3]))
+    assert retriever._global_best(vectors, rows[:0]).shape == (0,)
