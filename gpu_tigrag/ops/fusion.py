@@ -121,16 +121,16 @@ def bm25_block_scores(be: Backend, bm25: Any, postings: Any, seeds: Sequence[np.
 
 def bm25_of_pairs(be: Backend, bm25: Any, term_rows: Any, rows: Any, cols: Any) -> Any:
     """float32 (P,) on the backend: the BM25 of chunk rows[p] for query cols[p], `bm25_scores`' entry bit for bit
-    (kernels/bm25_pairs.py), with no chunks × B block. `bm25`: chunks × vocab CSR (sorted indices) on the
-    backend; `term_rows`: the block's `query_term_rows`."""
+    (kernels/bm25_pairs.py), with no chunks × B block. `bm25`: chunks × vocab CSR on the backend (its indices
+    sorted here if they are not); `term_rows`: the block's `query_term_rows`."""
     from ..kernels.bm25_pairs import bm25_pairs_cpu, bm25_pairs_cuda
 
     xp = be.xp
     out = xp.empty(int(rows.size), dtype=xp.float32)
     if rows.size == 0:
         return out
-    if not bm25.has_sorted_indices:
-        raise ValueError("the BM25 matrix's column indices must be sorted per row (the order its sums follow)")
+    if not bm25.has_sorted_indices:  # the sums follow each row's token order (as `_bm25_top_host` sorts its postings)
+        bm25.sort_indices()
     be.kernel(cpu=bm25_pairs_cpu, cuda=bm25_pairs_cuda)(
         bm25.indptr, bm25.indices, bm25.data, term_rows.indptr, term_rows.indices, term_rows.data,
         xp.ascontiguousarray(rows, dtype=xp.int64), xp.ascontiguousarray(cols, dtype=xp.int64), out)
