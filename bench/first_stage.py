@@ -141,8 +141,7 @@ def main() -> int:
              f"`{payload['command']}` — top-{args.k}; medians of {args.rounds} alternating rounds; numba "
              f"{payload['threads']} threads, faiss {payload['faiss_threads']} OpenMP threads; ms per question.", "",
              "FlatSearch screens with a BLAS product and re-scores the candidates near each query's cut in k order "
-             "(ops/screen.py) from 2,048 chunks and 256 chunks per result asked, for 8 queries a call or more (any "
-             "number from 32,768 chunks); "
+             "(ops/screen.py) from 2,048 chunks and 256 chunks per result asked, for 8 queries a call or more; "
              "the plain scan computes every cosine in k order (`query_dot`). Both give the same top k, ids and "
              "cosines bit for bit (the \"identical\" column checks it on every question of the run).", "",
              "| vectors | chunks | how | FlatSearch | plain scan | faiss IndexFlatIP | scan ÷ FlatSearch | "

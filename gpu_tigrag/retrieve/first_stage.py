@@ -32,15 +32,16 @@ log = logging.getLogger(__name__)
 
 #: bytes of one block of scores and its top-k temporaries, per (row, query): sized to stay in cache-sized slices
 BLOCK_BYTES = 64 << 20
-#: from this many chunks the search screens with a BLAS product and re-scores the candidates (ops/screen.py),
-#: for batches of SCREEN_MIN_QUERIES queries or more, or of any size from SCREEN_ALWAYS_ROWS chunks; below,
-#: the plain scan (its one-query kernels) is as fast (bench/results/first_stage.md). The ranking is the same.
+#: from this many chunks the search screens with a BLAS product and re-scores the candidates (ops/screen.py);
+#: below, the plain scan is as fast. The ranking is the same either way.
 SCREEN_MIN_ROWS = 2048
 #: ... and from this many chunks per result asked for: a deep top k (Hybrid's k + 100) costs the screen's heaps and
 #: candidates more than the scan's top-k pass below that (12,849 × 256 stand-ins at k 110: 25 against 17 ms)
 SCREEN_ROWS_PER_K = 256
+#: ... for batches of this many queries or more. Fewer take the plain scan (its one-query kernels): a one-query
+#: product gains nothing on one BLAS thread, and on two the BLAS workers, woken per call, spin beside the numba
+#: threads (one question per call at 131,072 chunks: 70 ms screened against 5.6 ms scanned in the bench process)
 SCREEN_MIN_QUERIES = 8
-SCREEN_ALWAYS_ROWS = 32768
 #: rows of one screening block (B × rows float32 scores: 16 MB at B = 256; a query's row of them in L2)
 SCREEN_BLOCK_ROWS = 16384
 
@@ -66,8 +67,7 @@ class FlatSearch:
         vectors = be.asarray(vectors)
         n, n_queries = self.embeddings.shape[0], vectors.shape[0]
         k = min(k, n)
-        if (k and n >= max(SCREEN_MIN_ROWS, SCREEN_ROWS_PER_K * k)
-                and (n_queries >= SCREEN_MIN_QUERIES or n >= SCREEN_ALWAYS_ROWS)):
+        if k and n >= max(SCREEN_MIN_ROWS, SCREEN_ROWS_PER_K * k) and n_queries >= SCREEN_MIN_QUERIES:
             return screened_top_k(be, self.embeddings, vectors, k, self.max_row_norm(), SCREEN_BLOCK_ROWS,
                                   self._screen_product, self.scan)
         return self.scan(vectors, k)
