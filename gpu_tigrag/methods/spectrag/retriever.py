@@ -332,12 +332,14 @@ class SpectragRetriever(BaseRetriever):
         vals_out = np.full((counts.size, depth), NEG_INF, dtype=np.float32)
         short = np.flatnonzero(counts < min(k, n))
         step = max(1, self.REST_BLOCK_BYTES // max(n * self.REST_BYTES_PER_ENTRY, 1))
-        col_start = be.to_host(pairs.col_start)
         for first in range(0, short.size, step):
             cols = short[first:first + step]
             rel = relevance.block(cols)
-            for j, q in enumerate(cols):  # the query's candidates are out of its rest
-                rel[pairs.rows[int(col_start[q]):int(col_start[q + 1])], j] = NEG_INF
+            column = np.full(counts.size, -1, dtype=np.int64)  # each query's column in this slice, -1: not in it
+            column[cols] = np.arange(cols.size)
+            of_pair = be.asarray(column)[pairs.cols]
+            listed = of_pair >= 0  # the slice's queries' candidates are out of their rest
+            rel[pairs.rows[listed], of_pair[listed]] = NEG_INF
             ids, vals = ranked_top_k(be, rel, depth)
             ids_out[cols], vals_out[cols] = be.to_host(ids).T, be.to_host(vals).T
         return ids_out, vals_out
