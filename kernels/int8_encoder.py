@@ -1,0 +1,314 @@
+"""A BERT encoder's forward pass over ragged texts, int8 products and fused float passes (backend
+`numba-int8`, gpu_tigrag/encoders/numba_int8.py).
+
+The texts of a call are concatenated rows (one per token, no padding): text t is rows
+starts[t] .. starts[t] + lengths[t]. Per layer there are two parallel passes:
+
+1. attention, a task per (text, head): scores q·k/√d over the text's own rows, softmax, the sum of v;
+2. the rest, a task per block of `BLOCK_ROWS` rows: the output projection, residual and layer norm, the
+   feed-forward (GELU) and its layer norm, then the next layer's Q/K/V projection. Every intermediate
+   of a block stays in that task (cache-resident), so there is no memory pass per operation.
+
+Every product is int8: activations quantised per row (symmetric, scale max|x|/127, stored as uint8 around
+128), weights per output column (`int8_gemm`), integer sums exact, dequantised by row scale × column
+scale. Every float step reads one row (or one text), in the same code whatever the row's neighbours,
+so a text's vector is the same in any batch, with any batch-mates and any thread count.
+GELU uses erf by Abramowitz & Stegun 7.1.28 (|error| ≤ 3e-7) and softmax a polynomial exp
+(relative error ~2e-7): plain arithmetic that vectorises, where libm calls would not.
+"""
+
+from __future__ import annotations
+
+from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
+
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import get_num_threads, njit, prange, types
+from numba.extending import intrinsic
+
+from .int8_gemm import rows_times
+
+#: rows per task of the row pass (a multiple of int8_gemm.TILE_ROWS)
+BLOCK_ROWS = 32
+#: activations are int8 in [-127, 127], stored as uint8 around this zero point
+ZERO_POINT = 128
+MIN_SCALE = 1e-12
+_LOG2E = np.float32(1.4426950408889634)
+_LN2_HI = np.float32(0.693145751953125)
+_LN2_LO = np.float32(1.428606765330187e-06)
+#: Abramowitz & Stegun 7.1.28
+_A1, _A2, _A3 = np.float32(0.0705230784), np.float32(0.0422820123), np.float32(0.0092705272)
+_A4, _A5, _A6 = np.float32(0.0001520143), np.float32(0.0002765672), np.float32(0.0000430638)
+_INV_SQRT2 = np.float32(0.7071067811865476)
+
+
+@intrinsic
+def _bits_of(typingctx, value):
+    """The int32 bits of a float32 (a register move: no memory, so nothing for the optimiser to reorder)."""
+    if value != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+
+    return types.int32(types.float32), codegen
+
+
+@intrinsic
+def _float_of(typingctx, bits):
+    """The float32 whose bits are the low 32 bits of the integer `bits`."""
+    if not isinstance(bits, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        value = args[0]
+        if bits.bitwidth > 32:
+            value = builder.trunc(value, ir.IntType(32))
+        return builder.bitcast(value, ir.FloatType())
+
+    return types.float32(bits), codegen
+
+
+@njit(cache=True, error_model="numpy", fastmath=True, inline="always")
+def _gelu(x):
+    z = min(abs(x) * _INV_SQRT2, np.float32(4.0))  # erf(4) rounds to 1 in float32; bounded, p¹⁶ stays finite
+    p = np.float32(1.0) + z * (_A1 + z * (_A2 + z * (_A3 + z * (_A4 + z * (_A5 + z * _A6)))))
+    p2 = p * p
+    p4 = p2 * p2
+    p8 = p4 * p4
+    erf = np.float32(1.0) - np.float32(1.0) / (p8 * p8)
+    erf = erf if x >= 0 else -erf
+    return np.float32(0.5) * x * (np.float32(1.0) + erf)
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _quantize(x, row, rows, width, q, scales):
+    """q[r, :width] = x[r, :width] as uint8 around ZERO_POINT (rounded half up), scales[r] its scale, for the
+    block's rows. The row's peak |x| is found on the float bits (a non-negative float orders as its bits), an
+    integer maximum that vectorises where a float one does not."""
+    for r in range(row, row + rows):
+        top = np.int32(0)
+        for j in range(width):
+            top = max(top, _bits_of(x[r, j]) & np.int32(0x7FFFFFFF))
+        scale = max(_float_of(np.int32(top)) / np.float32(127.0), np.float32(MIN_SCALE))
+        inverse = np.float32(1.0) / scale
+        for j in range(width):
+            q[r, j] = np.uint8(np.int32(x[r, j] * inverse + np.float32(ZERO_POINT + 0.5)))
+        scales[r] = scale
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _gelu_rows(x, rows, width):
+    """x[:rows, :width] = GELU(x), in place."""
+    for r in range(rows):
+        for j in range(width):
+            x[r, j] = _gelu(x[r, j])
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _dequantize(c, row, rows, width, column_sums, column_scales, bias, scales, out):
+    """out[r, :width] = the block's exact sums back in float: (c − 128·Σw) · row scale · column scale + bias."""
+    for r in range(row, row + rows):
+        scale = scales[r]
+        for j in range(width):
+            out[r, j] = np.float32(c[r, j] - ZERO_POINT * column_sums[j]) * (column_scales[j] * scale) + bias[j]
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _norm_row(x, r, gamma, beta, eps, out):
+    """out[r] = layer_norm(x[r]) (out may be x)."""
+    width = gamma.shape[0]
+    total = np.float32(0.0)
+    for j in range(width):
+        total += x[r, j]
+    mean = total / np.float32(width)
+    spread = np.float32(0.0)
+    for j in range(width):
+        d = x[r, j] - mean
+        spread += d * d
+    inverse = np.float32(1.0) / np.sqrt(spread / np.float32(width) + eps)
+    for j in range(width):
+        out[r, j] = (x[r, j] - mean) * inverse * gamma[j] + beta[j]
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _add_norm_row(x, r, residual, gamma, beta, eps):
+    """residual[r] = layer_norm(x[r] + residual[r]) (x[r] is overwritten with the sum)."""
+    for j in range(gamma.shape[0]):
+        x[r, j] += residual[r, j]
+    _norm_row(x, r, gamma, beta, eps, residual)
+
+
+@njit(cache=True, error_model="numpy", fastmath=True, inline="always")
+def _ordered(bits):
+    """An int32 that orders as the float32 whose bits are `bits` (an involution: it also maps back)."""
+    return bits ^ ((bits >> np.int32(31)) & np.int32(0x7FFFFFFF))
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _softmax_rows(scores):
+    """Each row of `scores` (length × length) becomes exp(score − the row's max), unnormalised.
+    exp(x) = 2ⁿ·p(r) with x = n·ln2 + r, |r| ≤ ln2/2, p of degree 6 (relative error < 1e-6), 2ⁿ built as
+    float bits; x below −87 is taken as −87 (exp ≈ 1.6e-38, nothing beside the row's 1). The row max is an
+    integer maximum over order-preserving integers of the floats' bits. Both vectorise, where a float maximum
+    and a table of powers do not; every loop starts at 0, so the compiler sees its index ≥ 0."""
+    length = scores.shape[0]
+    for i in range(length):
+        top = np.int32(-2147483647)
+        for j in range(length):
+            top = max(top, _ordered(_bits_of(scores[i, j])))
+        peak = _float_of(_ordered(np.int32(top)))
+        for j in range(length):
+            x = max(scores[i, j] - peak, np.float32(-87.0))
+            n = -np.int32(np.float32(0.5) - x * _LOG2E)  # round(x·log2 e), x ≤ 0
+            r = (x - np.float32(n) * _LN2_HI) - np.float32(n) * _LN2_LO
+            p = np.float32(1.0) + r * (np.float32(1.0) + r * (np.float32(0.5) + r * (np.float32(1.0 / 6) + r * (
+                np.float32(1.0 / 24) + r * (np.float32(1.0 / 120) + r * np.float32(1.0 / 720))))))
+            scores[i, j] = p * _float_of(np.int32((n + 127) << 23))
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _attention(qkv, start, length, head, size, hidden, scratch, out):
+    """out[rows, head's columns] = softmax(q·k / √size) · v over the text's rows start .. start + length.
+
+    The two products are BLAS sgemm calls on the text's own contiguous copies (the same shapes, so the same
+    summation, for a text wherever it sits in a batch); the softmax's 1/Σ is applied to the product with v.
+    `scratch`: ≥ 4·longest·size + longest² float32s of the thread's own."""
+    scale = np.float32(1.0 / math.sqrt(size))
+    q0, k0, v0 = head * size, hidden + head * size, 2 * hidden + head * size
+    n, square = length * size, length * length
+    queries = scratch[:n].reshape((length, size))
+    keys = scratch[n:2 * n].reshape((length, size))
+    values = scratch[2 * n:3 * n].reshape((length, size))
+    mixed = scratch[3 * n:4 * n].reshape((length, size))
+    flat_scores = scratch[4 * n:4 * n + square]
+    scores = flat_scores.reshape((length, length))
+    for j in range(length):
+        for d in range(size):
+            queries[j, d] = qkv[start + j, q0 + d] * scale
+            keys[j, d] = qkv[start + j, k0 + d]
+            values[j, d] = qkv[start + j, v0 + d]
+    np.dot(queries, keys.T, scores)
+    _softmax_rows(scores)
+    np.dot(scores, values, mixed)
+    for i in range(length):
+        total = np.float32(0.0)
+        for j in range(length):
+            total += scores[i, j]
+        inverse = np.float32(1.0) / total
+        for d in range(size):
+            out[start + i, q0 + d] = mixed[i, d] * inverse
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _attention_task(qkv, starts, lengths, task, heads, scratch, out):
+    """One (text, head) of a layer's attention; scratch: the thread's own."""
+    hidden = out.shape[1]
+    t, head = task // heads, task % heads
+    _attention(qkv, starts[t], lengths[t], head, hidden // heads, hidden, scratch, out)
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _embed_rows(ids, row_of_text, word, position, token_type, gamma, beta, eps, h):
+    """h = layer_norm(word + position + token type embedding) for a block's rows."""
+    for r in range(h.shape[0]):
+        for j in range(word.shape[1]):
+            h[r, j] = word[ids[r], j] + position[row_of_text[r], j] + token_type[j]
+        _norm_row(h, r, gamma, beta, eps, h)
+
+
+@njit(cache=True, parallel=True, error_model="numpy", fastmath=True)
+def encode_rows(ids, starts, lengths, word, position, token_type, embed_gamma, embed_beta, eps, heads,
+                qkv_w, qkv_sums, qkv_scales, qkv_bias, out_w, out_sums, out_scales, out_bias, gamma1, beta1,
+                up_w, up_sums, up_scales, up_bias, down_w, down_sums, down_scales, down_bias, gamma2, beta2,
+                hidden_states):
+    """The last hidden state of every row (hidden_states, rows × H) of the texts (ids: rows; starts,
+    lengths: per text). Weights of layer l: `*_w[l]` packed int8 panels (int8_gemm.pack), `*_sums[l]` their
+    column sums, `*_scales[l]` column scales, `*_bias[l]`; the layer norms' `gamma*`, `beta*`."""
+    rows = ids.shape[0]
+    hidden = word.shape[1]
+    inner = up_bias.shape[1]
+    layers = qkv_w.shape[0]
+    h = hidden_states
+    qkv = np.empty((rows, 3 * hidden), dtype=np.float32)
+    context = np.empty((rows, hidden), dtype=np.float32)
+    # each thread's scratch, reused by its tasks (allocating per task costs a page fault per page touched)
+    threads = get_num_threads()
+    q = np.empty((threads, BLOCK_ROWS, inner), dtype=np.uint8)
+    sums = np.empty((threads, BLOCK_ROWS, inner), dtype=np.int32)
+    work = np.empty((threads, BLOCK_ROWS, inner), dtype=np.float32)
+    scales = np.empty((threads, BLOCK_ROWS), dtype=np.float32)
+    row_of_text = np.empty(rows, dtype=np.int64)  # each row's position in its text
+    for t in range(starts.shape[0]):
+        for i in range(lengths[t]):
+            row_of_text[starts[t] + i] = i
+    blocks = (rows + BLOCK_ROWS - 1) // BLOCK_ROWS
+    longest = 0
+    for t in range(lengths.shape[0]):
+        longest = max(longest, lengths[t])
+    size = hidden // heads
+    attention_scratch = np.empty((threads, 4 * longest * size + longest * longest), dtype=np.float32)
+
+    # embeddings, their layer norm, the first layer's Q/K/V
+    for me in prange(threads):  # thread `me` takes blocks me, me + threads, ... with its own scratch
+        for b in range(me, blocks, threads):
+            row = b * BLOCK_ROWS
+            end = min(row + BLOCK_ROWS, rows)
+            _embed_rows(ids[row:end], row_of_text[row:end], word, position, token_type, embed_gamma, embed_beta, eps,
+                        h[row:end])
+            n = end - row
+            _project_qkv(h[row:end], qkv_w[0], qkv_sums[0], qkv_scales[0], qkv_bias[0], qkv[row:end], q[me, :n],
+                         sums[me, :n], scales[me, :n])
+
+    for layer in range(layers):
+        for me in prange(threads):
+            for task in range(me, starts.shape[0] * heads, threads):
+                _attention_task(qkv, starts, lengths, task, heads, attention_scratch[me], context)
+        for me in prange(threads):
+            for b in range(me, blocks, threads):
+                row = b * BLOCK_ROWS
+                end = min(row + BLOCK_ROWS, rows)
+                n = end - row
+                _rows_after_attention(layer, context[row:end], h[row:end], qkv[row:end], q[me, :n], sums[me, :n],
+                                      work[me, :n], scales[me, :n], eps, out_w, out_sums, out_scales, out_bias, gamma1,
+                                      beta1, up_w, up_sums, up_scales, up_bias, down_w, down_sums, down_scales, down_bias,
+                                      gamma2, beta2, qkv_w, qkv_sums, qkv_scales, qkv_bias)
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _rows_after_attention(layer, context, h, qkv, q, sums, work, scales, eps, out_w, out_sums, out_scales, out_bias, gamma1, beta1, up_w, up_sums,
+                          up_scales, up_bias, down_w, down_sums, down_scales, down_bias, gamma2, beta2, qkv_w, qkv_sums,
+                          qkv_scales, qkv_bias):
+    """One block of rows (the arguments are its rows), from the attention's output to the next layer's Q/K/V; its
+    intermediates live in the block's own scratch, which stays in cache."""
+    n, hidden = h.shape
+    inner = up_bias.shape[1]
+    # attention output, residual, layer norm
+    _quantize(context, 0, n, hidden, q, scales)
+    rows_times(q, 0, n, out_w[layer], sums)
+    _dequantize(sums, 0, n, hidden, out_sums[layer], out_scales[layer], out_bias[layer], scales, work)
+    for r in range(n):
+        _add_norm_row(work, r, h, gamma1[layer], beta1[layer], eps)
+    # feed-forward, residual, layer norm
+    _quantize(h, 0, n, hidden, q, scales)
+    rows_times(q, 0, n, up_w[layer], sums)
+    _dequantize(sums, 0, n, inner, up_sums[layer], up_scales[layer], up_bias[layer], scales, work)
+    _gelu_rows(work, n, inner)
+    _quantize(work, 0, n, inner, q, scales)
+    rows_times(q, 0, n, down_w[layer], sums)
+    _dequantize(sums, 0, n, hidden, down_sums[layer], down_scales[layer], down_bias[layer], scales, work)
+    for r in range(n):
+        _add_norm_row(work, r, h, gamma2[layer], beta2[layer], eps)
+    if layer + 1 < qkv_w.shape[0]:
+        _project_qkv(h, qkv_w[layer + 1], qkv_sums[layer + 1], qkv_scales[layer + 1], qkv_bias[layer + 1], qkv, q, sums, scales)
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _project_qkv(h, w, column_sums, column_scales, bias, qkv, q, sums, scales):
+    """qkv[rows] = the block's rows of h times the Q/K/V weights (dequantised, biased); q, sums, scales: scratch."""
+    n, hidden = h.shape
+    _quantize(h, 0, n, hidden, q, scales)
+    rows_times(q, 0, n, w, sums)
+    _dequantize(sums, 0, n, 3 * hidden, column_sums, column_scales, bias, scales, qkv)
