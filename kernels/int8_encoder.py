@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import get_num_threads, njit, prange, types
+from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from .int8_gemm import rows_times
@@ -223,10 +223,11 @@ def _embed_rows(ids, row_of_text, word, position, token_type, gamma, beta, eps, 
 def encode_rows(ids, starts, lengths, word, position, token_type, embed_gamma, embed_beta, eps, heads,
                 qkv_w, qkv_sums, qkv_scales, qkv_bias, out_w, out_sums, out_scales, out_bias, gamma1, beta1,
                 up_w, up_sums, up_scales, up_bias, down_w, down_sums, down_scales, down_bias, gamma2, beta2,
-                hidden_states):
+                hidden_states, threads):
     """The last hidden state of every row (hidden_states, rows × H) of the texts (ids: rows; starts,
     lengths: per text). Weights of layer l: `*_w[l]` packed int8 panels (int8_gemm.pack), `*_sums[l]` their
-    column sums, `*_scales[l]` column scales, `*_bias[l]`; the layer norms' `gamma*`, `beta*`."""
+    column sums, `*_scales[l]` column scales, `*_bias[l]`; the layer norms' `gamma*`, `beta*`. `threads`: numba's
+    thread count (each thread works through its share of tasks with its own scratch)."""
     rows = ids.shape[0]
     hidden = word.shape[1]
     inner = up_bias.shape[1]
@@ -235,7 +236,6 @@ def encode_rows(ids, starts, lengths, word, position, token_type, embed_gamma, e
     qkv = np.empty((rows, 3 * hidden), dtype=np.float32)
     context = np.empty((rows, hidden), dtype=np.float32)
     # each thread's scratch, reused by its tasks (allocating per task costs a page fault per page touched)
-    threads = get_num_threads()
     q = np.empty((threads, BLOCK_ROWS, inner), dtype=np.uint8)
     sums = np.empty((threads, BLOCK_ROWS, inner), dtype=np.int32)
     work = np.empty((threads, BLOCK_ROWS, inner), dtype=np.float32)

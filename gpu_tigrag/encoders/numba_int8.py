@@ -1,15 +1,18 @@
 """BERT-family sentence-transformers models on the project's own int8 kernels (backend `numba-int8`), for CPUs.
 
-The weights are read from the model folder's model.safetensors and quantised at load, one symmetric
-int8 scale per output column (max|w|/127); activations are quantised per row at run time
+The weights are read from the model folder's model.safetensors and quantised at load (about a second),
+one symmetric int8 scale per output column (max|w|/127); activations are quantised per row at run time
 (kernels/int8_encoder.py), so a text's vector is the same in any batch, with any batch-mates, in any
 order and with any thread count, bit for bit. Texts are not padded: a call's texts are concatenated
 token rows, attention runs over each text's own rows, and every other step is a pass over blocks of
-rows with its intermediates in cache (bench/results/encoder_roofline.md measures what this gains over
-ONNX Runtime's graph of one memory pass per operation).
+rows with its intermediates in cache, where ONNX Runtime's graph makes a memory pass per operation
+(bench/results/encoder_roofline.md measures both on one machine). The int8 products use AVX-512 VNNI
+where the CPU has it (kernels/int8_gemm.py) and plain loops elsewhere (the same integers, far slower:
+choose onnx-int8 there).
 
 What it runs: `model_type` bert (BertModel: absolute positions from 0, token type 0, GELU), pooling
-cls or mean, optional Normalize. Other architectures get a clear error naming backends that run them.
+cls or mean, optional Normalize; the tokenizer and prompts are the folder's, as for onnx-int8. Other
+architectures get a clear error naming the backends that run them.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from ..config_types import EncoderConfig
 from ..errors import ModelError
 from ..threads import current_policy
 from .base import PASSAGE, check_kind, empty
+from .caching import default_cache_dir
 from .models import resolve_model
 from .onnx_int8 import Pipeline, _tokenizer, read_pipeline
 
@@ -39,11 +43,29 @@ POOLING = ("cls", "mean")
 
 
 def _check_architecture(pipeline: Pipeline) -> dict:
-    config = json.loads((pipeline.transformer / "config.json").read_text())
-    if config.get("model_type") != "bert" or config.get("hidden_act", "gelu") != "gelu" \
+    """The transformer's config.json, checked to be what the kernels compute."""
+    where = pipeline.transformer / "config.json"
+    try:
+        config = json.loads(where.read_text())
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"{where}: cannot read the model's configuration ({exc})") from None
+    if not isinstance(config, dict) or config.get("model_type") != "bert" or config.get("hidden_act", "gelu") != "gelu" \
             or config.get("position_embedding_type", "absolute") != "absolute":
+        kind = config.get("model_type") if isinstance(config, dict) else None
         raise ModelError(f"{pipeline.transformer}: backend numba-int8 runs BERT models with absolute positions and "
-                         f"GELU (model_type bert), not {config.get('model_type')!r}; use backend onnx-int8 or torch")
+                         f"GELU (model_type bert), not {kind!r}; use backend onnx-int8 or torch")
+    try:
+        hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
+        inner, layers = int(config["intermediate_size"]), int(config["num_hidden_layers"])
+    except (KeyError, TypeError, ValueError):
+        raise ModelError(f"{where}: hidden_size, num_attention_heads, intermediate_size and num_hidden_layers "
+                         "must be integers") from None
+    from ..kernels.int8_gemm import PANEL
+
+    if min(hidden, heads, inner, layers) < 1 or hidden % heads or hidden % PANEL or inner % PANEL:
+        raise ModelError(f"{where}: backend numba-int8 needs hidden_size and intermediate_size multiples of {PANEL} "
+                         f"and hidden_size a multiple of num_attention_heads (got {hidden}, {inner}, {heads} heads); "
+                         "use backend onnx-int8 or torch")
     if len(pipeline.pooling) != 1 or pipeline.pooling[0] not in POOLING:
         raise ModelError(f"{pipeline.transformer}: pooling {list(pipeline.pooling)} is not supported by backend "
                          f"numba-int8 (it pools {' or '.join(POOLING)}); use backend onnx-int8 or torch")
@@ -65,37 +87,49 @@ class _Weights:
     def __init__(self, tensors: dict[str, np.ndarray], config: dict, where: Path):
         from ..kernels.int8_gemm import pack
 
-        def get(name: str) -> np.ndarray:
+        def get(name: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
             for key in (name, f"bert.{name}"):
                 if key in tensors:
-                    return np.ascontiguousarray(tensors[key], dtype=np.float32)
+                    value = np.ascontiguousarray(tensors[key], dtype=np.float32)
+                    if shape is not None and value.shape != shape:
+                        raise ModelError(f"{where}: tensor {key!r} has shape {value.shape}, expected {shape}")
+                    if not np.isfinite(value).all():
+                        raise ModelError(f"{where}: tensor {key!r} holds values that are not finite")
+                    return value
             raise ModelError(f"{where}: the weights have no tensor {name!r}")
 
         self.layers = int(config["num_hidden_layers"])
         self.heads = int(config["num_attention_heads"])
         self.eps = np.float32(config.get("layer_norm_eps", 1e-12))
+        hidden, inner = int(config["hidden_size"]), int(config["intermediate_size"])
         self.word = get("embeddings.word_embeddings.weight")
         self.position = get("embeddings.position_embeddings.weight")
         self.token_type = get("embeddings.token_type_embeddings.weight")[0].copy()
-        self.embed_gamma = get("embeddings.LayerNorm.weight")
-        self.embed_beta = get("embeddings.LayerNorm.bias")
+        if self.word.ndim != 2 or self.word.shape[1] != hidden or self.position.ndim != 2 \
+                or self.position.shape[1] != hidden or self.token_type.shape != (hidden,):
+            raise ModelError(f"{where}: the embedding tables do not have hidden_size {hidden} columns")
+        self.embed_gamma = get("embeddings.LayerNorm.weight", (hidden,))
+        self.embed_beta = get("embeddings.LayerNorm.bias", (hidden,))
         products = {"qkv": [], "out": [], "up": [], "down": []}
         norms = {"gamma1": [], "beta1": [], "gamma2": [], "beta2": []}
         for layer in range(self.layers):
             p = f"encoder.layer.{layer}."
             attention = p + "attention.self."
-            qkv = np.concatenate([get(attention + f"{n}.weight") for n in ("query", "key", "value")], axis=0)
-            qkv_bias = np.concatenate([get(attention + f"{n}.bias") for n in ("query", "key", "value")])
+            qkv = np.concatenate([get(attention + f"{n}.weight", (hidden, hidden)) for n in ("query", "key", "value")])
+            qkv_bias = np.concatenate([get(attention + f"{n}.bias", (hidden,)) for n in ("query", "key", "value")])
             for kind, weight, bias in (("qkv", qkv, qkv_bias),
-                                       ("out", get(p + "attention.output.dense.weight"), get(p + "attention.output.dense.bias")),
-                                       ("up", get(p + "intermediate.dense.weight"), get(p + "intermediate.dense.bias")),
-                                       ("down", get(p + "output.dense.weight"), get(p + "output.dense.bias"))):
+                                       ("out", get(p + "attention.output.dense.weight", (hidden, hidden)),
+                                        get(p + "attention.output.dense.bias", (hidden,))),
+                                       ("up", get(p + "intermediate.dense.weight", (inner, hidden)),
+                                        get(p + "intermediate.dense.bias", (inner,))),
+                                       ("down", get(p + "output.dense.weight", (hidden, inner)),
+                                        get(p + "output.dense.bias", (hidden,)))):
                 q, scales = quantize_columns(weight)
                 products[kind].append((pack(q), q.astype(np.int32).sum(axis=0).astype(np.int32), scales, bias))
-            norms["gamma1"].append(get(p + "attention.output.LayerNorm.weight"))
-            norms["beta1"].append(get(p + "attention.output.LayerNorm.bias"))
-            norms["gamma2"].append(get(p + "output.LayerNorm.weight"))
-            norms["beta2"].append(get(p + "output.LayerNorm.bias"))
+            norms["gamma1"].append(get(p + "attention.output.LayerNorm.weight", (hidden,)))
+            norms["beta1"].append(get(p + "attention.output.LayerNorm.bias", (hidden,)))
+            norms["gamma2"].append(get(p + "output.LayerNorm.weight", (hidden,)))
+            norms["beta2"].append(get(p + "output.LayerNorm.bias", (hidden,)))
         self.products = {kind: tuple(np.stack([item[i] for item in items]) for i in range(4))
                          for kind, items in products.items()}
         self.norms = {name: np.stack(values) for name, values in norms.items()}
@@ -131,7 +165,8 @@ class NumbaInt8Encoder:
             raise ModelError(f"{weights_file}: cannot read the weights ({exc})") from None
         self.weights = _Weights(tensors, hf, weights_file)
         self.fingerprint = f"{resolved.fingerprint}+numba-int8:{RECIPE}"
-        self.tokenizer = _tokenizer(self.pipeline.transformer, self.pipeline.max_seq_length)
+        # the same derived tokenizer subset as onnx-int8's (keyed by the tokenizer file's sha256)
+        self.tokenizer = _tokenizer(self.pipeline.transformer, self.pipeline.max_seq_length, default_cache_dir() / "onnx")
         self._prompt_lengths: dict[str, int] = {}
         self.threads = current_policy().encoder
 
@@ -164,15 +199,20 @@ class NumbaInt8Encoder:
         import numba
 
         previous = numba.get_num_threads()
-        numba.set_num_threads(min(self.threads, numba.config.NUMBA_NUM_THREADS))
+        threads = min(self.threads, numba.config.NUMBA_NUM_THREADS)
+        numba.set_num_threads(threads)
         try:
             for part in self._calls(lengths):
                 part_lengths = lengths[part]
                 starts = np.zeros(len(part), dtype=np.int64)
                 np.cumsum(part_lengths[:-1], out=starts[1:])
                 ids = np.concatenate([np.asarray(encodings[i].ids, dtype=np.int64) for i in part])
+                if ids.size and (ids.min() < 0 or ids.max() >= len(self.weights.word)):
+                    raise ModelError(f"{self.pipeline.transformer}: the tokenizer gave token id {int(ids.max())}, beyond "
+                                     f"the model's {len(self.weights.word)} embeddings; the folder's tokenizer and "
+                                     "weights do not belong together")
                 hidden = np.empty((len(ids), self.weights.word.shape[1]), dtype=np.float32)
-                encode_rows(ids, starts, part_lengths, *arguments, hidden)
+                encode_rows(ids, starts, part_lengths, *arguments, hidden, threads)
                 out[part] = self._pool(hidden, starts, part_lengths, skip)
                 bar.update(len(part))
         finally:

@@ -1,0 +1,200 @@
+"""The numba-int8 encoder runtime (issue 31, item 2): the int8 tiles (VNNI and portable twins) against exact
+integer products, the kernels' exp and GELU against float64, and the real all-MiniLM-L6-v2 folder end to end:
+vectors against the torch runtime, a text's vector bit-identical alone, in any batch, in any order, across
+kernel calls and with any thread count, prompts by kind, and clear errors for what it does not run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+
+import numba
+import numpy as np
+import pytest
+from numba import njit
+
+from gpu_tigrag.config import EncoderConfig
+from gpu_tigrag.encoders import load_encoder, resolve_model
+from gpu_tigrag.encoders import numba_int8
+from gpu_tigrag.encoders.numba_int8 import NumbaInt8Encoder, quantize_columns
+from gpu_tigrag.errors import ModelError
+from gpu_tigrag.kernels import int8_encoder, int8_gemm
+
+CONFIG = EncoderConfig(model="all-MiniLM-L6-v2", backend="numba-int8", device="cpu")
+TEXTS = ["The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named after "
+         "the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889.",
+         "who directed the film Titanic?",
+         "Gaby: A True Story is a 1987 American biographical drama film directed by Luis Mandoki.",
+         "cats",
+         "Mount Varn is the highest peak of the northern range; its summit was first reached in 1921 by a party led "
+         "by Piet Anholt, who later wrote about the climb in the Northern Ledger. The route they took is still used.",
+         "Paris"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the int8 products
+
+
+@pytest.mark.parametrize("k, n", [(4, 32), (64, 96), (384, 1536)])
+def test_rows_times_gives_the_exact_integer_products(k, n):
+    rng = np.random.default_rng(k + n)
+    weights = rng.integers(-127, 128, (k, n), dtype=np.int8)
+    packed = int8_gemm.pack(weights)
+    for rows in (1, 7, 8, 9, 37):
+        a = rng.integers(0, 256, (rows, k), dtype=np.uint8)
+        out = np.full((rows, n), -1, dtype=np.int32)
+        int8_gemm.rows_times(a, 0, rows, packed, out)
+        np.testing.assert_array_equal(out, a.astype(np.int64) @ weights.astype(np.int64))
+
+
+def test_portable_tile_is_the_vnni_tile():
+    """The twins give the same integers, tails of a tile included (on a CPU without VNNI: portable against numpy)."""
+    rng = np.random.default_rng(1)
+    weights = rng.integers(-127, 128, (96, 64), dtype=np.int8)
+    packed = int8_gemm.pack(weights)
+    a = rng.integers(0, 256, (11, 96), dtype=np.uint8)
+    expected = a.astype(np.int64) @ weights.astype(np.int64)
+    twins = [int8_gemm.tile_portable] + ([int8_gemm.tile_vnni] if int8_gemm.HAS_VNNI else [])
+    for tile in twins:
+        out = np.zeros((11, 64), dtype=np.int32)
+        for panel in range(2):
+            tile(a, 0, 8, packed, panel, out, panel * int8_gemm.PANEL)
+            tile(a, 8, 3, packed, panel, out, panel * int8_gemm.PANEL)
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_pack_refuses_shapes_it_cannot_tile():
+    with pytest.raises(ValueError, match="multiple of 4"):
+        int8_gemm.pack(np.zeros((6, 32), dtype=np.int8))
+    with pytest.raises(ValueError, match="N of 32"):
+        int8_gemm.pack(np.zeros((8, 40), dtype=np.int8))
+
+
+def test_columns_are_quantised_symmetrically_per_output():
+    w = np.array([[1.0, -2.0, 0.0], [0.5, 4.0, 0.0]], dtype=np.float32)  # out × in
+    q, scales = quantize_columns(w)
+    assert q.shape == (3, 2) and q.dtype == np.int8
+    np.testing.assert_allclose(scales, [2.0 / 127, 4.0 / 127])
+    np.testing.assert_array_equal(q[:, 0], [64, -127, 0])  # 1 / (2/127) = 63.5 rounds to even
+    np.testing.assert_array_equal(q[:, 1], [16, 127, 0])
+
+
+# ---------------------------------------------------------------------------------------------------
+# the float steps
+
+
+@njit
+def _gelu_all(x, out):
+    for i in range(x.shape[0]):
+        out[i] = int8_encoder._gelu(x[i])
+
+
+def test_gelu_is_exact_gelu_to_float32_precision():
+    x = np.linspace(-12, 12, 200_001, dtype=np.float32)
+    out = np.empty_like(x)
+    _gelu_all(x, out)
+    exact = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x.astype(np.float64)])
+    assert np.abs(out - exact).max() < 2e-6
+    assert np.isfinite(out).all()
+
+
+def test_softmax_rows_match_float64_and_never_overflow():
+    rng = np.random.default_rng(2)
+    for spread in (1.0, 30.0, 300.0):  # 300: differences far below −87, where exp is clamped
+        scores = (rng.standard_normal((13, 13)) * spread).astype(np.float32)
+        expected = np.exp(scores.astype(np.float64) - scores.max(axis=1, keepdims=True))
+        int8_encoder._softmax_rows(scores)
+        assert np.isfinite(scores).all()
+        np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=2e-38)
+
+
+# ---------------------------------------------------------------------------------------------------
+# the encoder
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return NumbaInt8Encoder(CONFIG)
+
+
+def test_identity_and_dispatch(encoder):
+    resolved = resolve_model(CONFIG.model)
+    assert (encoder.name, encoder.backend, encoder.dim) == ("all-MiniLM-L6-v2", "numba-int8", 384)
+    assert encoder.fingerprint == f"{resolved.fingerprint}+numba-int8:{numba_int8.RECIPE}"
+    assert isinstance(load_encoder(CONFIG), NumbaInt8Encoder)
+
+
+def test_vectors_close_to_torch(encoder):
+    from gpu_tigrag.encoders.sentence import SentenceTransformerEncoder
+
+    torch_encoder = SentenceTransformerEncoder(EncoderConfig(model="all-MiniLM-L6-v2", backend="torch", device="cpu"))
+    for kind in ("passage", "query"):
+        ours, theirs = encoder.encode(TEXTS, kind=kind), torch_encoder.encode(TEXTS, kind=kind)
+        assert ours.dtype == np.float32 and ours.shape == (len(TEXTS), 384)
+        np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+        cosine = (ours * theirs).sum(axis=1)
+        assert cosine.min() >= 0.99, cosine
+
+
+def test_a_text_has_one_vector_whatever_its_batch(encoder, monkeypatch):
+    """Alone, in the batch, in another order, split over many kernel calls, on one thread or two: the same bits."""
+    alone = np.stack([encoder.encode([t])[0] for t in TEXTS])
+    np.testing.assert_array_equal(encoder.encode(TEXTS), alone)
+    permutation = [3, 0, 5, 2, 4, 1]
+    np.testing.assert_array_equal(encoder.encode([TEXTS[i] for i in permutation]), alone[permutation])
+    np.testing.assert_array_equal(encoder.encode(TEXTS * 3)[len(TEXTS):2 * len(TEXTS)], alone)
+    monkeypatch.setattr(numba_int8, "CALL_ROWS", 40)  # several calls, the longest text alone in one
+    np.testing.assert_array_equal(encoder.encode(TEXTS), alone)
+    for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+        monkeypatch.setattr(encoder, "threads", threads)
+        np.testing.assert_array_equal(encoder.encode(TEXTS), alone)
+    assert encoder.encode([]).shape == (0, 384)
+
+
+def test_calls_split_texts_by_rows(monkeypatch):
+    monkeypatch.setattr(numba_int8, "CALL_ROWS", 10)
+    parts = [list(p) for p in NumbaInt8Encoder._calls(np.array([4, 5, 12, 3, 3, 3, 1]))]
+    assert parts == [[0, 1], [2], [3, 4, 5, 6]]
+
+
+def test_prompts_applied_by_kind(encoder, monkeypatch):
+    """A query is embedded as the prompt + its text (the folder pools the prompt's tokens too)."""
+    monkeypatch.setattr(encoder, "resolved", dataclasses.replace(encoder.resolved, prompts={"query": "query: "}))
+    query = encoder.encode(["cats"], kind="query")[0]
+    np.testing.assert_array_equal(query, encoder.encode(["query: cats"], kind="passage")[0])
+    assert not np.array_equal(query, encoder.encode(["cats"], kind="passage")[0])
+
+
+def _copy(tmp_path, change):
+    folder = resolve_model(CONFIG.model).folder
+    copy = tmp_path / "model"
+    shutil.copytree(folder, copy)
+    config = json.loads((copy / "config.json").read_text())
+    change(config)
+    (copy / "config.json").write_text(json.dumps(config))
+    return copy
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda c: c.update(model_type="xlm-roberta"), "runs BERT models"),
+    (lambda c: c.update(hidden_act="relu"), "runs BERT models"),
+    (lambda c: c.update(intermediate_size=1000), "multiples of 32"),
+    (lambda c: c.update(num_attention_heads="many"), "must be integers"),
+])
+def test_models_it_does_not_run_are_clear_errors(tmp_path, change, message):
+    copy = _copy(tmp_path, change)
+    with pytest.raises(ModelError, match=message):
+        NumbaInt8Encoder(dataclasses.replace(CONFIG, model=str(copy)))
+
+
+def test_weights_that_do_not_fit_the_configuration_are_errors(tmp_path):
+    copy = _copy(tmp_path, lambda c: c.update(num_hidden_layers=7))  # the file holds 6 layers
+    with pytest.raises(ModelError, match="no tensor 'encoder.layer.6"):
+        NumbaInt8Encoder(dataclasses.replace(CONFIG, model=str(copy)))
+
+
+def test_gpu_device_is_refused():
+    with pytest.raises(ModelError, match="runs on CPU"):
+        NumbaInt8Encoder(dataclasses.replace(CONFIG, device="cuda"))
