@@ -71,6 +71,20 @@ def _float_of(typingctx, bits):
     return types.float32(bits), codegen
 
 
+@intrinsic
+def _take(typingctx, counters, slot):
+    """counters[slot] += 1, atomically; returns the value before (threads take a pass's tasks from one counter)."""
+    if not (isinstance(counters, types.Array) and counters.dtype == types.int64 and counters.ndim == 1):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array = context.make_array(signature.args[0])(context, builder, args[0])
+        where = builder.gep(array.data, [args[1]])
+        return builder.atomic_rmw("add", where, ir.Constant(ir.IntType(64), 1), "monotonic")
+
+    return types.int64(counters, types.intp), codegen
+
+
 @njit(cache=True, error_model="numpy", fastmath=True, inline="always")
 def _gelu(x):
     z = min(abs(x) * _INV_SQRT2, np.float32(4.0))  # erf(4) rounds to 1 in float32; bounded, p¹⁶ stays finite
@@ -227,7 +241,9 @@ def encode_rows(ids, starts, lengths, word, position, token_type, embed_gamma, e
     """The last hidden state of every row (hidden_states, rows × H) of the texts (ids: rows; starts,
     lengths: per text). Weights of layer l: `*_w[l]` packed int8 panels (int8_gemm.pack), `*_sums[l]` their
     column sums, `*_scales[l]` column scales, `*_bias[l]`; the layer norms' `gamma*`, `beta*`. `threads`: numba's
-    thread count (each thread works through its share of tasks with its own scratch)."""
+    thread count. In each parallel pass every thread takes the next task from a shared counter until none is
+    left, with its own scratch: a thread slowed by another process (a build's NER thread) takes fewer tasks
+    instead of holding the others at the pass's end."""
     rows = ids.shape[0]
     hidden = word.shape[1]
     inner = up_bias.shape[1]
@@ -252,8 +268,12 @@ def encode_rows(ids, starts, lengths, word, position, token_type, embed_gamma, e
     attention_scratch = np.empty((threads, 4 * longest * size + longest * longest), dtype=np.float32)
 
     # embeddings, their layer norm, the first layer's Q/K/V
-    for me in prange(threads):  # thread `me` takes blocks me, me + threads, ... with its own scratch
-        for b in range(me, blocks, threads):
+    taken = np.zeros(1 + 2 * layers, dtype=np.int64)  # each pass's next task
+    for me in prange(threads):  # thread `me` takes the next block until none is left, with its own scratch
+        while True:
+            b = _take(taken, 0)
+            if b >= blocks:
+                break
             row = b * BLOCK_ROWS
             end = min(row + BLOCK_ROWS, rows)
             _embed_rows(ids[row:end], row_of_text[row:end], word, position, token_type, embed_gamma, embed_beta, eps,
@@ -264,10 +284,16 @@ def encode_rows(ids, starts, lengths, word, position, token_type, embed_gamma, e
 
     for layer in range(layers):
         for me in prange(threads):
-            for task in range(me, starts.shape[0] * heads, threads):
+            while True:
+                task = _take(taken, 1 + 2 * layer)
+                if task >= starts.shape[0] * heads:
+                    break
                 _attention_task(qkv, starts, lengths, task, heads, attention_scratch[me], context)
         for me in prange(threads):
-            for b in range(me, blocks, threads):
+            while True:
+                b = _take(taken, 2 + 2 * layer)
+                if b >= blocks:
+                    break
                 row = b * BLOCK_ROWS
                 end = min(row + BLOCK_ROWS, rows)
                 n = end - row

@@ -72,6 +72,39 @@ def _check_architecture(pipeline: Pipeline) -> dict:
     return config
 
 
+_SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16}
+
+
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """The tensors of a .safetensors file as read-only memory maps (no copy: the embedding table is read only
+    where a token's row is used). Only float32 and float16 tensors are mapped; a file of other kinds is read
+    whole by the safetensors package. Offsets and sizes are checked against the file."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as handle:
+            length = int.from_bytes(handle.read(8), "little")
+            if not 2 <= length <= min(size - 8, 100_000_000):
+                raise ValueError(f"a header of {length} bytes")
+            header = json.loads(handle.read(length))
+        tensors = {}
+        for name, spec in header.items():
+            if name == "__metadata__":
+                continue
+            dtype = _SAFETENSORS_DTYPES.get(spec.get("dtype"))
+            if dtype is None:
+                from safetensors.numpy import load_file
+
+                return load_file(str(path))
+            shape = tuple(int(n) for n in spec["shape"])
+            begin, end = (int(n) for n in spec["data_offsets"])
+            if not 0 <= begin <= end <= size - 8 - length or end - begin != int(np.prod(shape)) * np.dtype(dtype).itemsize:
+                raise ValueError(f"tensor {name!r}: offsets {begin}..{end} do not hold shape {shape}")
+            tensors[name] = np.memmap(path, dtype=dtype, mode="r", offset=8 + length + begin, shape=shape)
+        return tensors
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ModelError(f"{path}: cannot read the weights ({exc})") from None
+
+
 def quantize_columns(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A torch Linear weight (out × in, float) as int8 in × out with one scale per output column."""
     w = np.asarray(weight, dtype=np.float32).T
@@ -87,13 +120,17 @@ class _Weights:
     def __init__(self, tensors: dict[str, np.ndarray], config: dict, where: Path):
         from ..kernels.int8_gemm import pack
 
-        def get(name: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
+        def get(name: str, shape: tuple[int, ...] | None = None, whole: bool = True) -> np.ndarray:
+            """The tensor `name`, float32; `whole`: read it all and check it finite (the embedding table is left
+            mapped: a text reads only its tokens' rows, and the file's sha256 was checked by its resolver)."""
             for key in (name, f"bert.{name}"):
                 if key in tensors:
-                    value = np.ascontiguousarray(tensors[key], dtype=np.float32)
+                    value = tensors[key]
+                    if whole or value.dtype != np.float32:
+                        value = np.array(value, dtype=np.float32)
                     if shape is not None and value.shape != shape:
                         raise ModelError(f"{where}: tensor {key!r} has shape {value.shape}, expected {shape}")
-                    if not np.isfinite(value).all():
+                    if whole and not np.isfinite(value).all():
                         raise ModelError(f"{where}: tensor {key!r} holds values that are not finite")
                     return value
             raise ModelError(f"{where}: the weights have no tensor {name!r}")
@@ -102,7 +139,7 @@ class _Weights:
         self.heads = int(config["num_attention_heads"])
         self.eps = np.float32(config.get("layer_norm_eps", 1e-12))
         hidden, inner = int(config["hidden_size"]), int(config["intermediate_size"])
-        self.word = get("embeddings.word_embeddings.weight")
+        self.word = get("embeddings.word_embeddings.weight", whole=False)
         self.position = get("embeddings.position_embeddings.weight")
         self.token_type = get("embeddings.token_type_embeddings.weight")[0].copy()
         if self.word.ndim != 2 or self.word.shape[1] != hidden or self.position.ndim != 2 \
@@ -157,13 +194,7 @@ class NumbaInt8Encoder:
         if not weights_file.is_file():
             raise ModelError(f"{self.pipeline.transformer}: backend numba-int8 reads model.safetensors, which is missing")
         resolved.ensure_weights()
-        from safetensors.numpy import load_file
-
-        try:
-            tensors = load_file(str(weights_file))
-        except Exception as exc:  # safetensors raises its own error types
-            raise ModelError(f"{weights_file}: cannot read the weights ({exc})") from None
-        self.weights = _Weights(tensors, hf, weights_file)
+        self.weights = _Weights(read_safetensors(weights_file), hf, weights_file)
         self.fingerprint = f"{resolved.fingerprint}+numba-int8:{RECIPE}"
         # the same derived tokenizer subset as onnx-int8's (keyed by the tokenizer file's sha256)
         self.tokenizer = _tokenizer(self.pipeline.transformer, self.pipeline.max_seq_length, default_cache_dir() / "onnx")

