@@ -30,18 +30,20 @@ TILE_ROWS = 8
 PANEL = 32
 
 
-def _host_has_vnni() -> bool:
+def _host_features() -> dict:
     try:
         from llvmlite import binding
 
-        features = binding.get_host_cpu_features()
-        return bool(features.get("avx512vnni") and features.get("avx512bw") and features.get("avx512f"))
+        return dict(binding.get_host_cpu_features())
     except Exception:  # noqa: BLE001 - no feature list: the portable twin is always right
-        return False
+        return {}
 
 
+_FEATURES = _host_features()
 #: whether this CPU runs the VNNI tile (AVX-512 VNNI)
-HAS_VNNI = _host_has_vnni()
+HAS_VNNI = bool(_FEATURES.get("avx512vnni") and _FEATURES.get("avx512bw") and _FEATURES.get("avx512f"))
+#: whether this CPU has AMX int8 tiles (which these kernels do not use; ONNX Runtime's do)
+HAS_AMX = bool(_FEATURES.get("amx-int8"))
 
 
 @intrinsic

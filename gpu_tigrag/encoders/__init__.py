@@ -24,10 +24,11 @@ _ENCODERS: dict[EncoderConfig, Encoder] = {}
 
 
 def resolve_backend(config: EncoderConfig) -> str:
-    """The concrete runtime of `config.backend`. "auto": torch on a CUDA device (`device` cuda, or
-    auto with CUDA available); on CPU onnx-int8 where onnxruntime imports (measured 2.2-2.6x torch's
-    throughput at mean cosine 0.996 to torch, recall within 0.5 points: bench/results/encoder_speed.md),
-    else torch."""
+    """The concrete runtime of `config.backend`. "auto": torch on a CUDA device (`device` cuda, or auto with
+    CUDA available); on CPU numba-int8 where it was measured fastest (a BERT model on a CPU with AVX-512 VNNI and
+    no AMX: numba_int8.preferred_here), else onnx-int8 where onnxruntime imports (measured 2.2-2.6x torch's
+    throughput at mean cosine 0.996 to torch, recall within 0.5 points: bench/results/encoder_speed.md), else
+    torch."""
     if config.model.startswith("hashing:"):
         return "hashing"
     if config.backend != "auto":
@@ -39,6 +40,10 @@ def resolve_backend(config: EncoderConfig) -> str:
 
         if resolve_device("auto") != "cpu":
             return "torch"
+    from .numba_int8 import preferred_here
+
+    if preferred_here(config.model):
+        return "numba-int8"
     import importlib.util
 
     return "onnx-int8" if importlib.util.find_spec("onnxruntime") is not None else "torch"

@@ -42,6 +42,22 @@ CALL_ROWS = 2048
 POOLING = ("cls", "mean")
 
 
+def preferred_here(model: str) -> bool:
+    """Whether "auto" runs `model` on numba-int8 on this CPU: a BERT model the kernels run, on a CPU with AVX-512
+    VNNI and without AMX. There it was measured faster than onnx-int8 at the same cosine to torch and the same
+    recall (bench/results/encoder_roofline.md, docs/encoders.md). With AMX, ONNX Runtime's int8 products use
+    the AMX tiles, which the kernels do not; without VNNI the kernels' portable products are slow."""
+    from ..kernels.int8_gemm import HAS_AMX, HAS_VNNI
+
+    if not HAS_VNNI or HAS_AMX:
+        return False
+    try:
+        _check_architecture(read_pipeline(resolve_model(model).folder))
+    except ModelError:
+        return False  # not a model it runs (or not one that loads at all: its runtime's loader says why)
+    return True
+
+
 def _check_architecture(pipeline: Pipeline) -> dict:
     """The transformer's config.json, checked to be what the kernels compute."""
     where = pipeline.transformer / "config.json"

@@ -58,12 +58,12 @@ def setup(tmp_path_factory):
     from gpu_tigrag.index.build import add_method, build_index
     from gpu_tigrag.index.store import save_index
 
-    config = IndexConfig()  # the default encoder: multilingual-e5-small, onnx-int8 on a CPU
+    config = IndexConfig()  # the default encoder: multilingual-e5-small, numba-int8 or onnx-int8 on a CPU
     if config.encoder.model != "multilingual-e5-small":
         pytest.fail("the default encoder changed: update this test's docstring and expectations")
     encoder = load_encoder(config.encoder)
-    if encoder.backend != "onnx-int8":
-        pytest.skip(f"the default CPU runtime here is {encoder.backend}, not onnx-int8")
+    if encoder.backend not in ("onnx-int8", "numba-int8"):
+        pytest.skip(f"the default CPU runtime here is {encoder.backend}, not onnx-int8 or numba-int8")
     passages = load_corpus(EXAMPLES / "corpus.json")
     index = build_index(passages, config, encoder=encoder, entity_extractor=string_entities)
     for method in ("spectrag", "litesemrag"):

@@ -198,3 +198,23 @@ def test_weights_that_do_not_fit_the_configuration_are_errors(tmp_path):
 def test_gpu_device_is_refused():
     with pytest.raises(ModelError, match="runs on CPU"):
         NumbaInt8Encoder(dataclasses.replace(CONFIG, device="cuda"))
+
+
+def test_auto_picks_numba_int8_only_where_it_was_measured_faster(monkeypatch):
+    """auto on a CPU: numba-int8 for a BERT model on AVX-512 VNNI without AMX; onnx-int8 with AMX (ONNX Runtime's
+    tiles), without VNNI (portable loops) and for models the kernels do not run."""
+    import torch
+
+    from gpu_tigrag.encoders import resolve_backend
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    auto = dataclasses.replace(CONFIG, backend="auto")
+    for vnni, amx, expected in ((True, False, "numba-int8"), (True, True, "onnx-int8"), (False, False, "onnx-int8")):
+        monkeypatch.setattr(int8_gemm, "HAS_VNNI", vnni)
+        monkeypatch.setattr(int8_gemm, "HAS_AMX", amx)
+        assert resolve_backend(auto) == expected
+        assert resolve_backend(dataclasses.replace(auto, model="hashing:64")) == "hashing"
+    monkeypatch.setattr(int8_gemm, "HAS_VNNI", True)
+    monkeypatch.setattr(int8_gemm, "HAS_AMX", False)
+    monkeypatch.setattr(numba_int8, "_check_architecture", lambda pipeline: (_ for _ in ()).throw(ModelError("no")))
+    assert resolve_backend(auto) == "onnx-int8"

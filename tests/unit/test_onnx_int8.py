@@ -287,8 +287,12 @@ def test_failed_export_is_an_error(tmp_path, monkeypatch):
 
 
 def test_auto_backend_on_cpu(monkeypatch):
+    """On a CPU where numba-int8 is not the measured choice (numba_int8.preferred_here), auto is onnx-int8."""
     import torch
 
+    from gpu_tigrag.encoders import numba_int8
+
+    monkeypatch.setattr(numba_int8, "preferred_here", lambda model: False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert resolve_backend(EncoderConfig(backend="auto")) == "onnx-int8"
     assert resolve_backend(EncoderConfig(backend="auto", device="cpu")) == "onnx-int8"
