@@ -30,7 +30,7 @@ from ..threads import current_policy
 from .base import PASSAGE, check_kind, empty
 from .caching import default_cache_dir
 from .models import resolve_model
-from .onnx_int8 import Pipeline, _tokenizer, read_pipeline
+from .onnx_int8 import Pipeline, _tokenizer, prompt_tokens, read_pipeline
 
 log = logging.getLogger(__name__)
 
@@ -219,11 +219,7 @@ class NumbaInt8Encoder:
 
     def _prompt_length(self, prompt: str) -> int:
         if prompt not in self._prompt_lengths:
-            encoding = self.tokenizer.encode(prompt)
-            n = len(encoding.ids)
-            if n and encoding.special_tokens_mask[-1]:
-                n -= 1
-            self._prompt_lengths[prompt] = n
+            self._prompt_lengths[prompt] = prompt_tokens(self.tokenizer, prompt)
         return self._prompt_lengths[prompt]
 
     def encode(self, texts: Sequence[str], show_progress: bool = False, kind: str = PASSAGE) -> np.ndarray:

@@ -389,6 +389,16 @@ def _tokenizer(folder: Path, max_length: int, cache: Path | None = None) -> Subs
     return SubsetTokenizer(None, max_length, None, whole=whole)
 
 
+def prompt_tokens(tokenizer: SubsetTokenizer, prompt: str) -> int:
+    """Tokens of `prompt` at the start of an encoded text (leading special tokens included, the trailing one
+    not), as sentence-transformers counts them for include_prompt=false."""
+    encoding = tokenizer.encode(prompt)
+    n = len(encoding.ids)
+    if n and encoding.special_tokens_mask[-1]:
+        n -= 1
+    return n
+
+
 class _Background:
     """`work()` run in a daemon thread; `result()` waits for it and returns its value or raises its error."""
 
@@ -487,14 +497,8 @@ class OnnxInt8Encoder:
         return session, inputs, digest
 
     def _prompt_length(self, prompt: str) -> int:
-        """Tokens of `prompt` at the start of an encoded text (leading special tokens included, the
-        trailing one not), as sentence-transformers counts them for include_prompt=false."""
         if prompt not in self._prompt_lengths:
-            encoding = self.tokenizer.encode(prompt)
-            n = len(encoding.ids)
-            if n and encoding.special_tokens_mask[-1]:
-                n -= 1
-            self._prompt_lengths[prompt] = n
+            self._prompt_lengths[prompt] = prompt_tokens(self.tokenizer, prompt)
         return self._prompt_lengths[prompt]
 
     def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
