@@ -30,7 +30,7 @@ from ..threads import current_policy
 from .base import PASSAGE, check_kind, empty
 from .caching import default_cache_dir
 from .models import resolve_model
-from .onnx_int8 import Pipeline, _tokenizer, prompt_tokens, read_pipeline
+from .onnx_int8 import Pipeline, _tokenizer, prompt_tokens, read_pipeline, tokenize_for
 
 log = logging.getLogger(__name__)
 
@@ -229,13 +229,7 @@ class NumbaInt8Encoder:
         from ..kernels.int8_encoder import encode_rows
         from ..progress import counter
 
-        prompt = self.resolved.prompt(kind)
-        batch = [prompt + text for text in texts]
-        if self.pipeline.lower_case:
-            batch = [text.lower() for text in batch]
-        skip = 0 if self.pipeline.include_prompt or not prompt else self._prompt_length(prompt)
-        encodings = self.tokenizer.encode_batch(batch)
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        encodings, lengths, skip = tokenize_for(self, texts, kind)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         arguments = self.weights.arguments()
         bar = counter(len(texts), "encoding", show_progress, unit="text")

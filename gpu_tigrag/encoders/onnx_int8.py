@@ -399,6 +399,19 @@ def prompt_tokens(tokenizer: SubsetTokenizer, prompt: str) -> int:
     return n
 
 
+def tokenize_for(encoder: Any, texts: Sequence[str], kind: str) -> tuple[list, np.ndarray, int]:
+    """What both int8 runtimes feed their model: each text after the folder's prompt for `kind` (lower-cased where
+    the folder says so), tokenised; returns (encodings, token counts, leading prompt tokens left out of pooling)."""
+    prompt = encoder.resolved.prompt(kind)
+    batch = [prompt + text for text in texts]
+    if encoder.pipeline.lower_case:
+        batch = [text.lower() for text in batch]
+    skip = 0 if encoder.pipeline.include_prompt or not prompt else encoder._prompt_length(prompt)
+    encodings = encoder.tokenizer.encode_batch(batch)
+    lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+    return encodings, lengths, skip
+
+
 class _Background:
     """`work()` run in a daemon thread; `result()` waits for it and returns its value or raises its error."""
 
@@ -521,13 +534,7 @@ class OnnxInt8Encoder:
         check_kind(kind)
         if len(texts) == 0:
             return empty(self.dim)
-        prompt = self.resolved.prompt(kind)
-        batch = [prompt + text for text in texts]
-        if self.pipeline.lower_case:
-            batch = [text.lower() for text in batch]
-        skip = 0 if self.pipeline.include_prompt or not prompt else self._prompt_length(prompt)
-        encodings = self.tokenizer.encode_batch(batch)
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+        encodings, lengths, skip = tokenize_for(self, texts, kind)
         # longest first: a batch pads to a similar length
         order = np.argsort(-lengths, kind="stable") if self.length_buckets else np.arange(len(texts))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
