@@ -1,6 +1,6 @@
 """Helpers the tests share, imported as `from helpers import ...` (fixtures are in conftest.py): the
 paths to the bundled example and to ../shared/data, the example's questions, a spaCy-free entity tagger
-for it, a skip for absent data, a toy chat endpoint and a log collector. Test modules never import one
+for it, an encoder's vectors against the torch runtime's, a skip for absent data, a toy chat endpoint and a log collector. Test modules never import one
 another, nor a bench script (tests of bench/ run `python -m bench ...` in a subprocess)."""
 
 from __future__ import annotations
@@ -36,6 +36,23 @@ def string_entities(texts):
 
 #: the settings of the shared example index: the stand-in encoder `hashing:128`, everything else default
 EXAMPLE_ENCODER = "hashing:128"
+
+
+def assert_close_to_torch(encoder, texts: list[str], model: str, least: float) -> None:
+    """`encoder`'s vectors of `texts`, both kinds, are unit float32 rows within cosine `least` of the torch fp32
+    runtime's for `model`."""
+    import numpy as np
+
+    from gpu_tigrag.config import EncoderConfig
+    from gpu_tigrag.encoders.sentence import SentenceTransformerEncoder
+
+    torch_encoder = SentenceTransformerEncoder(EncoderConfig(model=model, backend="torch", device="cpu"))
+    for kind in ("passage", "query"):
+        ours, theirs = encoder.encode(texts, kind=kind), torch_encoder.encode(texts, kind=kind)
+        assert ours.dtype == np.float32 and ours.shape == (len(texts), torch_encoder.dim)
+        np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
+        cosine = (ours * theirs).sum(axis=1)
+        assert cosine.min() >= least, cosine
 
 
 def require_data(path: Path) -> Path:

@@ -13,6 +13,7 @@ import shutil
 import numba
 import numpy as np
 import pytest
+from helpers import assert_close_to_torch
 from numba import njit
 
 from gpu_tigrag.config import EncoderConfig
@@ -127,15 +128,7 @@ def test_identity_and_dispatch(encoder):
 
 
 def test_vectors_close_to_torch(encoder):
-    from gpu_tigrag.encoders.sentence import SentenceTransformerEncoder
-
-    torch_encoder = SentenceTransformerEncoder(EncoderConfig(model="all-MiniLM-L6-v2", backend="torch", device="cpu"))
-    for kind in ("passage", "query"):
-        ours, theirs = encoder.encode(TEXTS, kind=kind), torch_encoder.encode(TEXTS, kind=kind)
-        assert ours.dtype == np.float32 and ours.shape == (len(TEXTS), 384)
-        np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
-        cosine = (ours * theirs).sum(axis=1)
-        assert cosine.min() >= 0.99, cosine
+    assert_close_to_torch(encoder, TEXTS, "all-MiniLM-L6-v2", least=0.99)
 
 
 def test_a_text_has_one_vector_whatever_its_batch(encoder, monkeypatch):

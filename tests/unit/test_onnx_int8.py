@@ -14,6 +14,7 @@ import shutil
 
 import numpy as np
 import pytest
+from helpers import assert_close_to_torch
 
 pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install onnxruntime onnx)")
 
@@ -94,15 +95,7 @@ def test_load_encoder_dispatch(encoder, cache, monkeypatch):
 
 
 def test_vectors_close_to_torch(encoder):
-    from gpu_tigrag.encoders.sentence import SentenceTransformerEncoder
-
-    torch_encoder = SentenceTransformerEncoder(EncoderConfig(model="all-MiniLM-L6-v2", backend="torch", device="cpu"))
-    for kind in ("passage", "query"):
-        ours, theirs = encoder.encode(TEXTS, kind=kind), torch_encoder.encode(TEXTS, kind=kind)
-        assert ours.dtype == np.float32 and ours.shape == (len(TEXTS), 384)
-        np.testing.assert_allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
-        cosine = (ours * theirs).sum(axis=1)
-        assert cosine.min() >= 0.98, cosine
+    assert_close_to_torch(encoder, TEXTS, "all-MiniLM-L6-v2", least=0.98)
 
 
 def test_order_restored_after_length_bucketing(encoder, monkeypatch):
