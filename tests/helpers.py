@@ -38,6 +38,18 @@ def string_entities(texts):
 EXAMPLE_ENCODER = "hashing:128"
 
 
+#: texts of several lengths for the encoder runtimes' tests (passages, questions, single words)
+ENCODER_TEXTS = ["The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named "
+                 "after the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889.",
+                 "who directed the film Titanic?",
+                 "Gaby: A True Story is a 1987 American biographical drama film directed by Luis Mandoki.",
+                 "cats",
+                 "Mount Varn is the highest peak of the northern range; its summit was first reached in 1921 by a party "
+                 "led by Piet Anholt, who later wrote about the climb in the Northern Ledger. The route they took is still "
+                 "used.",
+                 "Paris"]
+
+
 def assert_close_to_torch(encoder, texts: list[str], model: str, least: float) -> None:
     """`encoder`'s vectors of `texts`, both kinds, are unit float32 rows within cosine `least` of the torch fp32
     runtime's for `model`."""

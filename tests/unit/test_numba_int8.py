@@ -13,7 +13,7 @@ import shutil
 import numba
 import numpy as np
 import pytest
-from helpers import assert_close_to_torch
+from helpers import ENCODER_TEXTS, assert_close_to_torch
 from numba import njit
 
 from gpu_tigrag.config import EncoderConfig
@@ -24,14 +24,7 @@ from gpu_tigrag.errors import ModelError
 from gpu_tigrag.kernels import int8_encoder, int8_gemm
 
 CONFIG = EncoderConfig(model="all-MiniLM-L6-v2", backend="numba-int8", device="cpu")
-TEXTS = ["The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named after "
-         "the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889.",
-         "who directed the film Titanic?",
-         "Gaby: A True Story is a 1987 American biographical drama film directed by Luis Mandoki.",
-         "cats",
-         "Mount Varn is the highest peak of the northern range; its summit was first reached in 1921 by a party led "
-         "by Piet Anholt, who later wrote about the climb in the Northern Ledger. The route they took is still used.",
-         "Paris"]
+TEXTS = ENCODER_TEXTS
 
 
 # ---------------------------------------------------------------------------------------------------

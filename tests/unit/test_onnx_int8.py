@@ -14,7 +14,7 @@ import shutil
 
 import numpy as np
 import pytest
-from helpers import assert_close_to_torch
+from helpers import ENCODER_TEXTS, assert_close_to_torch
 
 pytest.importorskip("onnxruntime", reason="onnxruntime is not installed (pip install onnxruntime onnx)")
 
@@ -25,14 +25,7 @@ from gpu_tigrag.encoders.onnx_int8 import MANIFEST_FILE, MODEL_FILE, OnnxInt8Enc
 from gpu_tigrag.errors import ModelError  # noqa: E402
 
 CONFIG = EncoderConfig(model="all-MiniLM-L6-v2", backend="onnx-int8", device="cpu")
-TEXTS = ["The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named after "
-         "the engineer Gustave Eiffel, whose company designed and built the tower from 1887 to 1889.",
-         "who directed the film Titanic?",
-         "Gaby: A True Story is a 1987 American biographical drama film directed by Luis Mandoki.",
-         "cats",
-         "Mount Varn is the highest peak of the northern range; its summit was first reached in 1921 by a party led "
-         "by Piet Anholt, who later wrote about the climb in the Northern Ledger. The route they took is still used.",
-         "Paris"]
+TEXTS = ENCODER_TEXTS
 
 
 @pytest.fixture(scope="module")
