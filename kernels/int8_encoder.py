@@ -13,8 +13,10 @@ Every product is int8: activations quantised per row (symmetric, scale max|x|/12
 128), weights per output column (`int8_gemm`), integer sums exact, dequantised by row scale × column
 scale. Every float step reads one row (or one text), in the same code whatever the row's neighbours,
 so a text's vector is the same in any batch, with any batch-mates and any thread count.
-GELU uses erf by Abramowitz & Stegun 7.1.28 (|error| ≤ 3e-7) and softmax a polynomial exp
-(relative error ~2e-7): plain arithmetic that vectorises, where libm calls would not.
+GELU uses erf by Abramowitz & Stegun 7.1.28 (|error| ≤ 3e-7) and softmax a polynomial exp (relative error
+below 1e-5, about 1e-7 near a row's maximum, where the weight is): plain arithmetic that vectorises, where
+libm calls would not. Compiled with error_model="numpy" (a division's zero check would stop vectorisation)
+and fastmath, so no step may produce an infinity (GELU's argument is bounded).
 """
 
 from __future__ import annotations
@@ -164,7 +166,7 @@ def _ordered(bits):
 @njit(cache=True, error_model="numpy", fastmath=True)
 def _softmax_rows(scores):
     """Each row of `scores` (length × length) becomes exp(score − the row's max), unnormalised.
-    exp(x) = 2ⁿ·p(r) with x = n·ln2 + r, |r| ≤ ln2/2, p of degree 6 (relative error < 1e-6), 2ⁿ built as
+    exp(x) = 2ⁿ·p(r) with x = n·ln2 + r, |r| ≤ ln2/2, p of degree 6 (relative error < 1e-5), 2ⁿ built as
     float bits; x below −87 is taken as −87 (exp ≈ 1.6e-38, nothing beside the row's 1). The row max is an
     integer maximum over order-preserving integers of the floats' bits. Both vectorise, where a float maximum
     and a table of powers do not; every loop starts at 0, so the compiler sees its index ≥ 0."""
