@@ -208,6 +208,12 @@ REGISTRY: tuple[Benchmark, ...] = (
                        "texts per question; under the 5 passes MuSiQue-100 R@5 80.42 -> 80.92 (the uncapped figure), "
                        "texts 5.52 -> 5.39 (MuSiQue-100), 5.69 -> 5.55 (2Wiki); 4 passes still cost MuSiQue-100 "
                        "1.0 R@5, 3 passes 2.75"),
+    Benchmark("encoder_runtime_recall", "studies/encoder_runtime_recall.py", "study",
+              "the CPU int8 runtimes (onnx-int8, numba-int8): recall of paper and best, end-to-end q/s and build "
+              "seconds on 2Wiki and MuSiQue-100, an index built per runtime",
+              ("encoder_runtime_recall.json", "encoder_runtime_recall.md"), smoke=("--smoke",),
+              decision="auto runs BERT models on numba-int8 on CPUs with AVX-512 VNNI and no AMX (recall within the "
+                       "noise of onnx-int8's, faster end to end); onnx-int8 elsewhere"),
     Benchmark("encoder_spinning", "studies/encoder_spinning.py", "study",
               "ONNX Runtime's idle threads spinning or sleeping: query texts/s and end-to-end q/s (MuSiQue-100, e5), "
               "and a build whose NER thread runs beside the encoder; fresh processes alternating",
