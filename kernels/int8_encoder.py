@@ -4,7 +4,8 @@
 The texts of a call are concatenated rows (one per token, no padding): text t is rows
 starts[t] .. starts[t] + lengths[t]. Per layer there are two parallel passes:
 
-1. attention, a task per (text, head): scores q·k/√d over the text's own rows, softmax, the sum of v;
+1. attention, a task per (text, head): scores q·k/√d over the text's own rows, softmax, the sum of v, in
+   float32 vector tiles (`attention_tiles`);
 2. the rest, a task per block of `BLOCK_ROWS` rows: the output projection, residual and layer norm, the
    feed-forward (GELU) and its layer norm, then the next layer's Q/K/V projection. Every intermediate
    of a block stays in that task (cache-resident), so there is no memory pass per operation.
@@ -23,13 +24,13 @@ from __future__ import annotations
 
 from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
 
-import math
-
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
+from .attention_tiles import attend, scratch_floats
+from .float_bits import bits_of, float_of
 from .int8_gemm import rows_times
 
 #: rows per task of the row pass (a multiple of int8_gemm.TILE_ROWS)
@@ -37,40 +38,10 @@ BLOCK_ROWS = 32
 #: activations are int8 in [-127, 127], stored as uint8 around this zero point
 ZERO_POINT = 128
 MIN_SCALE = 1e-12
-_LOG2E = np.float32(1.4426950408889634)
-_LN2_HI = np.float32(0.693145751953125)
-_LN2_LO = np.float32(1.428606765330187e-06)
 #: Abramowitz & Stegun 7.1.28
 _A1, _A2, _A3 = np.float32(0.0705230784), np.float32(0.0422820123), np.float32(0.0092705272)
 _A4, _A5, _A6 = np.float32(0.0001520143), np.float32(0.0002765672), np.float32(0.0000430638)
 _INV_SQRT2 = np.float32(0.7071067811865476)
-
-
-@intrinsic
-def _bits_of(typingctx, value):
-    """The int32 bits of a float32 (a register move: no memory, so nothing for the optimiser to reorder)."""
-    if value != types.float32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.IntType(32))
-
-    return types.int32(types.float32), codegen
-
-
-@intrinsic
-def _float_of(typingctx, bits):
-    """The float32 whose bits are the low 32 bits of the integer `bits`."""
-    if not isinstance(bits, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        value = args[0]
-        if bits.bitwidth > 32:
-            value = builder.trunc(value, ir.IntType(32))
-        return builder.bitcast(value, ir.FloatType())
-
-    return types.float32(bits), codegen
 
 
 @intrinsic
@@ -107,8 +78,8 @@ def _quantize(x, row, rows, width, q, scales):
     for r in range(row, row + rows):
         top = np.int32(0)
         for j in range(width):
-            top = max(top, _bits_of(x[r, j]) & np.int32(0x7FFFFFFF))
-        scale = max(_float_of(np.int32(top)) / np.float32(127.0), np.float32(MIN_SCALE))
+            top = max(top, bits_of(x[r, j]) & np.int32(0x7FFFFFFF))
+        scale = max(float_of(np.int32(top)) / np.float32(127.0), np.float32(MIN_SCALE))
         inverse = np.float32(1.0) / scale
         for j in range(width):
             q[r, j] = np.uint8(np.int32(x[r, j] * inverse + np.float32(ZERO_POINT + 0.5)))
@@ -157,73 +128,12 @@ def _add_norm_row(x, r, residual, gamma, beta, eps):
     _norm_row(x, r, gamma, beta, eps, residual)
 
 
-@njit(cache=True, error_model="numpy", fastmath=True, inline="always")
-def _ordered(bits):
-    """An int32 that orders as the float32 whose bits are `bits` (an involution: it also maps back)."""
-    return bits ^ ((bits >> np.int32(31)) & np.int32(0x7FFFFFFF))
-
-
-@njit(cache=True, error_model="numpy", fastmath=True)
-def _softmax_rows(scores):
-    """Each row of `scores` (length × length) becomes exp(score − the row's max), unnormalised.
-    exp(x) = 2ⁿ·p(r) with x = n·ln2 + r, |r| ≤ ln2/2, p of degree 6 (relative error < 1e-5), 2ⁿ built as
-    float bits; x below −87 is taken as −87 (exp ≈ 1.6e-38, nothing beside the row's 1). The row max is an
-    integer maximum over order-preserving integers of the floats' bits. Both vectorise, where a float maximum
-    and a table of powers do not; every loop starts at 0, so the compiler sees its index ≥ 0."""
-    length = scores.shape[0]
-    for i in range(length):
-        top = np.int32(-2147483647)
-        for j in range(length):
-            top = max(top, _ordered(_bits_of(scores[i, j])))
-        peak = _float_of(_ordered(np.int32(top)))
-        for j in range(length):
-            x = max(scores[i, j] - peak, np.float32(-87.0))
-            n = -np.int32(np.float32(0.5) - x * _LOG2E)  # round(x·log2 e), x ≤ 0
-            r = (x - np.float32(n) * _LN2_HI) - np.float32(n) * _LN2_LO
-            p = np.float32(1.0) + r * (np.float32(1.0) + r * (np.float32(0.5) + r * (np.float32(1.0 / 6) + r * (
-                np.float32(1.0 / 24) + r * (np.float32(1.0 / 120) + r * np.float32(1.0 / 720))))))
-            scores[i, j] = p * _float_of(np.int32((n + 127) << 23))
-
-
-@njit(cache=True, error_model="numpy", fastmath=True)
-def _attention(qkv, start, length, head, size, hidden, scratch, out):
-    """out[rows, head's columns] = softmax(q·k / √size) · v over the text's rows start .. start + length.
-
-    The two products are BLAS sgemm calls on the text's own contiguous copies (the same shapes, so the same
-    summation, for a text wherever it sits in a batch); the softmax's 1/Σ is applied to the product with v.
-    `scratch`: ≥ 4·longest·size + longest² float32s of the thread's own."""
-    scale = np.float32(1.0 / math.sqrt(size))
-    q0, k0, v0 = head * size, hidden + head * size, 2 * hidden + head * size
-    n, square = length * size, length * length
-    queries = scratch[:n].reshape((length, size))
-    keys = scratch[n:2 * n].reshape((length, size))
-    values = scratch[2 * n:3 * n].reshape((length, size))
-    mixed = scratch[3 * n:4 * n].reshape((length, size))
-    flat_scores = scratch[4 * n:4 * n + square]
-    scores = flat_scores.reshape((length, length))
-    for j in range(length):
-        for d in range(size):
-            queries[j, d] = qkv[start + j, q0 + d] * scale
-            keys[j, d] = qkv[start + j, k0 + d]
-            values[j, d] = qkv[start + j, v0 + d]
-    np.dot(queries, keys.T, scores)
-    _softmax_rows(scores)
-    np.dot(scores, values, mixed)
-    for i in range(length):
-        total = np.float32(0.0)
-        for j in range(length):
-            total += scores[i, j]
-        inverse = np.float32(1.0) / total
-        for d in range(size):
-            out[start + i, q0 + d] = mixed[i, d] * inverse
-
-
 @njit(cache=True, error_model="numpy", fastmath=True)
 def _attention_task(qkv, starts, lengths, task, heads, scratch, out):
     """One (text, head) of a layer's attention; scratch: the thread's own."""
     hidden = out.shape[1]
     t, head = task // heads, task % heads
-    _attention(qkv, starts[t], lengths[t], head, hidden // heads, hidden, scratch, out)
+    attend(qkv, starts[t], lengths[t], head, hidden // heads, hidden, scratch, out)
 
 
 @njit(cache=True, error_model="numpy", fastmath=True)
@@ -267,7 +177,7 @@ def encode_rows(ids, starts, lengths, word, position, token_type, embed_gamma, e
     for t in range(lengths.shape[0]):
         longest = max(longest, lengths[t])
     size = hidden // heads
-    attention_scratch = np.empty((threads, 4 * longest * size + longest * longest), dtype=np.float32)
+    attention_scratch = np.empty((threads, scratch_floats(longest, size)), dtype=np.float32)
 
     # embeddings, their layer norm, the first layer's Q/K/V
     taken = np.zeros(1 + 2 * layers, dtype=np.int64)  # each pass's next task

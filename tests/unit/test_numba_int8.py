@@ -21,7 +21,7 @@ from gpu_tigrag.encoders import load_encoder, resolve_model
 from gpu_tigrag.encoders import numba_int8
 from gpu_tigrag.encoders.numba_int8 import NumbaInt8Encoder, quantize_columns
 from gpu_tigrag.errors import ModelError
-from gpu_tigrag.kernels import int8_encoder, int8_gemm
+from gpu_tigrag.kernels import attention_tiles, int8_encoder, int8_gemm
 
 CONFIG = EncoderConfig(model="all-MiniLM-L6-v2", backend="numba-int8", device="cpu")
 TEXTS = ENCODER_TEXTS
@@ -97,11 +97,59 @@ def test_gelu_is_exact_gelu_to_float32_precision():
 def test_softmax_rows_match_float64_and_never_overflow():
     rng = np.random.default_rng(2)
     for spread in (1.0, 30.0, 300.0):  # 300: differences far below −87, where exp is clamped
-        scores = (rng.standard_normal((13, 13)) * spread).astype(np.float32)
-        expected = np.exp(scores.astype(np.float64) - scores.max(axis=1, keepdims=True))
-        int8_encoder._softmax_rows(scores)
+        scores = (rng.standard_normal((13, 16)) * spread).astype(np.float32)
+        expected = np.exp(scores[:, :13].astype(np.float64) - scores[:, :13].max(axis=1, keepdims=True))
+        tail = scores[:, 13:].copy()
+        inverse = np.zeros(13, dtype=np.float32)
+        for i in range(13):
+            attention_tiles._softmax_row(scores, i, 13, inverse)
         assert np.isfinite(scores).all()
-        np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=2e-38)
+        np.testing.assert_allclose(scores[:, :13], expected, rtol=1e-5, atol=2e-38)
+        np.testing.assert_allclose(inverse, 1 / expected.sum(axis=1), rtol=1e-5)
+        np.testing.assert_array_equal(scores[:, 13:], tail)  # past the text's keys: untouched
+
+
+def _attention_reference(qkv, start, length, head, size, hidden):
+    q = qkv[start:start + length, head * size:(head + 1) * size].astype(np.float64)
+    k = qkv[start:start + length, hidden + head * size:hidden + (head + 1) * size].astype(np.float64)
+    v = qkv[start:start + length, 2 * hidden + head * size:2 * hidden + (head + 1) * size].astype(np.float64)
+    scores = q @ k.T / math.sqrt(size)
+    weights = np.exp(scores - scores.max(axis=1, keepdims=True))
+    return (weights / weights.sum(axis=1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("size", [32, 64, 16, 48])  # tiles (multiples of 32) and plain loops
+def test_attention_matches_float64_at_every_length(size):
+    """Lengths around the tiles' 4 rows and 32 columns; each head writes its own columns only."""
+    heads = 3
+    hidden = heads * size
+    rng = np.random.default_rng(size)
+    for length in (1, 2, 3, 4, 5, 23, 31, 32, 33, 70):
+        qkv = (rng.standard_normal((length + 5, 3 * hidden)) * 2).astype(np.float32)
+        out = np.full((length + 5, hidden), np.float32(7.0))
+        scratch = np.full(attention_tiles.scratch_floats(length, size), np.nan, dtype=np.float32)
+        for head in range(heads):
+            attention_tiles.attend(qkv, 2, length, head, size, hidden, scratch, out)
+            expected = _attention_reference(qkv, 2, length, head, size, hidden)
+            np.testing.assert_allclose(out[2:2 + length, head * size:(head + 1) * size], expected, rtol=2e-4, atol=2e-5)
+        assert (out[:2] == 7).all() and (out[2 + length:] == 7).all()
+
+
+@pytest.mark.parametrize("size", [32, 48])
+def test_a_texts_attention_does_not_depend_on_its_neighbours(size):
+    """The same rows at another offset, beside other rows, with a longer text's scratch: the same bits."""
+    hidden = 2 * size
+    rng = np.random.default_rng(9)
+    text = rng.standard_normal((23, 3 * hidden)).astype(np.float32)
+    alone_qkv, alone = text.copy(), np.zeros((23, hidden), dtype=np.float32)
+    attention_tiles.attend(alone_qkv, 0, 23, 1, size, hidden, np.zeros(attention_tiles.scratch_floats(23, size),
+                           dtype=np.float32), alone)
+    packed = rng.standard_normal((100, 3 * hidden)).astype(np.float32)
+    packed[40:63] = text
+    out = np.zeros((100, hidden), dtype=np.float32)
+    scratch = rng.standard_normal(attention_tiles.scratch_floats(90, size)).astype(np.float32)
+    attention_tiles.attend(packed, 40, 23, 1, size, hidden, scratch, out)
+    np.testing.assert_array_equal(out[40:63], alone)
 
 
 # ---------------------------------------------------------------------------------------------------

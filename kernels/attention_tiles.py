@@ -1,0 +1,258 @@
+"""One attention head of one text, in float32 vector tiles: the attention of the numba-int8 encoder
+(kernels/int8_encoder.py).
+
+For a text's rows start .. start + length of the packed Q/K/V rows (`qkv`, rows × 3H) and head h:
+out[rows, h's columns] = softmax(q·kᵀ/√size) · v, computed four query rows at a time:
+
+1. the head's keys are copied once, transposed and zero-padded to a multiple of 32 columns (`kt`);
+2. `_score_tile`: 4 rows × 32 key columns of q·kᵀ/√size, 8 vector accumulators, one key load per
+   step for four broadcast query values;
+3. `_softmax_row`: each row's exp(score − max) over the text's own keys, and 1/Σ;
+4. `_mix_tile`: 4 rows × 32 value columns of Σ_j p_j·v_j, times 1/Σ, one value load per key for four
+   broadcast weights, written to `out`.
+
+The tiles are LLVM IR on 16-lane float vectors (numba has no vector types) with `llvm.fmuladd`, which LLVM
+lowers to the widest vector FMA the CPU has (or to a multiply and an add). A text's short loops are where
+a BLAS call costs most: each sgemm call at 23 tokens × 32 dimensions is mostly overhead, and a compiler's
+vectorised loop (16 lanes × 4 interleaved) never enters its vector body at that trip count. The sums run
+in one order fixed by the text's length and the head size, so a text's output is the same in any batch.
+A head size that is not a multiple of 32 takes `attend_loops`, plain loops with the same arithmetic steps.
+"""
+
+from __future__ import annotations
+
+from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
+
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from .float_bits import bits_of, float_of, ordered
+
+#: query rows of a tile
+TILE_ROWS = 4
+#: columns of a tile: two 16-lane float vectors (keys for the scores, head dimensions for the mix)
+TILE_COLUMNS = 32
+_LOG2E = np.float32(1.4426950408889634)
+_LN2_HI = np.float32(0.693145751953125)
+_LN2_LO = np.float32(1.428606765330187e-06)
+
+_I64, _I32, _F32 = ir.IntType(64), ir.IntType(32), ir.FloatType()
+_LANES = ir.VectorType(_F32, 16)
+_SPLAT = ir.Constant(ir.VectorType(_I32, 16), [0] * 16)
+
+
+def _const(value: int) -> ir.Constant:
+    return ir.Constant(_I64, value)
+
+
+def _fma(builder: ir.IRBuilder):
+    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(_LANES, [_LANES] * 3), "llvm.fmuladd.v16f32")
+
+
+def _splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    undef = ir.Constant(_LANES, ir.Undefined)
+    return builder.shuffle_vector(builder.insert_element(undef, value, ir.Constant(_I32, 0)), undef, _SPLAT)
+
+
+def _load(builder: ir.IRBuilder, address: ir.Value, kind: ir.Type) -> ir.Value:
+    value = builder.load(builder.inttoptr(address, kind.as_pointer()))
+    value.align = 4
+    return value
+
+
+def _store(builder: ir.IRBuilder, value: ir.Value, address: ir.Value) -> None:
+    builder.store(value, builder.inttoptr(address, _LANES.as_pointer())).align = 4
+
+
+def _row_addresses(builder: ir.IRBuilder, base: ir.Value, first: ir.Value, rows: ir.Value, stride: ir.Value) -> list:
+    """Byte addresses of a tile's rows; rows past `rows` repeat the last one (computed, never stored)."""
+    last = builder.sub(rows, _const(1))
+    out = []
+    for r in range(TILE_ROWS):
+        row = builder.select(builder.icmp_signed("<", _const(r), rows), _const(r), last)
+        out.append(builder.add(base, builder.mul(builder.add(first, row), stride)))
+    return out
+
+
+@intrinsic
+def _score_tile(typingctx, qkv, row0, rows, q0, kt, column, size, scores, scale):
+    """scores[r, column : column + 32] = scale · Σ_d qkv[row0 + r, q0 + d] · kt[d, column : column + 32] for
+    r < rows ≤ TILE_ROWS (float32, C-contiguous rows)."""
+    sig = types.void(qkv, row0, rows, q0, kt, column, size, scores, scale)
+
+    def codegen(context, builder, signature, args):
+        qkv_v, row0, rows, q0, kt_v, column, size, scores_v, scale = args
+        qkv_a = context.make_array(signature.args[0])(context, builder, qkv_v)
+        kt_a = context.make_array(signature.args[4])(context, builder, kt_v)
+        s_a = context.make_array(signature.args[7])(context, builder, scores_v)
+        fma = _fma(builder)
+        q_base = builder.add(builder.ptrtoint(qkv_a.data, _I64), builder.mul(q0, _const(4)))
+        q_rows = _row_addresses(builder, q_base, row0, rows, builder.extract_value(qkv_a.strides, 0))
+        kt_stride = builder.extract_value(kt_a.strides, 0)
+        kt_base = builder.add(builder.ptrtoint(kt_a.data, _I64), builder.mul(column, _const(4)))
+        zero = ir.Constant(_LANES, None)
+        sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(2)] for _ in range(TILE_ROWS)]
+        with cgutils.for_range(builder, size) as loop:
+            d = loop.index
+            at = builder.add(kt_base, builder.mul(d, kt_stride))
+            keys = [_load(builder, builder.add(at, _const(64 * g)), _LANES) for g in range(2)]
+            for r in range(TILE_ROWS):
+                query = _splat(builder, _load(builder, builder.add(q_rows[r], builder.mul(d, _const(4))), _F32))
+                for g in range(2):
+                    builder.store(builder.call(fma, [query, keys[g], builder.load(sums[r][g])]), sums[r][g])
+        factor = _splat(builder, scale)
+        s_stride = builder.extract_value(s_a.strides, 0)
+        s_base = builder.add(builder.ptrtoint(s_a.data, _I64), builder.mul(column, _const(4)))
+        for r in range(TILE_ROWS):
+            with builder.if_then(builder.icmp_signed("<", _const(r), rows)):
+                at = builder.add(s_base, builder.mul(_const(r), s_stride))
+                for g in range(2):
+                    _store(builder, builder.fmul(builder.load(sums[r][g]), factor), builder.add(at, _const(64 * g)))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _mix_tile(typingctx, weights, rows, length, qkv, start, v0, inverse, out, out_row, out_column):
+    """out[out_row + r, out_column : out_column + 32] = inverse[r] · Σ_{j < length} weights[r, j] ·
+    qkv[start + j, v0 : v0 + 32] for r < rows ≤ TILE_ROWS."""
+    sig = types.void(weights, rows, length, qkv, start, v0, inverse, out, out_row, out_column)
+
+    def codegen(context, builder, signature, args):
+        w_v, rows, length, qkv_v, start, v0, inv_v, out_v, out_row, out_column = args
+        w_a = context.make_array(signature.args[0])(context, builder, w_v)
+        qkv_a = context.make_array(signature.args[3])(context, builder, qkv_v)
+        inv_a = context.make_array(signature.args[6])(context, builder, inv_v)
+        out_a = context.make_array(signature.args[7])(context, builder, out_v)
+        fma = _fma(builder)
+        w_rows = _row_addresses(builder, builder.ptrtoint(w_a.data, _I64), _const(0), rows,
+                                builder.extract_value(w_a.strides, 0))
+        v_stride = builder.extract_value(qkv_a.strides, 0)
+        v_base = builder.add(builder.add(builder.ptrtoint(qkv_a.data, _I64), builder.mul(v0, _const(4))),
+                             builder.mul(start, v_stride))
+        zero = ir.Constant(_LANES, None)
+        sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(2)] for _ in range(TILE_ROWS)]
+        with cgutils.for_range(builder, length) as loop:
+            j = loop.index
+            at = builder.add(v_base, builder.mul(j, v_stride))
+            values = [_load(builder, builder.add(at, _const(64 * g)), _LANES) for g in range(2)]
+            for r in range(TILE_ROWS):
+                weight = _splat(builder, _load(builder, builder.add(w_rows[r], builder.mul(j, _const(4))), _F32))
+                for g in range(2):
+                    builder.store(builder.call(fma, [weight, values[g], builder.load(sums[r][g])]), sums[r][g])
+        inv_base = builder.ptrtoint(inv_a.data, _I64)
+        o_stride = builder.extract_value(out_a.strides, 0)
+        o_base = builder.add(builder.ptrtoint(out_a.data, _I64), builder.mul(out_column, _const(4)))
+        for r in range(TILE_ROWS):
+            with builder.if_then(builder.icmp_signed("<", _const(r), rows)):
+                factor = _splat(builder, _load(builder, builder.add(inv_base, _const(4 * r)), _F32))
+                at = builder.add(o_base, builder.mul(builder.add(out_row, _const(r)), o_stride))
+                for g in range(2):
+                    _store(builder, builder.fmul(builder.load(sums[r][g]), factor), builder.add(at, _const(64 * g)))
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _softmax_row(scores, i, length, inverse):
+    """scores[i, :length] = exp(score − the row's max), unnormalised; inverse[i] = 1 / their sum.
+    exp(x) = 2ⁿ·p(r) with x = n·ln2 + r, |r| ≤ ln2/2, p of degree 6 (relative error < 1e-5), 2ⁿ built as
+    float bits; x below −87 is taken as −87 (exp ≈ 1.6e-38, nothing beside the row's 1). The row max is an
+    integer maximum over order-preserving integers of the floats' bits. Both vectorise, where a float maximum
+    and a libm call do not."""
+    top = np.int32(-2147483647)
+    for j in range(length):
+        top = max(top, ordered(bits_of(scores[i, j])))
+    peak = float_of(ordered(np.int32(top)))
+    total = np.float32(0.0)
+    for j in range(length):
+        x = max(scores[i, j] - peak, np.float32(-87.0))
+        n = -np.int32(np.float32(0.5) - x * _LOG2E)  # round(x·log2 e), x ≤ 0
+        r = (x - np.float32(n) * _LN2_HI) - np.float32(n) * _LN2_LO
+        p = np.float32(1.0) + r * (np.float32(1.0) + r * (np.float32(0.5) + r * (np.float32(1.0 / 6) + r * (
+            np.float32(1.0 / 24) + r * (np.float32(1.0 / 120) + r * np.float32(1.0 / 720))))))
+        e = p * float_of(np.int32((n + 127) << 23))
+        scores[i, j] = e
+        total += e
+    inverse[i] = np.float32(1.0) / total
+
+
+@njit(cache=True)
+def scratch_floats(longest: int, size: int) -> int:
+    """float32s of one thread's scratch for texts of at most `longest` rows and heads of `size` dimensions."""
+    padded = _padded(longest)
+    return size * padded + TILE_ROWS * padded + TILE_ROWS
+
+
+@njit(cache=True, inline="always")
+def _padded(length):
+    return (length + TILE_COLUMNS - 1) // TILE_COLUMNS * TILE_COLUMNS
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def attend(qkv, start, length, head, size, hidden, scratch, out):
+    """out[start : start + length, head's columns] = the head's attention over the text's rows (module doc);
+    `scratch`: the thread's own, at least `scratch_floats(length, size)` float32s."""
+    padded = _padded(length)
+    q0, k0, v0 = head * size, hidden + head * size, 2 * hidden + head * size
+    kt = scratch[:size * padded].reshape((size, padded))
+    weights = scratch[size * padded:(size + TILE_ROWS) * padded].reshape((TILE_ROWS, padded))
+    inverse = scratch[(size + TILE_ROWS) * padded:(size + TILE_ROWS) * padded + TILE_ROWS]
+    for d in range(size):
+        for j in range(length):
+            kt[d, j] = qkv[start + j, k0 + d]
+        for j in range(length, padded):
+            kt[d, j] = np.float32(0.0)
+    scale = np.float32(1.0 / math.sqrt(size))
+    tiled = size % TILE_COLUMNS == 0
+    for i in range(0, length, TILE_ROWS):
+        rows = min(TILE_ROWS, length - i)
+        if tiled:
+            for column in range(0, padded, TILE_COLUMNS):
+                _score_tile(qkv, np.int64(start + i), np.int64(rows), np.int64(q0), kt, np.int64(column),
+                            np.int64(size), weights, scale)
+        else:
+            _score_loops(qkv, start + i, rows, q0, kt, length, size, weights, scale)
+        for r in range(rows):
+            _softmax_row(weights, r, length, inverse)
+        if tiled:
+            for column in range(0, size, TILE_COLUMNS):
+                _mix_tile(weights, np.int64(rows), np.int64(length), qkv, np.int64(start), np.int64(v0 + column),
+                          inverse, out, np.int64(start + i), np.int64(q0 + column))
+        else:
+            _mix_loops(weights, rows, length, qkv, start, v0, size, inverse, out, start + i, q0)
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _score_loops(qkv, row0, rows, q0, kt, length, size, scores, scale):
+    """`_score_tile`'s sums in plain loops, for any head size (the same order: d outer, one product per step)."""
+    for r in range(rows):
+        for j in range(length):
+            scores[r, j] = np.float32(0.0)
+        for d in range(size):
+            query = qkv[row0 + r, q0 + d]
+            for j in range(length):
+                scores[r, j] += query * kt[d, j]
+        for j in range(length):
+            scores[r, j] *= scale
+
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _mix_loops(weights, rows, length, qkv, start, v0, size, inverse, out, out_row, out_column):
+    """`_mix_tile`'s sums in plain loops, for any head size."""
+    for r in range(rows):
+        for d in range(size):
+            out[out_row + r, out_column + d] = np.float32(0.0)
+        for j in range(length):
+            weight = weights[r, j]
+            for d in range(size):
+                out[out_row + r, out_column + d] += weight * qkv[start + j, v0 + d]
+        for d in range(size):
+            out[out_row + r, out_column + d] *= inverse[r]
