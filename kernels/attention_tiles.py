@@ -160,6 +160,85 @@ def _mix_tile(typingctx, weights, rows, length, qkv, start, v0, inverse, out, ou
     return sig, codegen
 
 
+def _lanes_of(value: float) -> ir.Constant:
+    return ir.Constant(_LANES, [value] * 16)
+
+
+def _tree(builder: ir.IRBuilder, vector: ir.Value, combine) -> ir.Value:
+    """The 16 lanes combined pairwise in a fixed tree (the same order on every CPU)."""
+    values = [builder.extract_element(vector, ir.Constant(_I32, lane)) for lane in range(16)]
+    while len(values) > 1:
+        values = [combine(values[i], values[i + 1]) for i in range(0, len(values), 2)]
+    return values[0]
+
+
+@intrinsic
+def _softmax_tile(typingctx, weights, rows, length, padded, inverse):
+    """For r < rows ≤ TILE_ROWS: weights[r, :length] = exp(score − the row's max) (unnormalised), weights[r,
+    length:padded] = 0, inverse[r] = 1 / Σ. `_softmax_row`'s arithmetic on 16-lane vectors; padded: a multiple
+    of 16."""
+    sig = types.void(weights, rows, length, padded, inverse)
+
+    def codegen(context, builder, signature, args):
+        w_v, rows, length, padded, inv_v = args
+        w_a = context.make_array(signature.args[0])(context, builder, w_v)
+        inv_a = context.make_array(signature.args[4])(context, builder, inv_v)
+        lanes_i32 = ir.VectorType(_I32, 16)
+        maxnum = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_LANES, [_LANES, _LANES]),
+                                                "llvm.maxnum.v16f32")
+        iota = ir.Constant(lanes_i32, list(range(16)))
+        limit = _splat_int(builder, builder.trunc(length, _I32))
+        w_stride = builder.extract_value(w_a.strides, 0)
+        w_base = builder.ptrtoint(w_a.data, _I64)
+        inv_base = builder.ptrtoint(inv_a.data, _I64)
+        blocks = builder.udiv(padded, _const(16))
+        lowest = _lanes_of(-3.0e38)
+
+        def lane_mask(block):
+            first = _splat_int(builder, builder.trunc(builder.mul(block, _const(16)), _I32))
+            return builder.icmp_signed("<", builder.add(first, iota), limit)
+
+        for r in range(TILE_ROWS):
+            with builder.if_then(builder.icmp_signed("<", _const(r), rows)):
+                row = builder.add(w_base, builder.mul(_const(r), w_stride))
+                top = cgutils.alloca_once_value(builder, lowest)
+                with cgutils.for_range(builder, blocks) as loop:
+                    at = builder.add(row, builder.mul(loop.index, _const(64)))
+                    value = builder.select(lane_mask(loop.index), _load(builder, at, _LANES), lowest)
+                    builder.store(builder.call(maxnum, [builder.load(top), value]), top)
+                peak = _splat(builder, _tree(builder, builder.load(top),
+                                             lambda a, b: builder.select(builder.fcmp_ordered(">", a, b), a, b)))
+                total = cgutils.alloca_once_value(builder, ir.Constant(_LANES, None))
+                with cgutils.for_range(builder, blocks) as loop:
+                    at = builder.add(row, builder.mul(loop.index, _const(64)))
+                    x = builder.fsub(_load(builder, at, _LANES), peak)
+                    x = builder.select(builder.fcmp_ordered(">", x, _lanes_of(-87.0)), x, _lanes_of(-87.0))
+                    half = builder.fsub(_lanes_of(0.5), builder.fmul(x, _lanes_of(float(_LOG2E))))
+                    n = builder.neg(builder.fptosi(half, lanes_i32))  # round(x·log2 e), x ≤ 0
+                    nf = builder.sitofp(n, _LANES)
+                    red = builder.fsub(builder.fsub(x, builder.fmul(nf, _lanes_of(float(_LN2_HI)))),
+                                       builder.fmul(nf, _lanes_of(float(_LN2_LO))))
+                    poly = _lanes_of(1.0 / 720)
+                    for coefficient in (1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0):
+                        poly = builder.fadd(_lanes_of(float(np.float32(coefficient))), builder.fmul(red, poly))
+                    power = builder.bitcast(builder.shl(builder.add(n, ir.Constant(lanes_i32, [127] * 16)),
+                                                        ir.Constant(lanes_i32, [23] * 16)), _LANES)
+                    e = builder.select(lane_mask(loop.index), builder.fmul(poly, power), ir.Constant(_LANES, None))
+                    _store(builder, e, at)
+                    builder.store(builder.fadd(builder.load(total), e), total)
+                whole = _tree(builder, builder.load(total), builder.fadd)
+                ptr = builder.inttoptr(builder.add(inv_base, _const(4 * r)), _F32.as_pointer())
+                builder.store(builder.fdiv(ir.Constant(_F32, 1.0), whole), ptr).align = 4
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _splat_int(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
+    undef = ir.Constant(ir.VectorType(_I32, 16), ir.Undefined)
+    return builder.shuffle_vector(builder.insert_element(undef, value, ir.Constant(_I32, 0)), undef, _SPLAT)
+
+
 @njit(cache=True, error_model="numpy", fastmath=True)
 def _softmax_row(scores, i, length, inverse):
     """scores[i, :length] = exp(score − the row's max), unnormalised; inverse[i] = 1 / their sum.
@@ -220,8 +299,11 @@ def attend(qkv, start, length, head, size, hidden, scratch, out):
                             np.int64(size), weights, scale)
         else:
             _score_loops(qkv, start + i, rows, q0, kt, length, size, weights, scale)
-        for r in range(rows):
-            _softmax_row(weights, r, length, inverse)
+        if tiled:
+            _softmax_tile(weights, np.int64(rows), np.int64(length), np.int64(padded), inverse)
+        else:
+            for r in range(rows):
+                _softmax_row(weights, r, length, inverse)
         if tiled:
             for column in range(0, size, TILE_COLUMNS):
                 _mix_tile(weights, np.int64(rows), np.int64(length), qkv, np.int64(start), np.int64(v0 + column),

@@ -139,22 +139,116 @@ def test_cuda_kernels_compile_to_ptx_for_sm90():
     assert proc.stdout.count("PTX-OK") == expected
 
 
+def _kernel_package(folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "one.py").write_text("X = 1\n")
+    return folder
+
+
 def test_numba_gets_a_private_cache_where_it_could_write_none(tmp_path, monkeypatch):
     """A read-only install and home would stop numba compiling the cached kernels: the package then
     points NUMBA_CACHE_DIR at a private folder of the temporary directory."""
     import os
 
-    from gpu_tigrag.numba_cache import ensure_numba_cache
-
-    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
-    monkeypatch.setattr(os, "access", lambda path, mode: False)
-    monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))
     import numba.core.config
 
+    from gpu_tigrag.numba_cache import CHOSEN_ENV, ensure_numba_cache, kernels_digest
+
+    package = _kernel_package(tmp_path / "package")
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.delenv(CHOSEN_ENV, raising=False)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))
     monkeypatch.setattr(numba.core.config, "CACHE_DIR", numba.core.config.CACHE_DIR)
-    folder = ensure_numba_cache(tmp_path / "package")
-    assert folder == str(tmp_path / f"gpu_tigrag-numba-{os.getuid()}") and os.environ["NUMBA_CACHE_DIR"] == folder
-    assert numba.core.config.CACHE_DIR == folder and (tmp_path / f"gpu_tigrag-numba-{os.getuid()}").is_dir()
-    monkeypatch.setattr(os, "access", lambda path, mode: True)
-    monkeypatch.delenv("NUMBA_CACHE_DIR")
-    assert ensure_numba_cache(tmp_path / "package") is None  # numba's own places will do
+    folder = ensure_numba_cache(package)
+    private = tmp_path / f"gpu_tigrag-numba-{os.getuid()}"
+    assert folder == str(private / f"numba-{kernels_digest(package)}") and os.environ["NUMBA_CACHE_DIR"] == folder
+    assert numba.core.config.CACHE_DIR == folder and (private / f"numba-{kernels_digest(package)}").is_dir()
+    assert private.stat().st_mode & 0o777 == 0o700
+
+
+def test_the_cache_folder_follows_every_kernel_source(tmp_path, monkeypatch):
+    """A changed kernel source gives another folder (beside the kernels where writable); a NUMBA_CACHE_DIR the
+    user set is used as it is, one chosen by a parent process of ours is chosen again."""
+    import os
+
+    import numba.core.config
+
+    from gpu_tigrag.numba_cache import CHOSEN_ENV, ensure_numba_cache
+
+    package = _kernel_package(tmp_path / "package")
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.delenv(CHOSEN_ENV, raising=False)
+    monkeypatch.setattr(numba.core.config, "CACHE_DIR", numba.core.config.CACHE_DIR)
+    first = ensure_numba_cache(package)
+    assert first.startswith(str(package / "__pycache__" / "numba-"))
+    assert ensure_numba_cache(package) == first  # ours: chosen again, the same
+    (package / "two.py").write_text("Y = 2\n")
+    second = ensure_numba_cache(package)
+    (package / "two.py").write_text("Y = 3\n")
+    third = ensure_numba_cache(package)
+    assert len({first, second, third}) == 3
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "mine"))
+    assert ensure_numba_cache(package) is None and os.environ["NUMBA_CACHE_DIR"] == str(tmp_path / "mine")
+
+
+def test_only_this_modules_stale_folders_are_removed(tmp_path, monkeypatch):
+    import os
+
+    import numba.core.config
+
+    from gpu_tigrag.numba_cache import CHOSEN_ENV, STALE_SECONDS, ensure_numba_cache
+
+    package = _kernel_package(tmp_path / "package")
+    cache = package / "__pycache__"
+    old, recent, foreign = cache / ("numba-" + "a" * 16), cache / ("numba-" + "b" * 16), cache / "numba-mine"
+    for folder in (old, recent, foreign):
+        (folder / "deep").mkdir(parents=True)
+        (folder / "deep" / "f.nbi").write_text("x")
+    (cache / "one.cpython-311.pyc").write_text("x")
+    long_ago = os.path.getmtime(old) - 2 * STALE_SECONDS
+    for path in (old, old / "deep", old / "deep" / "f.nbi", foreign, foreign / "deep", foreign / "deep" / "f.nbi"):
+        os.utime(path, (long_ago, long_ago))
+    for path in (recent, recent / "deep"):
+        os.utime(path, (long_ago, long_ago))  # a folder's own time is old, a file inside it is recent
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.delenv(CHOSEN_ENV, raising=False)
+    monkeypatch.setattr(numba.core.config, "CACHE_DIR", numba.core.config.CACHE_DIR)
+    ensure_numba_cache(package)
+    assert not old.exists() and recent.exists() and foreign.exists() and (cache / "one.cpython-311.pyc").exists()
+
+
+_CALLER = """
+import sys
+from pathlib import Path
+from gpu_tigrag.numba_cache import ensure_numba_cache
+ensure_numba_cache(Path(sys.argv[1]))
+sys.path.insert(0, sys.argv[1])
+import caller
+print(caller.f())
+"""
+
+
+def test_a_cached_kernel_runs_the_current_code_of_the_kernels_it_calls(tmp_path):
+    """numba keys a cached function by its own file only: `caller.f`, cached while `callee.g` returned 1, would
+    still return 1 after callee.py changed. With the folder named by the sources' digest it returns 2."""
+    import os
+    import subprocess
+    import sys
+
+    package = tmp_path / "kernels"
+    package.mkdir()
+    (package / "caller.py").write_text("from numba import njit\nfrom callee import g\n\n\n"
+                                       "@njit(cache=True)\ndef f():\n    return g() * 10\n")
+    (package / "callee.py").write_text("from numba import njit\n\n\n@njit(cache=True)\ndef g():\n    return 1\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "TIGRAG_NUMBA_CACHE_DIR")}
+
+    def run() -> str:
+        done = subprocess.run([sys.executable, "-c", _CALLER, str(package)], capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip()
+
+    assert run() == "10"
+    assert run() == "10"  # from the cache
+    (package / "callee.py").write_text("from numba import njit\n\n\n@njit(cache=True)\ndef g():\n    return 2\n")
+    assert run() == "20"

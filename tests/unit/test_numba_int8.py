@@ -94,19 +94,34 @@ def test_gelu_is_exact_gelu_to_float32_precision():
     assert np.isfinite(out).all()
 
 
-def test_softmax_rows_match_float64_and_never_overflow():
+@njit
+def _softmax_by_tiles(scores, length, inverse):
+    for i in range(0, scores.shape[0], attention_tiles.TILE_ROWS):
+        rows = min(attention_tiles.TILE_ROWS, scores.shape[0] - i)
+        attention_tiles._softmax_tile(scores[i:], np.int64(rows), np.int64(length), np.int64(scores.shape[1]),
+                                      inverse[i:])
+
+
+@njit
+def _softmax_by_rows(scores, length, inverse):
+    for i in range(scores.shape[0]):
+        attention_tiles._softmax_row(scores, i, length, inverse)
+
+
+@pytest.mark.parametrize("softmax", [_softmax_by_tiles, _softmax_by_rows])
+def test_softmax_rows_match_float64_and_never_overflow(softmax):
+    """The vector tile (zeros past the text's keys) and the plain loops (untouched there) against float64."""
     rng = np.random.default_rng(2)
     for spread in (1.0, 30.0, 300.0):  # 300: differences far below −87, where exp is clamped
-        scores = (rng.standard_normal((13, 16)) * spread).astype(np.float32)
-        expected = np.exp(scores[:, :13].astype(np.float64) - scores[:, :13].max(axis=1, keepdims=True))
-        tail = scores[:, 13:].copy()
+        scores = (rng.standard_normal((13, 32)) * spread).astype(np.float32)
+        expected = np.exp(scores[:, :19].astype(np.float64) - scores[:, :19].max(axis=1, keepdims=True))
+        tail = scores[:, 19:].copy()
         inverse = np.zeros(13, dtype=np.float32)
-        for i in range(13):
-            attention_tiles._softmax_row(scores, i, 13, inverse)
+        softmax(scores, 19, inverse)
         assert np.isfinite(scores).all()
-        np.testing.assert_allclose(scores[:, :13], expected, rtol=1e-5, atol=2e-38)
+        np.testing.assert_allclose(scores[:, :19], expected, rtol=1e-5, atol=2e-38)
         np.testing.assert_allclose(inverse, 1 / expected.sum(axis=1), rtol=1e-5)
-        np.testing.assert_array_equal(scores[:, 13:], tail)  # past the text's keys: untouched
+        np.testing.assert_array_equal(scores[:, 19:], 0 if softmax is _softmax_by_tiles else tail)
 
 
 def _attention_reference(qkv, start, length, head, size, hidden):
