@@ -2,21 +2,23 @@
 (kernels/int8_encoder.py).
 
 For a text's rows start .. start + length of the packed Q/K/V rows (`qkv`, rows × 3H) and head h:
-out[rows, h's columns] = softmax(q·kᵀ/√size) · v, computed four query rows at a time:
+out[rows, h's columns] = softmax(q·kᵀ/√size) · v, computed `TILE_ROWS` query rows at a time:
 
 1. the head's keys are copied once, transposed and zero-padded to a multiple of 32 columns (`kt`);
-2. `_score_tile`: 4 rows × 32 key columns of q·kᵀ/√size, 8 vector accumulators, one key load per
-   step for four broadcast query values;
-3. `_softmax_row`: each row's exp(score − max) over the text's own keys, and 1/Σ;
-4. `_mix_tile`: 4 rows × 32 value columns of Σ_j p_j·v_j, times 1/Σ, one value load per key for four
-   broadcast weights, written to `out`.
+2. `_score_tile`: TILE_ROWS rows × 32 key columns of q·kᵀ/√size, 2·TILE_ROWS vector accumulators (enough
+   FMAs in flight to cover their latency), one key load per step for TILE_ROWS broadcast query values;
+3. `_softmax_tile`: each row's exp(score − max) over the text's own keys, and 1/Σ, the tile's rows side by
+   side so that their max and Σ chains overlap;
+4. `_mix_tile`: TILE_ROWS rows × 32 value columns of Σ_j p_j·v_j, times 1/Σ, one value load per key for
+   TILE_ROWS broadcast weights, written to `out`.
 
 The tiles are LLVM IR on 16-lane float vectors (numba has no vector types) with `llvm.fmuladd`, which LLVM
 lowers to the widest vector FMA the CPU has (or to a multiply and an add). A text's short loops are where
 a BLAS call costs most: each sgemm call at 23 tokens × 32 dimensions is mostly overhead, and a compiler's
 vectorised loop (16 lanes × 4 interleaved) never enters its vector body at that trip count. The sums run
 in one order fixed by the text's length and the head size, so a text's output is the same in any batch.
-A head size that is not a multiple of 32 takes `attend_loops`, plain loops with the same arithmetic steps.
+A head size that is not a multiple of 32 takes plain loops with the same steps (`_score_loops`, `_softmax_row`,
+`_mix_loops`).
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ from numba.extending import intrinsic
 
 from .float_bits import bits_of, float_of, ordered
 
-#: query rows of a tile
-TILE_ROWS = 4
+#: query rows of a tile (2 × TILE_ROWS accumulators: enough FMAs in flight to cover their latency)
+TILE_ROWS = 8
 #: columns of a tile: two 16-lane float vectors (keys for the scores, head dimensions for the mix)
 TILE_COLUMNS = 32
 _LOG2E = np.float32(1.4426950408889634)
@@ -175,8 +177,8 @@ def _tree(builder: ir.IRBuilder, vector: ir.Value, combine) -> ir.Value:
 @intrinsic
 def _softmax_tile(typingctx, weights, rows, length, padded, inverse):
     """For r < rows ≤ TILE_ROWS: weights[r, :length] = exp(score − the row's max) (unnormalised), weights[r,
-    length:padded] = 0, inverse[r] = 1 / Σ. `_softmax_row`'s arithmetic on 16-lane vectors; padded: a multiple
-    of 16."""
+    length:padded] = 0, inverse[r] = 1 / Σ: `_softmax_row`'s steps on 16-lane vectors, with fused multiply-adds;
+    padded: a multiple of 16."""
     sig = types.void(weights, rows, length, padded, inverse)
 
     def codegen(context, builder, signature, args):
@@ -184,6 +186,7 @@ def _softmax_tile(typingctx, weights, rows, length, padded, inverse):
         w_a = context.make_array(signature.args[0])(context, builder, w_v)
         inv_a = context.make_array(signature.args[4])(context, builder, inv_v)
         lanes_i32 = ir.VectorType(_I32, 16)
+        fma = _fma(builder)
         maxnum = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_LANES, [_LANES, _LANES]),
                                                 "llvm.maxnum.v16f32")
         iota = ir.Constant(lanes_i32, list(range(16)))
@@ -198,35 +201,42 @@ def _softmax_tile(typingctx, weights, rows, length, padded, inverse):
             first = _splat_int(builder, builder.trunc(builder.mul(block, _const(16)), _I32))
             return builder.icmp_signed("<", builder.add(first, iota), limit)
 
+        # the tile's rows side by side in each pass, so their dependency chains (max, Σ) overlap; a row past
+        # `rows` repeats the last one and is never stored
+        row_at = _row_addresses(builder, w_base, _const(0), rows, w_stride)
+        tops = [cgutils.alloca_once_value(builder, lowest) for _ in range(TILE_ROWS)]
+        with cgutils.for_range(builder, blocks) as loop:
+            mask, offset = lane_mask(loop.index), builder.mul(loop.index, _const(64))
+            for r in range(TILE_ROWS):
+                value = builder.select(mask, _load(builder, builder.add(row_at[r], offset), _LANES), lowest)
+                builder.store(builder.call(maxnum, [builder.load(tops[r]), value]), tops[r])
+        peaks = [_splat(builder, _tree(builder, builder.load(top),
+                                       lambda a, b: builder.select(builder.fcmp_ordered(">", a, b), a, b)))
+                 for top in tops]
+        totals = [cgutils.alloca_once_value(builder, ir.Constant(_LANES, None)) for _ in range(TILE_ROWS)]
+        with cgutils.for_range(builder, blocks) as loop:
+            mask, offset = lane_mask(loop.index), builder.mul(loop.index, _const(64))
+            for r in range(TILE_ROWS):
+                at = builder.add(row_at[r], offset)
+                x = builder.fsub(_load(builder, at, _LANES), peaks[r])
+                x = builder.select(builder.fcmp_ordered(">", x, _lanes_of(-87.0)), x, _lanes_of(-87.0))
+                n = builder.neg(builder.fptosi(builder.call(fma, [x, _lanes_of(-float(_LOG2E)), _lanes_of(0.5)]),
+                                               lanes_i32))  # round(x·log2 e), x ≤ 0
+                nf = builder.sitofp(n, _LANES)
+                red = builder.call(fma, [nf, _lanes_of(-float(_LN2_HI)), x])
+                red = builder.call(fma, [nf, _lanes_of(-float(_LN2_LO)), red])
+                poly = _lanes_of(float(np.float32(1.0 / 720)))
+                for coefficient in (1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0):
+                    poly = builder.call(fma, [red, poly, _lanes_of(float(np.float32(coefficient)))])
+                power = builder.bitcast(builder.shl(builder.add(n, ir.Constant(lanes_i32, [127] * 16)),
+                                                    ir.Constant(lanes_i32, [23] * 16)), _LANES)
+                e = builder.select(mask, builder.fmul(poly, power), ir.Constant(_LANES, None))
+                with builder.if_then(builder.icmp_signed("<", _const(r), rows)):
+                    _store(builder, e, at)
+                builder.store(builder.fadd(builder.load(totals[r]), e), totals[r])
         for r in range(TILE_ROWS):
             with builder.if_then(builder.icmp_signed("<", _const(r), rows)):
-                row = builder.add(w_base, builder.mul(_const(r), w_stride))
-                top = cgutils.alloca_once_value(builder, lowest)
-                with cgutils.for_range(builder, blocks) as loop:
-                    at = builder.add(row, builder.mul(loop.index, _const(64)))
-                    value = builder.select(lane_mask(loop.index), _load(builder, at, _LANES), lowest)
-                    builder.store(builder.call(maxnum, [builder.load(top), value]), top)
-                peak = _splat(builder, _tree(builder, builder.load(top),
-                                             lambda a, b: builder.select(builder.fcmp_ordered(">", a, b), a, b)))
-                total = cgutils.alloca_once_value(builder, ir.Constant(_LANES, None))
-                with cgutils.for_range(builder, blocks) as loop:
-                    at = builder.add(row, builder.mul(loop.index, _const(64)))
-                    x = builder.fsub(_load(builder, at, _LANES), peak)
-                    x = builder.select(builder.fcmp_ordered(">", x, _lanes_of(-87.0)), x, _lanes_of(-87.0))
-                    half = builder.fsub(_lanes_of(0.5), builder.fmul(x, _lanes_of(float(_LOG2E))))
-                    n = builder.neg(builder.fptosi(half, lanes_i32))  # round(x·log2 e), x ≤ 0
-                    nf = builder.sitofp(n, _LANES)
-                    red = builder.fsub(builder.fsub(x, builder.fmul(nf, _lanes_of(float(_LN2_HI)))),
-                                       builder.fmul(nf, _lanes_of(float(_LN2_LO))))
-                    poly = _lanes_of(1.0 / 720)
-                    for coefficient in (1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0):
-                        poly = builder.fadd(_lanes_of(float(np.float32(coefficient))), builder.fmul(red, poly))
-                    power = builder.bitcast(builder.shl(builder.add(n, ir.Constant(lanes_i32, [127] * 16)),
-                                                        ir.Constant(lanes_i32, [23] * 16)), _LANES)
-                    e = builder.select(lane_mask(loop.index), builder.fmul(poly, power), ir.Constant(_LANES, None))
-                    _store(builder, e, at)
-                    builder.store(builder.fadd(builder.load(total), e), total)
-                whole = _tree(builder, builder.load(total), builder.fadd)
+                whole = _tree(builder, builder.load(totals[r]), builder.fadd)
                 ptr = builder.inttoptr(builder.add(inv_base, _const(4 * r)), _F32.as_pointer())
                 builder.store(builder.fdiv(ir.Constant(_F32, 1.0), whole), ptr).align = 4
         return context.get_dummy_value()
