@@ -113,14 +113,23 @@ def main() -> int:
              f"{runtimes['this checkout']}, --code: {runtimes['--code']}), each code in a fresh "
              f"process per round, {args.rounds} alternating rounds, medians; texts: the first {n_passages:,} chunks of "
              "the 2Wiki default index (passage prompt) and the 499 2Wiki questions (query prompt).", "",
-             "| texts | --code texts/s | this checkout texts/s | this ÷ --code |", "|---|---|---|---|"]
+             "| texts | --code texts/s, median (range) | this checkout texts/s, median (range) | this ÷ --code, "
+             "medians | each round's ratio, median (range) |", "|---|---|---|---|---|"]
+    ratios = {kind: [a / b for a, b in zip(rates["this checkout"][kind], rates["--code"][kind])]
+              for kind in ("passage", "query")}
     for kind, label in (("passage", "passage chunks"), ("query", "questions")):
-        lines.append(f"| {label} | {med['--code'][kind]:.1f} | {med['this checkout'][kind]:.1f} | "
-                     f"**{med['this checkout'][kind] / med['--code'][kind]:.2f}×** |")
+        spans = {name: f"{med[name][kind]:.1f} ({min(rates[name][kind]):.1f}-{max(rates[name][kind]):.1f})"
+                 for name in codes}
+        lines.append(f"| {label} | {spans['--code']} | {spans['this checkout']} | "
+                     f"**{med['this checkout'][kind] / med['--code'][kind]:.2f}×** | "
+                     f"{statistics.median(ratios[kind]):.2f}× ({min(ratios[kind]):.2f}-{max(ratios[kind]):.2f}) |")
+    lines += ["", "The two codes of a round run one after the other, so each round's ratio compares neighbours in time "
+              "(this machine's speed drifts between rounds)."]
     lines += ["", "Least cosine between a text's vectors from the two codes: passages "
               f"{agreement['passage']:.6f}, questions {agreement['query']:.6f} (1.0 where bit-identical; another "
               "runtime or quantisation recipe rounds differently)."]
     write_results("encoder_gain", {"command": command, "runtimes": runtimes, "rates": rates, "medians": med,
+                                   "round_ratios": ratios,
                                    "agreement": agreement,
                                    "passages": n_passages}, "\n".join(lines))
     print("\n".join(lines))

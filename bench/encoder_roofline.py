@@ -319,6 +319,63 @@ def numba_tile_rates(shapes: list[tuple[int, int]], threads: int, seconds: float
     return rows
 
 
+def vnni_issue_peak(threads: int, seconds: float) -> float | None:
+    """GOP/s of back-to-back `vpdpbusd` (16 independent 512-bit accumulators per thread, no loads) on `threads`
+    threads: the int8 units' issue limit, which no product can pass. None on a CPU without AVX-512 VNNI."""
+    from gpu_tigrag.kernels.int8_gemm import HAS_VNNI
+
+    if not HAS_VNNI:
+        return None
+    import numba
+    from llvmlite import ir
+    from numba import njit, prange, types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _issue(typingctx, steps, out, slot):
+        def codegen(context, builder, signature, args):
+            steps, out_v, slot = args
+            lanes = ir.VectorType(ir.IntType(32), 16)
+            dpbusd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(lanes, [lanes] * 3),
+                                                    "llvm.x86.avx512.vpdpbusd.512")
+            sums = [cgutils.alloca_once_value(builder, ir.Constant(lanes, [k] * 16)) for k in range(16)]
+            a, b = ir.Constant(lanes, [0x01010101] * 16), ir.Constant(lanes, [0x01020304] * 16)
+            with cgutils.for_range(builder, steps):
+                for total in sums:
+                    builder.store(builder.call(dpbusd, [builder.load(total), a, b]), total)
+            whole = builder.load(sums[0])
+            for total in sums[1:]:
+                whole = builder.add(whole, builder.load(total))
+            array = context.make_array(signature.args[1])(context, builder, out_v)
+            builder.store(builder.extract_element(whole, ir.Constant(ir.IntType(32), 0)), builder.gep(array.data, [slot]))
+            return context.get_dummy_value()
+
+        return types.void(steps, out, slot), codegen
+
+    @njit(parallel=True)
+    def issue(steps, out):
+        for t in prange(out.shape[0]):
+            _issue(steps, out, t)
+
+    previous = numba.get_num_threads()
+    used = min(threads, numba.config.NUMBA_NUM_THREADS)
+    numba.set_num_threads(used)
+    try:
+        out = np.zeros(used, dtype=np.int32)
+        issue(np.int64(1000), out)
+        steps, best = 1_000_000, 0.0
+        for _ in range(5):
+            start = time.perf_counter()
+            issue(np.int64(steps), out)
+            elapsed = time.perf_counter() - start
+            best = max(best, used * steps * 16 * 64 * 2 / elapsed / 1e9)
+            steps = max(steps, int(steps * seconds / max(elapsed, 1e-6)))
+    finally:
+        numba.set_num_threads(previous)
+    return best
+
+
 #: one runtime's timing in a fresh process: load it, encode the texts once (pages in what the first call touches),
 #: then time one more call; prints the seconds, saves the vectors
 _TIME_ONE = """
@@ -367,6 +424,7 @@ def runtime_comparison(model: str, onnx_encoder, sample: dict[str, list[str]], r
         for kind, batch in sample.items():
             lengths = token_counts(onnx_encoder, batch, kind)
             work = float(sum(n * ops_per_token(costs, n) for n in lengths))
+            linear = float(lengths.sum()) * costs["linear_ops_per_token"]
             texts_file = Path(tmp) / f"{kind}.json"
             texts_file.write_text(json.dumps(batch))
             times: dict[str, list[float]] = {"onnx-int8": [], "numba-int8": []}
@@ -385,6 +443,7 @@ def runtime_comparison(model: str, onnx_encoder, sample: dict[str, list[str]], r
                 median = statistics.median(t)
                 row[name] = {"median_texts_per_s": len(batch) / median, "best_texts_per_s": len(batch) / min(t),
                              "gops": work / median / 1e9, "efficiency": work / median / 1e9 / limit,
+                             "linear_gops": linear / median / 1e9,
                              "cosine_mean": float(cosine.mean()), "cosine_min": float(cosine.min())}
             row["speedup"] = row["numba-int8"]["median_texts_per_s"] / row["onnx-int8"]["median_texts_per_s"]
             out[kind] = row
@@ -454,6 +513,7 @@ def main() -> int:
     tile = numba_tile_rates([tuple(s) for s in costs["weight_shapes"]], threads, 0.01 if args.smoke else 0.5)
     runtimes = runtime_comparison(args.model, encoder, sample, args.runtime_rounds, costs, limit["int8"])
     runtimes["tile"] = tile
+    runtimes["vnni_issue_gops"] = vnni_issue_peak(threads, 0.01 if args.smoke else 0.3)
     runtimes["rounds"] = args.runtime_rounds
     if args.smoke:
         print("smoke run: nothing written", file=sys.stderr)
@@ -534,7 +594,8 @@ def markdown(p: dict) -> str:
         r = p["runtimes"]
         lines += ["## The project's own int8 runtime (numba-int8) against ONNX Runtime's (onnx-int8)", "",
                   "`gpu_tigrag/encoders/numba_int8.py` runs the same model (`kernels/int8_encoder.py`, `kernels/int8_gemm.py`): "
-                  "texts concatenated with no padding; per layer one parallel pass of attention per (text, head) and one "
+                  "texts concatenated with no padding; per layer one parallel pass of attention per (text, head) (float32 "
+                  "vector tiles, `kernels/attention_tiles.py`) and one "
                   "per block of 32 rows for everything else (output projection, residual and layer norm, feed-forward "
                   "with GELU, the next layer's Q/K/V), its intermediates in the block's cache-resident scratch; int8 "
                   f"products in {'AVX-512 VNNI tiles' if r['vnni'] else 'portable loops (this CPU has no AVX-512 VNNI)'}. "
@@ -555,6 +616,13 @@ def markdown(p: dict) -> str:
                 x = r[kind][name]
                 lines.append(f"| {kind} | {name} | {x['median_texts_per_s']:.1f} ({x['best_texts_per_s']:.1f}) | "
                              f"{x['gops']:.1f} | {100 * x['efficiency']:.1f}% | {x['cosine_mean']:.5f} ({x['cosine_min']:.5f}) |")
+        peak = r.get("vnni_issue_gops")
+        if peak:
+            lines += ["", f"The int8 units' issue limit on the encoder's threads (`vpdpbusd` back to back, 16 independent "
+                      f"accumulators a thread, no loads): **{peak:.0f} GOP/s**. Against it, the weight products alone (the "
+                      "tokens' linear operations, attention not counted) of numba-int8 run at " + ", ".join(
+                          f"{100 * r[kind]['numba-int8']['linear_gops'] / peak:.1f} % ({kind} texts)"
+                          for kind in ("query", "passage") if "linear_gops" in r[kind]["numba-int8"]) + "."]
         lines += ["", "numba-int8 ÷ onnx-int8 (medians): " + ", ".join(
             f"{kind} texts **{r[kind]['speedup']:.2f}×**" for kind in ("query", "passage")) + ". A sample of 16 texts "
             "of each kind encoded alone gave their in-batch numba-int8 vectors bit for bit: "
