@@ -81,6 +81,23 @@ def _row_addresses(builder: ir.IRBuilder, base: ir.Value, first: ir.Value, rows:
     return out
 
 
+def _broadcast_sums(builder: ir.IRBuilder, steps: ir.Value, vectors: ir.Value, stride: ir.Value, rows: list) -> list:
+    """The tiles' inner loop: for each tile row r, Σ_{s < steps} rows[r][s] · (the 32 floats at vectors + s·stride),
+    `rows[r]` the byte address of a float32 row; 2·TILE_ROWS accumulators (allocas the optimiser keeps in
+    registers). Returns them, [row][half]."""
+    fma = _fma(builder)
+    zero = ir.Constant(_LANES, None)
+    sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(2)] for _ in range(TILE_ROWS)]
+    with cgutils.for_range(builder, steps) as loop:
+        at = builder.add(vectors, builder.mul(loop.index, stride))
+        halves = [_load(builder, builder.add(at, _const(64 * g)), _LANES) for g in range(2)]
+        for r in range(TILE_ROWS):
+            value = _splat(builder, _load(builder, builder.add(rows[r], builder.mul(loop.index, _const(4))), _F32))
+            for g in range(2):
+                builder.store(builder.call(fma, [value, halves[g], builder.load(sums[r][g])]), sums[r][g])
+    return sums
+
+
 @intrinsic
 def _score_tile(typingctx, qkv, row0, rows, q0, kt, column, size, scores, scale):
     """scores[r, column : column + 32] = scale · Σ_d qkv[row0 + r, q0 + d] · kt[d, column : column + 32] for
@@ -92,21 +109,11 @@ def _score_tile(typingctx, qkv, row0, rows, q0, kt, column, size, scores, scale)
         qkv_a = context.make_array(signature.args[0])(context, builder, qkv_v)
         kt_a = context.make_array(signature.args[4])(context, builder, kt_v)
         s_a = context.make_array(signature.args[7])(context, builder, scores_v)
-        fma = _fma(builder)
         q_base = builder.add(builder.ptrtoint(qkv_a.data, _I64), builder.mul(q0, _const(4)))
         q_rows = _row_addresses(builder, q_base, row0, rows, builder.extract_value(qkv_a.strides, 0))
         kt_stride = builder.extract_value(kt_a.strides, 0)
         kt_base = builder.add(builder.ptrtoint(kt_a.data, _I64), builder.mul(column, _const(4)))
-        zero = ir.Constant(_LANES, None)
-        sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(2)] for _ in range(TILE_ROWS)]
-        with cgutils.for_range(builder, size) as loop:
-            d = loop.index
-            at = builder.add(kt_base, builder.mul(d, kt_stride))
-            keys = [_load(builder, builder.add(at, _const(64 * g)), _LANES) for g in range(2)]
-            for r in range(TILE_ROWS):
-                query = _splat(builder, _load(builder, builder.add(q_rows[r], builder.mul(d, _const(4))), _F32))
-                for g in range(2):
-                    builder.store(builder.call(fma, [query, keys[g], builder.load(sums[r][g])]), sums[r][g])
+        sums = _broadcast_sums(builder, size, kt_base, kt_stride, q_rows)
         factor = _splat(builder, scale)
         s_stride = builder.extract_value(s_a.strides, 0)
         s_base = builder.add(builder.ptrtoint(s_a.data, _I64), builder.mul(column, _const(4)))
@@ -132,22 +139,12 @@ def _mix_tile(typingctx, weights, rows, length, qkv, start, v0, inverse, out, ou
         qkv_a = context.make_array(signature.args[3])(context, builder, qkv_v)
         inv_a = context.make_array(signature.args[6])(context, builder, inv_v)
         out_a = context.make_array(signature.args[7])(context, builder, out_v)
-        fma = _fma(builder)
         w_rows = _row_addresses(builder, builder.ptrtoint(w_a.data, _I64), _const(0), rows,
                                 builder.extract_value(w_a.strides, 0))
         v_stride = builder.extract_value(qkv_a.strides, 0)
         v_base = builder.add(builder.add(builder.ptrtoint(qkv_a.data, _I64), builder.mul(v0, _const(4))),
                              builder.mul(start, v_stride))
-        zero = ir.Constant(_LANES, None)
-        sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(2)] for _ in range(TILE_ROWS)]
-        with cgutils.for_range(builder, length) as loop:
-            j = loop.index
-            at = builder.add(v_base, builder.mul(j, v_stride))
-            values = [_load(builder, builder.add(at, _const(64 * g)), _LANES) for g in range(2)]
-            for r in range(TILE_ROWS):
-                weight = _splat(builder, _load(builder, builder.add(w_rows[r], builder.mul(j, _const(4))), _F32))
-                for g in range(2):
-                    builder.store(builder.call(fma, [weight, values[g], builder.load(sums[r][g])]), sums[r][g])
+        sums = _broadcast_sums(builder, length, v_base, v_stride, w_rows)
         inv_base = builder.ptrtoint(inv_a.data, _I64)
         o_stride = builder.extract_value(out_a.strides, 0)
         o_base = builder.add(builder.ptrtoint(out_a.data, _I64), builder.mul(out_column, _const(4)))
