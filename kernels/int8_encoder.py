@@ -2,13 +2,15 @@
 `numba-int8`, gpu_tigrag/encoders/numba_int8.py).
 
 The texts of a call are concatenated rows (one per token, no padding): text t is rows
-starts[t] .. starts[t] + lengths[t]. Per layer there are two parallel passes:
+starts[t] .. starts[t] + lengths[t]. A text's rows depend on no other text's, so consecutive texts are cut
+into bundles of about `BUNDLE_ROWS` rows, and each thread takes the next bundle and runs it through every
+layer: one parallel region per call, no barrier between layers. Per layer, a bundle's
 
-1. attention, a task per (text, head): scores q·k/√d over the text's own rows, softmax, the sum of v, in
+1. attention, per (text, head): scores q·k/√d over the text's own rows, softmax, the sum of v, in
    float32 vector tiles (`attention_tiles`);
-2. the rest, a task per block of `BLOCK_ROWS` rows: the output projection, residual and layer norm, the
+2. the rest, per block of `BLOCK_ROWS` rows: the output projection, residual and layer norm, the
    feed-forward (GELU) and its layer norm, then the next layer's Q/K/V projection. Every intermediate
-   of a block stays in that task (cache-resident), so there is no memory pass per operation.
+   of a block stays in the thread's scratch (cache-resident), so there is no memory pass per operation.
 
 Every product is int8: activations quantised per row (symmetric, scale max|x|/127, stored as uint8 around
 128), weights per output column (`int8_gemm`), integer sums exact, dequantised by row scale × column
@@ -33,8 +35,10 @@ from .attention_tiles import attend, scratch_floats
 from .float_bits import bits_of, float_of
 from .int8_gemm import rows_times
 
-#: rows per task of the row pass (a multiple of int8_gemm.TILE_ROWS)
+#: rows per block of the row pass (a multiple of int8_gemm.TILE_ROWS)
 BLOCK_ROWS = 32
+#: rows of a bundle of consecutive texts, one thread's unit of work through every layer (a longer text alone)
+BUNDLE_ROWS = 128
 #: activations are int8 in [-127, 127], stored as uint8 around this zero point
 ZERO_POINT = 128
 MIN_SCALE = 1e-12
@@ -129,14 +133,6 @@ def _add_norm_row(x, r, residual, gamma, beta, eps):
 
 
 @njit(cache=True, error_model="numpy", fastmath=True)
-def _attention_task(qkv, starts, lengths, task, heads, scratch, out):
-    """One (text, head) of a layer's attention; scratch: the thread's own."""
-    hidden = out.shape[1]
-    t, head = task // heads, task % heads
-    attend(qkv, starts[t], lengths[t], head, hidden // heads, hidden, scratch, out)
-
-
-@njit(cache=True, error_model="numpy", fastmath=True)
 def _embed_rows(ids, row_of_text, word, position, token_type, gamma, beta, eps, h):
     """h = layer_norm(word + position + token type embedding) for a block's rows."""
     for r in range(h.shape[0]):
@@ -145,74 +141,104 @@ def _embed_rows(ids, row_of_text, word, position, token_type, gamma, beta, eps, 
         _norm_row(h, r, gamma, beta, eps, h)
 
 
+@njit(cache=True)
+def bundles(lengths, most):
+    """Boundaries of the call's bundles: consecutive texts of at most `most` rows together (a longer text alone).
+    Bundle b is texts bounds[b] .. bounds[b + 1]."""
+    bounds = np.empty(lengths.shape[0] + 1, dtype=np.int64)
+    count, rows = 0, 0
+    bounds[0] = 0
+    for t in range(lengths.shape[0]):
+        if t > bounds[count] and rows + lengths[t] > most:
+            count += 1
+            bounds[count] = t
+            rows = 0
+        rows += lengths[t]
+    count += 1
+    bounds[count] = lengths.shape[0]
+    return bounds[:count + 1]
+
+
 @njit(cache=True, parallel=True, error_model="numpy", fastmath=True)
 def encode_rows(ids, starts, lengths, word, position, token_type, embed_gamma, embed_beta, eps, heads,
                 qkv_w, qkv_sums, qkv_scales, qkv_bias, out_w, out_sums, out_scales, out_bias, gamma1, beta1,
                 up_w, up_sums, up_scales, up_bias, down_w, down_sums, down_scales, down_bias, gamma2, beta2,
                 hidden_states, threads):
     """The last hidden state of every row (hidden_states, rows × H) of the texts (ids: rows; starts,
-    lengths: per text). Weights of layer l: `*_w[l]` packed int8 panels (int8_gemm.pack), `*_sums[l]` their
-    column sums, `*_scales[l]` column scales, `*_bias[l]`; the layer norms' `gamma*`, `beta*`. `threads`: numba's
-    thread count. In each parallel pass every thread takes the next task from a shared counter until none is
-    left, with its own scratch: a thread slowed by another process (a build's NER thread) takes fewer tasks
-    instead of holding the others at the pass's end."""
-    rows = ids.shape[0]
+    lengths: per text, consecutive). Weights of layer l: `*_w[l]` packed int8 panels (int8_gemm.pack), `*_sums[l]`
+    their column sums, `*_scales[l]` column scales, `*_bias[l]`; the layer norms' `gamma*`, `beta*`. `threads`:
+    numba's thread count.
+
+    A text's rows depend on no other text's, so the texts are cut into bundles (`bundles`, BUNDLE_ROWS rows) and
+    each thread takes the next bundle from a shared counter and runs it through every layer with its own scratch:
+    one parallel region per call and no barrier between layers, so a thread slowed by another process (a build's
+    NER thread) takes fewer bundles instead of holding every layer's end, and a bundle's activations stay in its
+    thread's cache from layer to layer."""
     hidden = word.shape[1]
     inner = up_bias.shape[1]
-    layers = qkv_w.shape[0]
-    h = hidden_states
-    qkv = np.empty((rows, 3 * hidden), dtype=np.float32)
-    context = np.empty((rows, hidden), dtype=np.float32)
-    # each thread's scratch, reused by its tasks (allocating per task costs a page fault per page touched)
+    bounds = bundles(lengths, BUNDLE_ROWS)
+    count = bounds.shape[0] - 1
+    most, longest = 0, 0
+    for b in range(count):
+        first, last = bounds[b], bounds[b + 1] - 1
+        most = max(most, starts[last] + lengths[last] - starts[first])
+    for t in range(lengths.shape[0]):
+        longest = max(longest, lengths[t])
+    # each thread's scratch, reused by its bundles (allocating per bundle costs a page fault per page touched)
+    qkv = np.empty((threads, most, 3 * hidden), dtype=np.float32)
+    context = np.empty((threads, most, hidden), dtype=np.float32)
+    positions = np.empty((threads, most), dtype=np.int64)
     q = np.empty((threads, BLOCK_ROWS, inner), dtype=np.uint8)
     sums = np.empty((threads, BLOCK_ROWS, inner), dtype=np.int32)
     work = np.empty((threads, BLOCK_ROWS, inner), dtype=np.float32)
     scales = np.empty((threads, BLOCK_ROWS), dtype=np.float32)
-    row_of_text = np.empty(rows, dtype=np.int64)  # each row's position in its text
-    for t in range(starts.shape[0]):
-        for i in range(lengths[t]):
-            row_of_text[starts[t] + i] = i
-    blocks = (rows + BLOCK_ROWS - 1) // BLOCK_ROWS
-    longest = 0
-    for t in range(lengths.shape[0]):
-        longest = max(longest, lengths[t])
-    size = hidden // heads
-    attention_scratch = np.empty((threads, scratch_floats(longest, size)), dtype=np.float32)
-
-    # embeddings, their layer norm, the first layer's Q/K/V
-    taken = np.zeros(1 + 2 * layers, dtype=np.int64)  # each pass's next task
-    for me in prange(threads):  # thread `me` takes the next block until none is left, with its own scratch
+    attention_scratch = np.empty((threads, scratch_floats(longest, hidden // heads)), dtype=np.float32)
+    taken = np.zeros(1, dtype=np.int64)
+    for me in prange(threads):  # thread `me` takes the next bundle until none is left
         while True:
             b = _take(taken, 0)
-            if b >= blocks:
+            if b >= count:
                 break
-            row = b * BLOCK_ROWS
-            end = min(row + BLOCK_ROWS, rows)
-            _embed_rows(ids[row:end], row_of_text[row:end], word, position, token_type, embed_gamma, embed_beta, eps,
-                        h[row:end])
-            n = end - row
-            _project_qkv(h[row:end], qkv_w[0], qkv_sums[0], qkv_scales[0], qkv_bias[0], qkv[row:end], q[me, :n],
-                         sums[me, :n], scales[me, :n])
+            _encode_bundle(ids, starts, lengths, bounds[b], bounds[b + 1], word, position, token_type, embed_gamma,
+                           embed_beta, eps, heads, qkv_w, qkv_sums, qkv_scales, qkv_bias, out_w, out_sums, out_scales,
+                           out_bias, gamma1, beta1, up_w, up_sums, up_scales, up_bias, down_w, down_sums, down_scales,
+                           down_bias, gamma2, beta2, hidden_states, qkv[me], context[me], positions[me], q[me], sums[me],
+                           work[me], scales[me], attention_scratch[me])
 
-    for layer in range(layers):
-        for me in prange(threads):
-            while True:
-                task = _take(taken, 1 + 2 * layer)
-                if task >= starts.shape[0] * heads:
-                    break
-                _attention_task(qkv, starts, lengths, task, heads, attention_scratch[me], context)
-        for me in prange(threads):
-            while True:
-                b = _take(taken, 2 + 2 * layer)
-                if b >= blocks:
-                    break
-                row = b * BLOCK_ROWS
-                end = min(row + BLOCK_ROWS, rows)
-                n = end - row
-                _rows_after_attention(layer, context[row:end], h[row:end], qkv[row:end], q[me, :n], sums[me, :n],
-                                      work[me, :n], scales[me, :n], eps, out_w, out_sums, out_scales, out_bias, gamma1,
-                                      beta1, up_w, up_sums, up_scales, up_bias, down_w, down_sums, down_scales, down_bias,
-                                      gamma2, beta2, qkv_w, qkv_sums, qkv_scales, qkv_bias)
+
+@njit(cache=True, error_model="numpy", fastmath=True)
+def _encode_bundle(ids, starts, lengths, first, end, word, position, token_type, embed_gamma, embed_beta, eps, heads,
+                   qkv_w, qkv_sums, qkv_scales, qkv_bias, out_w, out_sums, out_scales, out_bias, gamma1, beta1,
+                   up_w, up_sums, up_scales, up_bias, down_w, down_sums, down_scales, down_bias, gamma2, beta2,
+                   hidden_states, qkv, context, positions, q, sums, work, scales, attention_scratch):
+    """Texts first .. end (one bundle) through every layer: h = their rows of hidden_states; qkv, context,
+    positions: the bundle's scratch (its rows from 0); q, sums, work, scales: one block's."""
+    row0 = starts[first]
+    rows = starts[end - 1] + lengths[end - 1] - row0
+    hidden = word.shape[1]
+    size = hidden // heads
+    h = hidden_states[row0:row0 + rows]
+    for t in range(first, end):
+        for i in range(lengths[t]):
+            positions[starts[t] - row0 + i] = i
+    for row in range(0, rows, BLOCK_ROWS):
+        stop = min(row + BLOCK_ROWS, rows)
+        n = stop - row
+        _embed_rows(ids[row0 + row:row0 + stop], positions[row:stop], word, position, token_type, embed_gamma,
+                    embed_beta, eps, h[row:stop])
+        _project_qkv(h[row:stop], qkv_w[0], qkv_sums[0], qkv_scales[0], qkv_bias[0], qkv[row:stop], q[:n], sums[:n],
+                     scales[:n])
+    for layer in range(qkv_w.shape[0]):
+        for t in range(first, end):
+            for head in range(heads):
+                attend(qkv, starts[t] - row0, lengths[t], head, size, hidden, attention_scratch, context)
+        for row in range(0, rows, BLOCK_ROWS):
+            stop = min(row + BLOCK_ROWS, rows)
+            n = stop - row
+            _rows_after_attention(layer, context[row:stop], h[row:stop], qkv[row:stop], q[:n], sums[:n], work[:n],
+                                  scales[:n], eps, out_w, out_sums, out_scales, out_bias, gamma1, beta1, up_w, up_sums,
+                                  up_scales, up_bias, down_w, down_sums, down_scales, down_bias, gamma2, beta2, qkv_w,
+                                  qkv_sums, qkv_scales, qkv_bias)
 
 
 @njit(cache=True, error_model="numpy", fastmath=True)

@@ -167,6 +167,20 @@ def test_a_texts_attention_does_not_depend_on_its_neighbours(size):
     np.testing.assert_array_equal(out[40:63], alone)
 
 
+def test_bundles_keep_consecutive_texts_up_to_the_row_budget():
+    """Texts together while their rows fit the budget; a longer text alone; every text in exactly one bundle."""
+    bounds = int8_encoder.bundles(np.array([5, 5, 200, 3, 3, 9, 1], dtype=np.int64), 10)
+    np.testing.assert_array_equal(bounds, [0, 2, 3, 5, 7])
+    np.testing.assert_array_equal(int8_encoder.bundles(np.array([40], dtype=np.int64), 10), [0, 1])
+    rng = np.random.default_rng(4)
+    lengths = rng.integers(1, 60, 300).astype(np.int64)
+    bounds = int8_encoder.bundles(lengths, 128)
+    assert bounds[0] == 0 and bounds[-1] == 300 and (np.diff(bounds) >= 1).all()
+    for first, end in zip(bounds[:-1], bounds[1:]):
+        assert end - first == 1 or lengths[first:end].sum() <= 128
+        assert end == 300 or lengths[first:end + 1].sum() > 128  # the next text did not fit
+
+
 # ---------------------------------------------------------------------------------------------------
 # the encoder
 
