@@ -61,11 +61,18 @@ def ensure_numba_cache(package: Path = KERNELS) -> str | None:
         return None
     user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpu_tigrag" / "numba"
     private = Path(tempfile.gettempdir()) / f"gpu_tigrag-numba-{os.getuid()}"
-    base = next((b for b in (package / "__pycache__", user) if _writable(b)), private)
-    folder = base / f"numba-{kernels_digest(package)}"
-    if base == private:
-        base.mkdir(mode=0o700, exist_ok=True)
-    folder.mkdir(parents=True, exist_ok=True)
+    name = f"numba-{kernels_digest(package)}"
+    for base in [b for b in (package / "__pycache__", user) if _writable(b)] + [private]:
+        try:
+            if base == private:
+                base.mkdir(mode=0o700, exist_ok=True)
+            (base / name).mkdir(parents=True, exist_ok=True)
+            break
+        except OSError:  # something else of that name is in the way (a file, say): the next place
+            continue
+    else:
+        return None  # no place at all: numba's own (it then compiles without caching where it cannot write)
+    folder = base / name
     os.environ["NUMBA_CACHE_DIR"] = os.environ[CHOSEN_ENV] = str(folder)
     try:
         import numba.core.config

@@ -50,7 +50,7 @@ _INV_SQRT2 = np.float32(0.7071067811865476)
 
 @intrinsic
 def _take(typingctx, counters, slot):
-    """counters[slot] += 1, atomically; returns the value before (threads take a pass's tasks from one counter)."""
+    """counters[slot] += 1, atomically; returns the value before (threads take the bundles from one counter)."""
     if not (isinstance(counters, types.Array) and counters.dtype == types.int64 and counters.ndim == 1):
         return None
 

@@ -192,6 +192,25 @@ def test_the_cache_folder_follows_every_kernel_source(tmp_path, monkeypatch):
     assert ensure_numba_cache(package) is None and os.environ["NUMBA_CACHE_DIR"] == str(tmp_path / "mine")
 
 
+def test_a_file_in_the_way_of_the_cache_folder_is_left_alone(tmp_path, monkeypatch):
+    """A file where the folder would go: the next place is used, and the file is untouched."""
+    import numba.core.config
+
+    from gpu_tigrag.numba_cache import CHOSEN_ENV, ensure_numba_cache, kernels_digest
+
+    package = _kernel_package(tmp_path / "package")
+    (package / "__pycache__").mkdir()
+    blocker = package / "__pycache__" / f"numba-{kernels_digest(package)}"
+    blocker.write_text("mine")
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.delenv(CHOSEN_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "home_cache"))
+    monkeypatch.setattr(numba.core.config, "CACHE_DIR", numba.core.config.CACHE_DIR)
+    folder = ensure_numba_cache(package)
+    assert folder == str(tmp_path / "home_cache" / "gpu_tigrag" / "numba" / blocker.name)
+    assert blocker.read_text() == "mine"
+
+
 def test_only_this_modules_stale_folders_are_removed(tmp_path, monkeypatch):
     import os
 
