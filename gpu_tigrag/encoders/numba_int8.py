@@ -4,9 +4,10 @@ The weights are read from the model folder's model.safetensors and quantised at 
 one symmetric int8 scale per output column (max|w|/127); activations are quantised per row at run time
 (kernels/int8_encoder.py), so a text's vector is the same in any batch, with any batch-mates, in any
 order and with any thread count, bit for bit. Texts are not padded: a call's texts are concatenated
-token rows, attention runs over each text's own rows, and every other step is a pass over blocks of
-rows with its intermediates in cache, where ONNX Runtime's graph makes a memory pass per operation
-(bench/results/encoder_roofline.md measures both on one machine). The int8 products use AVX-512 VNNI
+token rows, cut into bundles that each thread runs through every layer; attention runs over each text's own
+rows in vector tiles, and every other step over blocks of rows with its intermediates in cache, where ONNX
+Runtime's graph makes a memory pass per operation (bench/results/encoder_roofline.md measures both on one
+machine). The int8 products use AVX-512 VNNI
 where the CPU has it (kernels/int8_gemm.py) and plain loops elsewhere (the same integers, far slower:
 choose onnx-int8 there).
 
