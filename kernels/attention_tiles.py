@@ -56,8 +56,9 @@ def _fma(builder: ir.IRBuilder):
     return cgutils.get_or_insert_function(builder.module, ir.FunctionType(_LANES, [_LANES] * 3), "llvm.fmuladd.v16f32")
 
 
-def _splat(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    undef = ir.Constant(_LANES, ir.Undefined)
+def _splat(builder: ir.IRBuilder, value: ir.Value, lanes: ir.VectorType = _LANES) -> ir.Value:
+    """`value` in all 16 lanes of a vector of type `lanes` (float32 unless said)."""
+    undef = ir.Constant(lanes, ir.Undefined)
     return builder.shuffle_vector(builder.insert_element(undef, value, ir.Constant(_I32, 0)), undef, _SPLAT)
 
 
@@ -187,7 +188,7 @@ def _softmax_tile(typingctx, weights, rows, length, padded, inverse):
         maxnum = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_LANES, [_LANES, _LANES]),
                                                 "llvm.maxnum.v16f32")
         iota = ir.Constant(lanes_i32, list(range(16)))
-        limit = _splat_int(builder, builder.trunc(length, _I32))
+        limit = _splat(builder, builder.trunc(length, _I32), lanes_i32)
         w_stride = builder.extract_value(w_a.strides, 0)
         w_base = builder.ptrtoint(w_a.data, _I64)
         inv_base = builder.ptrtoint(inv_a.data, _I64)
@@ -195,7 +196,7 @@ def _softmax_tile(typingctx, weights, rows, length, padded, inverse):
         lowest = _lanes_of(-3.0e38)
 
         def lane_mask(block):
-            first = _splat_int(builder, builder.trunc(builder.mul(block, _const(16)), _I32))
+            first = _splat(builder, builder.trunc(builder.mul(block, _const(16)), _I32), lanes_i32)
             return builder.icmp_signed("<", builder.add(first, iota), limit)
 
         # the tile's rows side by side in each pass, so their dependency chains (max, Σ) overlap; a row past
@@ -239,11 +240,6 @@ def _softmax_tile(typingctx, weights, rows, length, padded, inverse):
         return context.get_dummy_value()
 
     return sig, codegen
-
-
-def _splat_int(builder: ir.IRBuilder, value: ir.Value) -> ir.Value:
-    undef = ir.Constant(ir.VectorType(_I32, 16), ir.Undefined)
-    return builder.shuffle_vector(builder.insert_element(undef, value, ir.Constant(_I32, 0)), undef, _SPLAT)
 
 
 @njit(cache=True, error_model="numpy", fastmath=True)
@@ -304,18 +300,14 @@ def attend(qkv, start, length, head, size, hidden, scratch, out):
             for column in range(0, padded, TILE_COLUMNS):
                 _score_tile(qkv, np.int64(start + i), np.int64(rows), np.int64(q0), kt, np.int64(column),
                             np.int64(size), weights, scale)
-        else:
-            _score_loops(qkv, start + i, rows, q0, kt, length, size, weights, scale)
-        if tiled:
             _softmax_tile(weights, np.int64(rows), np.int64(length), np.int64(padded), inverse)
-        else:
-            for r in range(rows):
-                _softmax_row(weights, r, length, inverse)
-        if tiled:
             for column in range(0, size, TILE_COLUMNS):
                 _mix_tile(weights, np.int64(rows), np.int64(length), qkv, np.int64(start), np.int64(v0 + column),
                           inverse, out, np.int64(start + i), np.int64(q0 + column))
         else:
+            _score_loops(qkv, start + i, rows, q0, kt, length, size, weights, scale)
+            for r in range(rows):
+                _softmax_row(weights, r, length, inverse)
             _mix_loops(weights, rows, length, qkv, start, v0, size, inverse, out, start + i, q0)
 
 
