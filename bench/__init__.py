@@ -208,6 +208,14 @@ REGISTRY: tuple[Benchmark, ...] = (
                        "texts per question; under the 5 passes MuSiQue-100 R@5 80.42 -> 80.92 (the uncapped figure), "
                        "texts 5.52 -> 5.39 (MuSiQue-100), 5.69 -> 5.55 (2Wiki); 4 passes still cost MuSiQue-100 "
                        "1.0 R@5, 3 passes 2.75"),
+    Benchmark("repeated_expansions", "studies/repeated_expansions.py", "study",
+              "expanded queries whose entity repeats the question's graph tokens (all, or all but one with two "
+              "shared): the question's vector instead of an encoder pass, uncapped and under 5, 4 and 3 passes; e5 "
+              "indexes of 2Wiki (halves) and MuSiQue-100 (--index minilm: the bench's MiniLM indexes)",
+              ("repeated_expansions.json", "repeated_expansions.md"),
+              decision="`best` takes named_expansions=repeats with its 5 passes: recall identical on the e5 "
+                       "indexes, texts per question 5.39 -> 5.23 (MuSiQue-100), 5.55-5.59 -> 5.27-5.42 (2Wiki); "
+                       "with 4 passes MuSiQue-100 R@5 -0.50 (e5) and R@2 -1.00 (MiniLM), so the cap stays 5"),
     Benchmark("encoder_runtime_recall", "studies/encoder_runtime_recall.py", "study",
               "the CPU int8 runtimes (onnx-int8, numba-int8): recall of paper and best, end-to-end q/s and build "
               "seconds on 2Wiki and MuSiQue-100, an index built per runtime",

@@ -185,6 +185,10 @@ WHY = """\
   whose entity the question already names takes the question's own hop-1 vector instead of an
   encoder pass over "question entity": fewer encoder texts per query at the same recall (compare
   "best embedding named expansions"; on the e5 indexes: bench/results/named_expansions.md).
+* **Repeated expansions from the question** (`fusion.named_expansions=repeats`). An entity whose
+  graph tokens repeat the question's (all of them, or all but one with two shared: "Jonathan
+  Douglass Reid" for a question about "Jonathan Reid") takes the question's vector as well
+  (compare "best embedding repeated expansions"; bench/results/repeated_expansions.md).
 * **Hop fusion.** Max over hops (eq. 3.16) stays: the hops' scores are all cosines, so they
   are already calibrated, and the link bonus is what protects first-hop evidence (comparison
   questions, which hop 2 used to hurt: R@5 77.9 -> 100.0). Rank fusion across hops

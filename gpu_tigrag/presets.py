@@ -13,7 +13,7 @@ PRESETS: dict[str, RetrievalConfig] = {
     "paper": RetrievalConfig(),
     "best": RetrievalConfig.of("tigrag", fusion=FusionConfig(
         first_hop="hybrid", title_links=True, question_link_bonus=5.0, bridge_link_bonus=2.0,
-        bridge_entities=8, dedup_passages=True, named_expansions="question", contained_expansions="question",
+        bridge_entities=8, dedup_passages=True, named_expansions="repeats", contained_expansions="question",
         expansion_passes=5)),
 }
 DEFAULT_PRESET = "best"

@@ -36,6 +36,7 @@ PRESET_VARIANTS = {
     "best without passage dedup": ("best", {"tigrag.fusion.dedup_passages": False}),
     "best with RRF hop fusion": ("best", {"tigrag.fusion.hop_fusion": "rrf"}),
     "best embedding named expansions": ("best", {"tigrag.fusion.named_expansions": "text"}),
+    "best embedding repeated expansions": ("best", {"tigrag.fusion.named_expansions": "question"}),
     "best embedding contained expansions": ("best", {"tigrag.fusion.contained_expansions": "text"}),
     "best embedding every expansion": ("best", {"tigrag.fusion.expansion_passes": 0}),
 }

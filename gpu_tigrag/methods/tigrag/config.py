@@ -22,7 +22,7 @@ PPR_ALGORITHMS: tuple[str, ...] = ("auto", "exact", "push")
 #: ("dense" names the dense first stage)
 BLOCK_ALIASES = {"dense": "full"}
 #: the values of tigrag.fusion.named_expansions: which expanded queries take the question's vector (expansion.py)
-NAMED_EXPANSIONS = ("text", "question", "unlinked")
+NAMED_EXPANSIONS = ("text", "question", "repeats", "unlinked")
 #: tigrag.sparse_min_chunks: from 50,000 chunks "auto" takes the sparse path. Below it every dataset the
 #: project evaluates (2Wiki 7,870 chunks, HotpotQA, MuSiQue) keeps the exact reference bit for bit; at
 #: 10k passages the exact mode answers at 71 q/s without the encoder and at 100k at 9.5 q/s (the sparse
@@ -74,7 +74,7 @@ class FusionConfig(CheckedConfig):
     rrf_k: int = setting(60, 'RRF constant k in 1 / (k + rank)', bounds=(0, MAX_RANKED))
     rrf_depth: int = setting(100, 'ranks per list that RRF counts', bounds=(1, MAX_RANKED))
     expansion_vectors: str = setting("text", 'vectors of the expanded queries μ ⊕ e that rerank hop 2+: "text" embeds each "question entity" in its own encoder pass (paper, eq. 3.15); "sum" is normalize(vec(question) + w·vec(entity)), each distinct entity of a batch embedded alone once; "joint" embeds one text "question entity1 entity2 …" per question (bench/results/expansion.md)')
-    named_expansions: str = setting("text", 'expanded queries whose entity the question already names ("Who directed The Glass Orchard?" expanded by "The Glass Orchard"; 16-19% of them on MuSiQue-100 and 2Wiki): "text" embeds "question entity" as any other (the paper); "question" takes the question\'s own hop-1 vector for it, no encoder pass; "unlinked" also takes it for every entity that names no passage beyond hop 1\'s (needs fusion.title_links): 2Wiki\'s recall within 0.2 point with 2.4 texts per question instead of 6.9, MuSiQue-100 loses 11 points of R@5, so not in `best` (bench/results/named_expansions.md)')
+    named_expansions: str = setting("text", 'expanded queries whose entity the question already names ("Who directed The Glass Orchard?" expanded by "The Glass Orchard"; 16-19% of them on MuSiQue-100 and 2Wiki): "text" embeds "question entity" as any other (the paper); "question" takes the question\'s own hop-1 vector for it, no encoder pass; "repeats" also takes it for an entity whose graph tokens repeat the question\'s (all of them the question\'s, or all but one and at least two: "Jonathan Douglass Reid" beside "Jonathan Reid"; bench/results/repeated_expansions.md); "unlinked" also takes it for every entity that names no passage beyond hop 1\'s (needs fusion.title_links): 2Wiki\'s recall within 0.2 point with 2.4 texts per question instead of 6.9, MuSiQue-100 loses 11 points of R@5, so not in `best` (bench/results/named_expansions.md)')
     contained_expansions: str = setting("text", 'expanded queries whose entity is contained in another of the same question (its title tokens a run of the other\'s: "Begum" beside "Ameena Begum"): "text" embeds "question entity" as any other (the paper); "question" takes the question\'s own hop-1 vector for it, no encoder pass (the longer entity\'s pass covers it; its tokens still seed the hop): with every expansion embedded, recall unchanged on 2Wiki and MuSiQue-100 with 0.36-0.48 fewer texts per question (bench/results/contained_expansions.md)')
     expansion_passes: int = setting(0, 'encoder passes for a question\'s expanded queries "question entity" (expansion_vectors="text" only; "sum" and "joint" make their vectors otherwise): 0 = one per expanded query (the paper); n = only the n first in the bridging order get one, the others take the question\'s hop-1 vector (their tokens still seed the hop)',
                                     bounds=(0, MAX_RANKED))
@@ -85,7 +85,7 @@ class FusionConfig(CheckedConfig):
         require(self.expansion_vectors in ("text", "sum", "joint"),
                 f"tigrag.fusion.expansion_vectors must be 'text', 'sum' or 'joint', got {self.expansion_vectors!r}")
         require(self.named_expansions in NAMED_EXPANSIONS, "tigrag.fusion.named_expansions must be 'text', "
-                f"'question' or 'unlinked', got {self.named_expansions!r}")
+                f"'question', 'repeats' or 'unlinked', got {self.named_expansions!r}")
         require(self.contained_expansions in ("text", "question"), "tigrag.fusion.contained_expansions must be "
                 f"'text' or 'question', got {self.contained_expansions!r}")
         require(self.named_expansions != "unlinked" or self.title_links,

@@ -23,6 +23,15 @@ in the corpus) gets the question's vector too, so only the entities that lead to
 seed tokens still widen the hop's pool. Recall holds on 2Wiki, not on MuSiQue-100's compositional questions
 (bench/results/named_expansions.md).
 
+`"repeats"` is "question" and more: an entity whose graph tokens (text/tokens.py: stopwords and short tokens
+dropped) repeat the question's gets the question's vector too, when all of them are the question's, or all but
+one and at least two are (`repeats_question`: "Jonathan Douglass Reid" or "Peter Phillip Bonetti" beside a
+question naming "Jonathan Reid" or "Peter Bonetti"; a NER duplicate "Harris W. Fawell Fawell"). Such a text only
+says the question's subject again; "Henry Ford" beside "Edsel Ford" shares one token and keeps its pass. Recall is
+identical on the e5 indexes of MuSiQue-100 and 2Wiki with 0.30-0.47 fewer texts per question uncapped; under
+`expansion_passes` the passes they free go to the next entities of the bridging order. `best` takes it
+(bench/results/repeated_expansions.md).
+
 `tigrag.fusion.contained_expansions="question"` (under "text"): an entity contained in another entity of the same
 question (`contained_entities`: its title tokens a run of the other's, "Begum" beside "Ameena Begum", or the same
 tokens as an earlier one) gets the question's hop-1 vector: the max-cosine rerank takes the best of a question's
@@ -62,6 +71,15 @@ def names_entity(question: str | tuple[str, ...], entity: str) -> bool:
     return _is_run(words, title_tokens(question) if isinstance(question, str) else tuple(question))
 
 
+def repeats_question(entity_tokens: np.ndarray, question_tokens: np.ndarray) -> bool:
+    """Whether an entity's graph tokens (ids) repeat the question's: at least one shared, and none new, or one
+    new with at least two shared (named_expansions="repeats", module doc)."""
+    mine = np.unique(np.asarray(entity_tokens))
+    shared = int(np.isin(mine, np.asarray(question_tokens)).sum())
+    new = mine.size - shared
+    return shared >= 1 and (new == 0 or (new == 1 and shared >= 2))
+
+
 def contained_entities(entity_texts: Sequence[Sequence[str]],
                        entity_words: Sequence[Sequence[tuple[str, ...]]] | None = None) -> np.ndarray:
     """bool, one per (question, entity) pair in order: whether the entity's normalised title tokens (as
@@ -96,7 +114,8 @@ def expansion_owner(entity_texts: Sequence[Sequence[str]]) -> np.ndarray:
 def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_texts: Sequence[Sequence[str]],
                            question_vectors: Any = None,
                            entity_links: Sequence[Sequence[bool]] | None = None,
-                           entity_ranks: Sequence[Sequence[int]] | None = None) -> tuple[Any, np.ndarray]:
+                           entity_ranks: Sequence[Sequence[int]] | None = None,
+                           entity_repeats: Sequence[Sequence[bool]] | None = None) -> tuple[Any, np.ndarray]:
     """(vectors on the backend, owner): one unit vector per (question, entity) ("joint": per question
     with an entity), `owner[i]` the position in `questions` of vector i's question, made as
     `retriever.settings.fusion.expansion_vectors` says (module doc).
@@ -104,7 +123,9 @@ def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_text
     "sum" and `named_expansions` only; without them "sum" embeds the questions again. `entity_links`, shaped as
     `entity_texts`: whether each entity names a passage (named_expansions="unlinked"; none: every one does).
     `entity_ranks`, shaped as `entity_texts`: each entity's place in its question's bridging order (0 first), which
-    `fusion.expansion_passes` keeps the first of (none: the order given)."""
+    `fusion.expansion_passes` keeps the first of (none: the order given). `entity_repeats`, shaped as `entity_texts`:
+    whether each entity's graph tokens repeat its question's (`repeats_question`; named_expansions="repeats"; none:
+    no entity does)."""
     fusion = retriever.settings.fusion
     owner = expansion_owner(entity_texts)
     if fusion.expansion_vectors == "text":
@@ -116,8 +137,11 @@ def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_text
                 links = np.fromiter((bool(x) for row in entity_links for x in row), dtype=bool, count=len(texts))
             ranks = (np.fromiter((r for row in entity_ranks for r in row), dtype=np.int64, count=len(texts))
                      if entity_ranks is not None else None)
+            repeats = None
+            if fusion.named_expansions == "repeats" and entity_repeats is not None:
+                repeats = np.fromiter((bool(x) for row in entity_repeats for x in row), dtype=bool, count=len(texts))
             return _named_from_question(retriever, questions, entity_texts, texts, owner, question_vectors,
-                                        links, ranks), owner
+                                        links, ranks, repeats), owner
         return retriever.encode(texts), owner
     if fusion.expansion_vectors == "joint":  # questions without an entity get no vector, as under "text"
         joint = [i for i, entities in enumerate(entity_texts) if len(entities)]
@@ -138,9 +162,11 @@ def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_text
 
 def _named_from_question(retriever: Any, questions: Sequence[str], entity_texts: Sequence[Sequence[str]],
                          texts: list[str], owner: np.ndarray, question_vectors: Any,
-                         links: np.ndarray | None = None, ranks: np.ndarray | None = None) -> Any:
-    """The "text" vectors with the question's own vector for each entity it names (named_expansions "question"
-    and "unlinked"), for each entity that names no passage ("unlinked", given `links`: one bool per pair), for each
+                         links: np.ndarray | None = None, ranks: np.ndarray | None = None,
+                         repeats: np.ndarray | None = None) -> Any:
+    """The "text" vectors with the question's own vector for each entity it names (named_expansions "question",
+    "repeats" and "unlinked"), for each entity that names no passage ("unlinked", given `links`: one bool per pair),
+    for each entity whose graph tokens repeat the question's ("repeats", given `repeats`: one bool per pair), for each
     entity contained in another of its question (contained_expansions "question"), and for each pair past the
     question's first `expansion_passes` still to embed (by `ranks`; module doc)."""
     from ...text.titles import title_tokens
@@ -156,6 +182,8 @@ def _named_from_question(retriever: Any, questions: Sequence[str], entity_texts:
                          dtype=bool)  # names_entity's test
     if fusion.named_expansions == "unlinked" and links is not None:
         named |= ~links
+    if fusion.named_expansions == "repeats" and repeats is not None:
+        named |= repeats
     if fusion.contained_expansions == "question":
         named |= contained_entities(entity_texts, words)
     if fusion.expansion_passes:

@@ -26,7 +26,7 @@ from ...encoders import Encoder, VectorCache
 from ...index.index import Index
 from .bridging import Bridge, BridgeFinder, rank_bridges
 from .entity_source import EntityExtractor, IndexEntities, QueryTimeEntities
-from .expansion import expanded_query_vectors
+from .expansion import expanded_query_vectors, repeats_question
 from ...retrieve.base import BaseRetriever, PreparedBatch
 from ...retrieve.results import HopTrace, QueryResult
 from .full_blocks import FullBlocks
@@ -251,7 +251,8 @@ class TigragRetriever(BaseRetriever):
         rerank by the max cosine over the embeddings of μ ⊕ e_x (eqs. 3.14-3.15). `query_vectors`: the
         batch's hop-1 vectors (B × dim), which "sum" and named_expansions reuse."""
         t = time.perf_counter()
-        expanded_seeds, entity_texts, entity_links, entity_ranks = [], [], [], []
+        expanded_seeds, entity_texts, entity_links, entity_ranks, entity_repeats = [], [], [], [], []
+        repeats = self.settings.fusion.named_expansions == "repeats"
         for q in active:
             keys = sorted(seen[q])
             order = {key: i for i, key in enumerate(seen[q])}  # the bridging order: earlier hop, better rank first
@@ -260,11 +261,12 @@ class TigragRetriever(BaseRetriever):
             entity_texts.append([b.text for b in ents])
             entity_links.append([bool(b.passages) for b in ents])
             entity_ranks.append([order[key] for key in keys])
+            entity_repeats.append([repeats and repeats_question(b.tokens, seeds[q]) for b in ents])
         self.timer.add("entities", t)
         graph_hop = self.graph_hop(expanded_seeds)
         own = query_vectors[self.be.xp.asarray(active)] if query_vectors is not None else None
         vectors, owner = (expanded_query_vectors(self, [queries[q] for q in active], entity_texts, own, entity_links,
-                                                 entity_ranks)
+                                                 entity_ranks, entity_repeats)
                           if self.settings.rerank else (None, None))
         t = time.perf_counter()
         sigma = self._rank_pool(graph_hop, lambda: self.blocks.expanded_cosine(graph_hop, vectors, owner, len(active)))

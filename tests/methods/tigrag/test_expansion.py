@@ -16,7 +16,7 @@ from gpu_tigrag.encoders.base import QUERY
 from gpu_tigrag.errors import TigragError
 from gpu_tigrag.methods.tigrag.config import FusionConfig
 from gpu_tigrag.methods.tigrag.expansion import (combine, contained_entities, expanded_query_vectors, expansion_texts,
-                                                names_entity)
+                                                names_entity, repeats_question)
 from gpu_tigrag.methods.tigrag.retriever import TigragRetriever
 from gpu_tigrag.presets import preset, preset_with
 
@@ -253,6 +253,73 @@ def test_named_expansions_end_to_end_encode_fewer_texts(example_index):
                                                                           if not names_entity(q, e))
 
 
+def test_repeats_question_needs_a_shared_token_and_at_most_one_new_beside_two_shared():
+    question = np.array([10, 11, 12, 13])
+    assert repeats_question(np.array([10, 11]), question)  # every token the question's
+    assert repeats_question(np.array([11, 11]), question)  # a NER duplicate ("Fawell Fawell"): tokens, not counts
+    assert repeats_question(np.array([10, 99, 11]), question)  # one new beside two shared ("Jonathan Douglass Reid")
+    assert not repeats_question(np.array([99, 11]), question)  # one new beside one shared ("Henry Ford", "Edsel Ford")
+    assert not repeats_question(np.array([98, 99, 10, 11]), question)  # two new
+    assert not repeats_question(np.array([99]), question)  # nothing shared
+    assert not repeats_question(np.array([], dtype=np.int64), question)  # no graph tokens: its pass stays
+
+
+def test_repeated_expansions_take_the_question_vector_without_an_encoder_pass(example_index):
+    """named_expansions="repeats": the question's vector for an entity it names and for one whose graph tokens repeat
+    its own (given `entity_repeats`); "question" ignores the repeats, and without them "repeats" is "question"."""
+    encoder = Recording(load_encoder(example_index.index.config.encoder))
+    be = get_backend("numpy")
+    questions = ["Where was the director of The Glass Orchard born?", "Who wrote the opera?"]
+    entities = [["The Glass Orchard", "Mirela Vantz", "Orchard Glass Hall"], ["Ansel Brightwater"]]
+    repeats = [[False, False, True], [False]]
+    own = encoder.inner.encode(questions, kind=QUERY)
+    fusion = FusionConfig(named_expansions="repeats")
+    vectors, owner = expanded_query_vectors(stub_retriever(be, encoder, fusion), questions, entities, own,
+                                            entity_repeats=repeats)
+    assert encoder.calls == [["Where was the director of The Glass Orchard born? Mirela Vantz",
+                              "Who wrote the opera? Ansel Brightwater"]]
+    assert owner.tolist() == [0, 0, 0, 1]
+    for row in (0, 2):
+        np.testing.assert_array_equal(vectors[row], own[0])
+    np.testing.assert_allclose(vectors[[1, 3]], encoder.inner.encode(encoder.calls[0], kind=QUERY), atol=1e-6)
+    for other, given in ((FusionConfig(named_expansions="question"), repeats), (fusion, None)):
+        expanded_query_vectors(stub_retriever(be, encoder, other), questions, entities, own, entity_repeats=given)
+        assert len(encoder.calls[-1]) == 3 and encoder.calls[-1][1].endswith("Orchard Glass Hall")
+
+
+def test_repeated_expansions_end_to_end_skip_entities_made_of_the_questions_tokens(example_index, monkeypatch):
+    """Through the retriever: a hop-1 candidate whose graph tokens are two of its question's seeds is embedded under
+    "question" and takes the question's vector under "repeats"; every other pair is embedded as before."""
+    from gpu_tigrag.methods.tigrag.bridging import Bridge, BridgeFinder
+    from gpu_tigrag.text.tokens import valid_tokens
+
+    index = example_index.index
+    found = BridgeFinder.candidates
+    echo_of: dict[str, str] = {}  # question -> its echo entity's text
+
+    def with_echo(self, chunk_lists):
+        out = found(self, chunk_lists)
+        if len(out) == len(QUESTIONS) and not echo_of:  # hop 1 of the whole batch
+            for i, (question, bridges) in enumerate(zip(QUESTIONS, out)):
+                ids = index.vocab.encode(valid_tokens(question))[:2]  # the question's first two seeds
+                if len(set(ids.tolist())) == 2:
+                    echo_of[question] = "Echo " + " ".join(index.vocab.tokens[t] for t in ids)
+                    bridges.append(Bridge(10**9 + i, echo_of[question], ids))  # an entity id no table holds
+        return out
+
+    monkeypatch.setattr(BridgeFinder, "candidates", with_echo)
+    embedded = {}
+    for mode in ("question", "repeats"):
+        echo_of.clear()
+        retriever, encoder = recording_retriever(example_index, preset_with("paper", {
+            "tigrag.fusion.named_expansions": mode}))
+        retriever.retrieve(QUESTIONS, k=5)
+        embedded[mode] = {t for call in encoder.calls[1:] for t in call}
+    echoes = {f"{q} {e}" for q, e in echo_of.items()}
+    assert echoes and echoes <= embedded["question"] and not echoes & embedded["repeats"]
+    assert embedded["question"] - echoes == embedded["repeats"]
+
+
 def test_unlinked_expansions_embed_only_the_entities_that_name_a_passage(example_index):
     """named_expansions="unlinked": the question's vector for a named entity and for one that names no passage;
     an encoder pass only for the linked, unnamed ones, in the pairs' order."""
@@ -372,7 +439,7 @@ def test_expansion_passes_end_to_end_cap_the_encoder_texts(example_index):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"tigrag.fusion.named_expansions": "skip"}, "named_expansions must be 'text', 'question' or 'unlinked'"),
+    ({"tigrag.fusion.named_expansions": "skip"}, "named_expansions must be 'text', 'question', 'repeats' or 'unlinked'"),
     ({"tigrag.fusion.named_expansions": "unlinked"}, "'unlinked' needs tigrag.fusion.title_links=true"),
     ({"tigrag.fusion.expansion_vectors": "mean"}, "expansion_vectors must be 'text', 'sum' or 'joint'"),
     ({"tigrag.fusion.expansion_passes": -1}, "expansion_passes"),
