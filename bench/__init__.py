@@ -214,7 +214,8 @@ REGISTRY: tuple[Benchmark, ...] = (
               "indexes of 2Wiki (halves) and MuSiQue-100 (--index minilm: the bench's MiniLM indexes)",
               ("repeated_expansions.json", "repeated_expansions.md"),
               decision="`best` takes named_expansions=repeats with its 5 passes: recall identical on the e5 "
-                       "indexes, texts per question 5.39 -> 5.23 (MuSiQue-100), 5.55-5.59 -> 5.27-5.42 (2Wiki); "
+                       "indexes (MiniLM: MuSiQue-100 R@2 -0.50), texts per question 5.39 -> 5.23 (MuSiQue-100), "
+                       "5.55-5.59 -> 5.27-5.42 (2Wiki); "
                        "with 4 passes MuSiQue-100 R@5 -0.50 (e5) and R@2 -1.00 (MiniLM), so the cap stays 5"),
     Benchmark("encoder_runtime_recall", "studies/encoder_runtime_recall.py", "study",
               "the CPU int8 runtimes (onnx-int8, numba-int8): recall of paper and best, end-to-end q/s and build "
