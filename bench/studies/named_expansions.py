@@ -101,6 +101,51 @@ def end_to_end_line(dataset, before: str, old: dict, after: str, new: dict) -> l
             f"**{new['queries_per_second'] / old['queries_per_second']:.2f}×**.", ""]
 
 
+def index_label(index) -> str:
+    """The index's encoder and runtime, as its manifest records them."""
+    return f"{index.encoder_name} ({index.encoder_backend})"
+
+
+def variant_study(doc: str, script: str, variants: dict[str, tuple[str, dict]], reference: str,
+                  speed_variants: dict[str, dict], results: str) -> int:
+    """The command line of a study that runs `variants` ({label: (system, settings)}) on each dataset's e5 or MiniLM
+    index (`--index`), 2Wiki by halves, and tables them against the row `reference` (`delta_table`); `--speed` also
+    times the two `speed_variants` ({label: settings}, before then after) end to end. `doc` is the study's module
+    doc (its first line the title), `script` its path under bench/, `results` the name of its results files
+    (`_minilm` added for the MiniLM indexes)."""
+    from bench.common import dataset_index
+    from gpu_tigrag.evaluate.datasets import load_dataset
+
+    indexes = {"e5": e5_index, "minilm": dataset_index}
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--datasets", nargs="+", default=["musique_train100", "2wikimultihopqa"], choices=list(DATASETS))
+    parser.add_argument("--index", choices=list(indexes), default="e5",
+                        help="e5: the engine's default index; minilm: the bench's all-MiniLM-L6-v2 index")
+    parser.add_argument("--speed", action="store_true", help="also time `best` end to end before and after")
+    args = parser.parse_args()
+    command = (f"python {script} --datasets " + " ".join(args.datasets) + f" --index {args.index}"
+               + (" --speed" if args.speed else ""))
+    payload: dict = {"command": command, "datasets": {}}
+    lines = [f"# {doc.splitlines()[0]}", "", f"Command: `{command}`. Recall@2/5/10 (passage-level) in points; texts: "
+             "encoder texts per question (the question and its expanded queries); Δ against "
+             f"`{reference}`, R@5 with the paired randomisation test's p-value.", ""]
+    for name in args.datasets:
+        dataset = load_dataset(DATA / name)
+        index = indexes[args.index](name)
+        rows = {label: run_halves(name, label, index, dataset, system, settings)
+                for label, (system, settings) in variants.items()}
+        payload["datasets"][name] = {"index": index_label(index), **rows}
+        lines += [f"Index: {index_label(index)}.", ""] + delta_table(name, dataset, rows, reference)
+        if args.speed:
+            timing = payload["datasets"][name]["speed"] = end_to_end(index, dataset, speed_variants)
+            (before, old), (after, new) = ((label, timing[label]) for label in speed_variants)
+            lines += end_to_end_line(dataset, before, old, after, new)
+    text = "\n".join(lines)
+    print(text)
+    write_results(results + ("" if args.index == "e5" else f"_{args.index}"), payload, text)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["musique_train100", "2wikimultihopqa"], choices=list(DATASETS))

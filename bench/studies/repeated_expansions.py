@@ -18,19 +18,15 @@ bench/results/repeated_expansions[_minilm].{json,md}.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
-from bench.common import DATA, DATASETS, dataset_index, write_results  # noqa: E402
-from bench.studies.named_expansions import delta_table, end_to_end, end_to_end_line, run_halves  # noqa: E402
-from bench.studies.spectrag_default_index import e5_index  # noqa: E402
+from bench.studies.named_expansions import variant_study  # noqa: E402
 
 SETTING = "tigrag.fusion.named_expansions"
 PASSES = "tigrag.fusion.expansion_passes"
-INDEXES = {"e5": e5_index, "minilm": dataset_index}
 REFERENCE = "best before (named from the question, 5 passes)"
 VARIANTS = {  # label -> (preset, settings)
     REFERENCE: ("TIGRAG best", {SETTING: "question", PASSES: 5}),
@@ -43,42 +39,6 @@ VARIANTS = {  # label -> (preset, settings)
 }
 
 
-def runtime_of(index) -> str:
-    """The index's encoder and runtime, as its manifest records them."""
-    return f"{index.encoder_name} ({index.encoder_backend})"
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", nargs="+", default=["musique_train100", "2wikimultihopqa"], choices=list(DATASETS))
-    parser.add_argument("--index", choices=list(INDEXES), default="e5",
-                        help="e5: the engine's default index; minilm: the bench's all-MiniLM-L6-v2 index")
-    parser.add_argument("--speed", action="store_true", help="also time `best` end to end with and without it")
-    args = parser.parse_args()
-    from gpu_tigrag.evaluate.datasets import load_dataset
-
-    command = ("python bench/studies/repeated_expansions.py --datasets " + " ".join(args.datasets)
-               + f" --index {args.index}" + (" --speed" if args.speed else ""))
-    payload: dict = {"command": command, "datasets": {}}
-    lines = [f"# {__doc__.splitlines()[0]}", "", f"Command: `{command}`. Recall@2/5/10 (passage-level) in points; "
-             "texts: encoder texts per question (the question and its expanded queries); Δ against "
-             f"`{REFERENCE}`, R@5 with the paired randomisation test's p-value.", ""]
-    for name in args.datasets:
-        dataset = load_dataset(DATA / name)
-        index = INDEXES[args.index](name)
-        rows = {label: run_halves(name, label, index, dataset, system, settings)
-                for label, (system, settings) in VARIANTS.items()}
-        payload["datasets"][name] = {"index": runtime_of(index), **rows}
-        lines += [f"Index: {runtime_of(index)}.", ""] + delta_table(name, dataset, rows, REFERENCE)
-        if args.speed:
-            timing = payload["datasets"][name]["speed"] = end_to_end(
-                index, dataset, {"before": {SETTING: "question"}, "best": {}})
-            lines += end_to_end_line(dataset, "`best` before", timing["before"], "`best`", timing["best"])
-    text = "\n".join(lines)
-    print(text)
-    write_results("repeated_expansions" + ("" if args.index == "e5" else f"_{args.index}"), payload, text)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(variant_study(__doc__, "bench/studies/repeated_expansions.py", VARIANTS, REFERENCE,
+                           {"`best` before": {SETTING: "question"}, "`best`": {}}, "repeated_expansions"))
