@@ -121,7 +121,7 @@ def run_variant(index: Any, queries: list, make: Callable[[list[str], list[list[
     original = tigrag_retriever.expanded_query_vectors
     cosines: list[np.ndarray] = []
 
-    def patched(retriever, questions, entity_texts, question_vectors=None, entity_links=None, entity_ranks=None):
+    def patched(retriever, questions, entity_texts, *_ignored):  # the pairs' other facts: every text embedded
         vectors, owner = original(retriever, questions, entity_texts)
         if make is None:
             return vectors, owner
