@@ -41,10 +41,11 @@ def pass_order(order: str):
 
     engine = expansion._named_from_question
 
-    def unlinked_first(retriever, questions, entity_texts, texts, owner, question_vectors, links=None, ranks=None):
+    def unlinked_first(retriever, questions, entity_texts, texts, owner, question_vectors, links=None, ranks=None,
+                       repeats=None):
         if links is not None and ranks is not None and ranks.size:
             ranks = ranks + links.astype(np.int64) * (int(ranks.max()) + 1)
-        return engine(retriever, questions, entity_texts, texts, owner, question_vectors, links, ranks)
+        return engine(retriever, questions, entity_texts, texts, owner, question_vectors, links, ranks, repeats)
 
     if order == "unlinked":
         expansion._named_from_question = unlinked_first

@@ -132,9 +132,8 @@ def expanded_query_vectors(retriever: Any, questions: Sequence[str], entity_text
         texts = expansion_texts(questions, entity_texts)
         if ((fusion.named_expansions != "text" or fusion.contained_expansions != "text" or fusion.expansion_passes)
                 and question_vectors is not None and texts):
-            links = None
-            if fusion.named_expansions == "unlinked" and entity_links is not None:
-                links = np.fromiter((bool(x) for row in entity_links for x in row), dtype=bool, count=len(texts))
+            links = (np.fromiter((bool(x) for row in entity_links for x in row), dtype=bool, count=len(texts))
+                     if entity_links is not None else None)  # read under "unlinked" (and by the passes study's order)
             ranks = (np.fromiter((r for row in entity_ranks for r in row), dtype=np.int64, count=len(texts))
                      if entity_ranks is not None else None)
             repeats = None
