@@ -4,7 +4,8 @@ import numpy as np
 import scipy.sparse
 
 from gpu_tigrag.methods.tigrag.config import PPRConfig
-from gpu_tigrag.ops.ppr import TransitionMatrix, personalized_pagerank, seed_matrix, top_gamma
+from gpu_tigrag.ops.ppr import (TransitionMatrix, cpu_block_columns, personalized_pagerank, seed_matrix,
+                                top_gamma)
 from gpu_tigrag.ops.topk import top_k_rows
 
 
@@ -68,6 +69,22 @@ def test_exact_ppr_columns_do_not_depend_on_their_batch_mates(backend):
     deferring = Deferring(**{f.name: getattr(backend, f.name) for f in dataclasses.fields(backend)})
     deferred, _ = personalized_pagerank(deferring, tm, seed_matrix(backend, seed_sets, w.shape[0]), cfg)
     np.testing.assert_array_equal(backend.to_host(deferred), together)
+
+
+def test_blocks_of_columns_give_the_whole_batchs_scores_and_sweeps(backend):
+    """The batch iterated in blocks of at most 1, 2, 3 or 5 columns (equal widths) gives the one block's scores bit
+    for bit and its sweep count; the CPU's default width fits its budget and is a multiple of 16."""
+    w = random_graph(n=60, seed=5)
+    tm = TransitionMatrix.from_adjacency(backend, scipy.sparse.csr_matrix(w))
+    cfg = PPRConfig(damping=0.85, tol=1e-4, max_iter=200)
+    rng = np.random.default_rng(1)
+    v = seed_matrix(backend, [rng.choice(60, size=rng.integers(1, 6)) for _ in range(11)], w.shape[0])
+    whole, sweeps = personalized_pagerank(backend, tm, v, cfg, block_columns=11)
+    for columns in (1, 2, 3, 5, None):
+        scores, used = personalized_pagerank(backend, tm, v, cfg, block_columns=columns)
+        np.testing.assert_array_equal(backend.to_host(scores), backend.to_host(whole))
+        assert used == sweeps
+    assert cpu_block_columns(37_055) == 112 and cpu_block_columns(10**7) == 32 and cpu_block_columns(100) % 16 == 0
 
 
 def test_top_gamma_is_sorted_subset_and_l1_normalised(backend):
