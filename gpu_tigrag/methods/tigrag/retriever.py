@@ -261,7 +261,8 @@ class TigragRetriever(BaseRetriever):
             entity_texts.append([b.text for b in ents])
             entity_links.append([bool(b.passages) for b in ents])
             entity_ranks.append([order[key] for key in keys])
-            entity_repeats.append([repeats and repeats_question(b.tokens, seeds[q]) for b in ents])
+            question = set(seeds[q].tolist()) if repeats else set()
+            entity_repeats.append([repeats and repeats_question(b.tokens, question) for b in ents])
         self.timer.add("entities", t)
         graph_hop = self.graph_hop(expanded_seeds)
         own = query_vectors[self.be.xp.asarray(active)] if query_vectors is not None else None
