@@ -24,6 +24,7 @@ from pathlib import Path
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import DATA, DATASETS, write_results  # noqa: E402
+from bench.studies.named_expansions import index_label  # noqa: E402
 from bench.studies.spectrag_default_index import e5_index  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -65,15 +66,10 @@ def leaving_out(place: int | None, record: list | None = None):
         tigrag_retriever.expanded_query_vectors = engine
 
 
-def per_query_recall(results, queries, k: int) -> np.ndarray:
-    from gpu_tigrag.evaluate.metrics import dedup_titles, per_query_recall as recall
-
-    return np.array([recall(dedup_titles(r.titles), q.gold, k) for r, q in zip(results, queries)])
-
-
 def pair_values(index, dataset) -> dict:
     """The reference's R@2 / R@5 per query and every embedded pair with its value (module doc)."""
     from gpu_tigrag.encoders import CachingEncoder, index_encoder_config, load_encoder
+    from gpu_tigrag.evaluate.metrics import per_query_metrics
     from gpu_tigrag.methods.tigrag.retriever import TigragRetriever
     from gpu_tigrag.presets import preset_with
 
@@ -86,7 +82,8 @@ def pair_values(index, dataset) -> dict:
         with leaving_out(place, record):
             results = TigragRetriever(index, preset_with("best", UNCAPPED), encoder=encoder,
                                       backend="numpy").retrieve(questions, k=10)
-        return {k: per_query_recall(results, queries, k) for k in (2, 5)}
+        values = per_query_metrics([r.titles for r in results], queries)
+        return {k: np.asarray(values[f"recall_dedup@{k}"]) for k in (2, 5)}
 
     pairs: list[dict] = []
     reference = run(None, pairs)
@@ -143,7 +140,7 @@ def main() -> int:
     for name in args.datasets:
         index = e5_index(name)
         values = payload["datasets"][name] = pair_values(index, load_dataset(DATA / name))
-        lines += [f"Index: {index.encoder_name} ({index.encoder_backend}).", ""] + table(name, values)
+        lines += [f"Index: {index_label(index)}.", ""] + table(name, values)
     text = "\n".join(lines)
     print(text)
     write_results("expansion_value", payload, text)
