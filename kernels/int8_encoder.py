@@ -163,11 +163,11 @@ def bundles(lengths, most):
 def encode_rows(ids, starts, lengths, word, position, token_type, embed_gamma, embed_beta, eps, heads,
                 qkv_w, qkv_sums, qkv_scales, qkv_bias, out_w, out_sums, out_scales, out_bias, gamma1, beta1,
                 up_w, up_sums, up_scales, up_bias, down_w, down_sums, down_scales, down_bias, gamma2, beta2,
-                hidden_states, threads):
+                hidden_states, threads, amx):
     """The last hidden state of every row (hidden_states, rows × H) of the texts (ids: rows; starts,
     lengths: per text, consecutive). Weights of layer l: `*_w[l]` packed int8 panels (int8_gemm.pack), `*_sums[l]`
     their column sums, `*_scales[l]` column scales, `*_bias[l]`; the layer norms' `gamma*`, `beta*`. `threads`:
-    numba's thread count.
+    numba's thread count; `amx`: the int8 products on the AMX tiles (int8_gemm.rows_amx; the same integers).
 
     A text's rows depend on no other text's, so the texts are cut into bundles (`bundles`, BUNDLE_ROWS rows) and
     each thread takes the next bundle from a shared counter and runs it through every layer with its own scratch:
@@ -203,14 +203,14 @@ def encode_rows(ids, starts, lengths, word, position, token_type, embed_gamma, e
                            embed_beta, eps, heads, qkv_w, qkv_sums, qkv_scales, qkv_bias, out_w, out_sums, out_scales,
                            out_bias, gamma1, beta1, up_w, up_sums, up_scales, up_bias, down_w, down_sums, down_scales,
                            down_bias, gamma2, beta2, hidden_states, qkv[me], context[me], positions[me], q[me], sums[me],
-                           work[me], scales[me], attention_scratch[me])
+                           work[me], scales[me], attention_scratch[me], amx)
 
 
 @njit(cache=True, error_model="numpy", fastmath=True)
 def _encode_bundle(ids, starts, lengths, first, end, word, position, token_type, embed_gamma, embed_beta, eps, heads,
                    qkv_w, qkv_sums, qkv_scales, qkv_bias, out_w, out_sums, out_scales, out_bias, gamma1, beta1,
                    up_w, up_sums, up_scales, up_bias, down_w, down_sums, down_scales, down_bias, gamma2, beta2,
-                   hidden_states, qkv, context, positions, q, sums, work, scales, attention_scratch):
+                   hidden_states, qkv, context, positions, q, sums, work, scales, attention_scratch, amx):
     """Texts first .. end (one bundle) through every layer: h = their rows of hidden_states; qkv, context,
     positions: the bundle's scratch (its rows from 0); q, sums, work, scales: one block's."""
     row0 = starts[first]
@@ -227,7 +227,7 @@ def _encode_bundle(ids, starts, lengths, first, end, word, position, token_type,
         _embed_rows(ids[row0 + row:row0 + stop], positions[row:stop], word, position, token_type, embed_gamma,
                     embed_beta, eps, h[row:stop])
         _project_qkv(h[row:stop], qkv_w[0], qkv_sums[0], qkv_scales[0], qkv_bias[0], qkv[row:stop], q[:n], sums[:n],
-                     scales[:n])
+                     scales[:n], amx)
     for layer in range(qkv_w.shape[0]):
         for t in range(first, end):
             for head in range(heads):
@@ -238,41 +238,41 @@ def _encode_bundle(ids, starts, lengths, first, end, word, position, token_type,
             _rows_after_attention(layer, context[row:stop], h[row:stop], qkv[row:stop], q[:n], sums[:n], work[:n],
                                   scales[:n], eps, out_w, out_sums, out_scales, out_bias, gamma1, beta1, up_w, up_sums,
                                   up_scales, up_bias, down_w, down_sums, down_scales, down_bias, gamma2, beta2, qkv_w,
-                                  qkv_sums, qkv_scales, qkv_bias)
+                                  qkv_sums, qkv_scales, qkv_bias, amx)
 
 
 @njit(cache=True, error_model="numpy", fastmath=True)
 def _rows_after_attention(layer, context, h, qkv, q, sums, work, scales, eps, out_w, out_sums, out_scales, out_bias, gamma1, beta1, up_w, up_sums,
                           up_scales, up_bias, down_w, down_sums, down_scales, down_bias, gamma2, beta2, qkv_w, qkv_sums,
-                          qkv_scales, qkv_bias):
+                          qkv_scales, qkv_bias, amx):
     """One block of rows (the arguments are its rows), from the attention's output to the next layer's Q/K/V; its
     intermediates live in the block's own scratch, which stays in cache."""
     n, hidden = h.shape
     inner = up_bias.shape[1]
     # attention output, residual, layer norm
     _quantize(context, 0, n, hidden, q, scales)
-    rows_times(q, 0, n, out_w[layer], sums)
+    rows_times(q, 0, n, out_w[layer], sums, amx)
     _dequantize(sums, 0, n, hidden, out_sums[layer], out_scales[layer], out_bias[layer], scales, work)
     for r in range(n):
         _add_norm_row(work, r, h, gamma1[layer], beta1[layer], eps)
     # feed-forward, residual, layer norm
     _quantize(h, 0, n, hidden, q, scales)
-    rows_times(q, 0, n, up_w[layer], sums)
+    rows_times(q, 0, n, up_w[layer], sums, amx)
     _dequantize(sums, 0, n, inner, up_sums[layer], up_scales[layer], up_bias[layer], scales, work)
     _gelu_rows(work, n, inner)
     _quantize(work, 0, n, inner, q, scales)
-    rows_times(q, 0, n, down_w[layer], sums)
+    rows_times(q, 0, n, down_w[layer], sums, amx)
     _dequantize(sums, 0, n, hidden, down_sums[layer], down_scales[layer], down_bias[layer], scales, work)
     for r in range(n):
         _add_norm_row(work, r, h, gamma2[layer], beta2[layer], eps)
     if layer + 1 < qkv_w.shape[0]:
-        _project_qkv(h, qkv_w[layer + 1], qkv_sums[layer + 1], qkv_scales[layer + 1], qkv_bias[layer + 1], qkv, q, sums, scales)
+        _project_qkv(h, qkv_w[layer + 1], qkv_sums[layer + 1], qkv_scales[layer + 1], qkv_bias[layer + 1], qkv, q, sums, scales, amx)
 
 
 @njit(cache=True, error_model="numpy", fastmath=True)
-def _project_qkv(h, w, column_sums, column_scales, bias, qkv, q, sums, scales):
+def _project_qkv(h, w, column_sums, column_scales, bias, qkv, q, sums, scales, amx):
     """qkv[rows] = the block's rows of h times the Q/K/V weights (dequantised, biased); q, sums, scales: scratch."""
     n, hidden = h.shape
     _quantize(h, 0, n, hidden, q, scales)
-    rows_times(q, 0, n, w, sums)
+    rows_times(q, 0, n, w, sums, amx)
     _dequantize(sums, 0, n, 3 * hidden, column_sums, column_scales, bias, scales, qkv)

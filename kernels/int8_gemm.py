@@ -5,16 +5,25 @@ A weight matrix K × N (K a multiple of 4, N of `PANEL`) is packed once into pan
 `packed[p, k // 4, l, k % 4] = w[k, p·PANEL + l]`. One tile multiplies up to `TILE_ROWS` rows of `a`
 (uint8, row-major, any row stride) with one panel and stores the exact int32 sums.
 
-Two twins give the same integers (integer sums are exact in any order):
+Three twins give the same integers (integer sums are exact in any order):
 * `tile_vnni`: AVX-512 VNNI. Each step broadcasts four bytes of a row and multiplies them with a
   64-byte slice of the panel in one `vpdpbusd` (u8 × s8 → 4 products summed into each int32 lane),
   `TILE_ROWS` × 2 accumulators in registers. It is emitted as LLVM IR (numba has no vector types);
   compiled only on a CPU that has the instruction.
+* `rows_amx`: AMX (Intel Sapphire Rapids and later). A panel's layout is already the B operand AMX wants
+  (K/4 rows of four bytes per column), so one `tdpbusd` multiplies 16 rows × 64 bytes of `a` with 64 of K ×
+  16 columns of a panel: up to 32 rows (two A tiles) × one panel (two B tiles) per step, four int32 C tiles.
+  Linux hands the tile registers to a process that asks (`amx_ready`, arch_prctl ARCH_REQ_XCOMP_PERM); the
+  encoder passes `amx` to `rows_times` only then, and only for K a multiple of `AMX_K`.
 * `tile_portable`: plain loops, for every other CPU.
-`tile` is the one this CPU runs; `HAS_VNNI` says which. No CUDA twin: on a GPU the encoder is torch.
+`tile` is the VNNI or portable one this CPU runs; `HAS_VNNI` and `HAS_AMX` say which. No CUDA twin: on a GPU
+the encoder is torch.
 """
 
 from __future__ import annotations
+
+import functools
+import platform
 
 from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
 
@@ -42,8 +51,28 @@ def _host_features() -> dict:
 _FEATURES = _host_features()
 #: whether this CPU runs the VNNI tile (AVX-512 VNNI)
 HAS_VNNI = bool(_FEATURES.get("avx512vnni") and _FEATURES.get("avx512bw") and _FEATURES.get("avx512f"))
-#: whether this CPU has AMX int8 tiles (which these kernels do not use; ONNX Runtime's do)
-HAS_AMX = bool(_FEATURES.get("amx-int8"))
+#: whether this CPU (and the kernel's XSAVE set, which LLVM's feature list reflects) has AMX int8 tiles
+HAS_AMX = bool(_FEATURES.get("amx-int8") and _FEATURES.get("amx-tile"))
+#: rows of `a` one AMX call multiplies (two 16-row A tiles); K of one tile step (an A tile row is 64 bytes)
+AMX_ROWS = 32
+AMX_K = 64
+_ARCH_PRCTL = 158  # x86-64 syscall number
+_ARCH_REQ_XCOMP_PERM = 0x1023
+_XFEATURE_XTILEDATA = 18
+
+
+@functools.lru_cache(maxsize=1)
+def amx_ready() -> bool:
+    """Whether this process may run the AMX products: the CPU has AMX and Linux granted the tile state (a
+    process must ask once; without the grant the first tile instruction kills it with SIGILL)."""
+    if not HAS_AMX or platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).syscall(_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 @intrinsic
@@ -131,9 +160,118 @@ def tile_portable(a, a_row, a_rows, packed, panel, c, c_col):
             c[r, c_col + lane] = sums[lane]
 
 
+@intrinsic
+def _amx_block(typingctx, a, a_row, a_rows, packed, c):
+    """c[a_row + r, :N] = Σ_k a[a_row + r, k] · w[k, :] for r < a_rows ≤ AMX_ROWS, every panel, on the AMX tiles:
+    C tiles 0-3 (rows 0-15 / 16-31 × panel columns 0-15 / 16-31), A tiles 4-5, B tiles 6-7. Tiles are
+    configured with the call's own row count, so no row of `a` or `c` past a_rows is read or written."""
+    sig = types.void(a, a_row, a_rows, packed, c)
+
+    def codegen(context, builder, signature, args):
+        a_type, _, _, w_type, c_type = signature.args
+        a_val, a_row, a_rows, w_val, c_val = args
+        a_arr = context.make_array(a_type)(context, builder, a_val)
+        w_arr = context.make_array(w_type)(context, builder, w_val)
+        c_arr = context.make_array(c_type)(context, builder, c_val)
+        i8, i16, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(64)
+        void, pointer = ir.VoidType(), ir.IntType(8).as_pointer()
+
+        def function(name: str, arguments: list) -> ir.Function:
+            return cgutils.get_or_insert_function(builder.module, ir.FunctionType(void, arguments), name)
+
+        load_config = function("llvm.x86.ldtilecfg", [pointer])
+        release = function("llvm.x86.tilerelease", [])
+        zero = function("llvm.x86.tilezero", [i8])
+        load = function("llvm.x86.tileloadd64", [i8, pointer, i64])
+        store = function("llvm.x86.tilestored64", [i8, pointer, i64])
+        dot = function("llvm.x86.tdpbusd", [i8, i8, i8])
+
+        def const(value: int) -> ir.Constant:
+            return ir.Constant(i64, value)
+
+        def tmm(number: int) -> ir.Constant:
+            return ir.Constant(i8, number)
+
+        def address(value) -> ir.Value:
+            return builder.inttoptr(value, pointer)
+
+        # the 64-byte tile configuration: palette 1, bytes per row of tile k at 16 + 2k, rows at 48 + k
+        config = cgutils.alloca_once(builder, ir.ArrayType(i8, 64))
+        builder.store(ir.Constant(ir.ArrayType(i8, 64), [0] * 64), config)
+        config = builder.bitcast(config, pointer)
+        builder.store(tmm(1), config)
+        top = builder.select(builder.icmp_signed("<", a_rows, const(16)), a_rows, const(16))
+        bottom = builder.sub(a_rows, top)
+        two_halves = builder.icmp_signed(">", bottom, const(0))
+        full = ir.Constant(i16, 64)
+        bottom_bytes = builder.select(two_halves, full, ir.Constant(i16, 0))
+        top_rows, bottom_rows = builder.trunc(top, i8), builder.trunc(bottom, i8)
+        for k, rows, width in ((0, top_rows, full), (1, top_rows, full), (2, bottom_rows, bottom_bytes),
+                               (3, bottom_rows, bottom_bytes), (4, top_rows, full), (5, bottom_rows, bottom_bytes),
+                               (6, tmm(16), full), (7, tmm(16), full)):
+            builder.store(width, builder.bitcast(builder.gep(config, [const(16 + 2 * k)]), i16.as_pointer()))
+            builder.store(rows, builder.gep(config, [const(48 + k)]))
+        builder.call(load_config, [config])
+
+        a_stride = builder.extract_value(a_arr.strides, 0)
+        c_stride = builder.extract_value(c_arr.strides, 0)
+        panel_stride = builder.extract_value(w_arr.strides, 0)
+        step_stride = builder.extract_value(w_arr.strides, 1)  # bytes of four K values × PANEL columns
+        panels = builder.extract_value(w_arr.shape, 0)
+        k_steps = builder.sdiv(builder.extract_value(w_arr.shape, 1), const(AMX_K // 4))
+        a_top = builder.add(builder.ptrtoint(a_arr.data, i64), builder.mul(a_row, a_stride))
+        a_bottom = builder.add(a_top, builder.mul(const(16), a_stride))
+        c_top = builder.add(builder.ptrtoint(c_arr.data, i64), builder.mul(a_row, c_stride))
+        c_bottom = builder.add(c_top, builder.mul(const(16), c_stride))
+        w_base = builder.ptrtoint(w_arr.data, i64)
+        with cgutils.for_range(builder, panels) as panel:
+            w_panel = builder.add(w_base, builder.mul(panel.index, panel_stride))
+            builder.call(zero, [tmm(0)])
+            builder.call(zero, [tmm(1)])
+            with builder.if_then(two_halves):
+                builder.call(zero, [tmm(2)])
+                builder.call(zero, [tmm(3)])
+            with cgutils.for_range(builder, k_steps) as step:
+                a_offset = builder.mul(step.index, const(AMX_K))
+                w_step = builder.add(w_panel, builder.mul(step.index, builder.mul(const(AMX_K // 4), step_stride)))
+                builder.call(load, [tmm(4), address(builder.add(a_top, a_offset)), a_stride])
+                builder.call(load, [tmm(6), address(w_step), step_stride])
+                builder.call(load, [tmm(7), address(builder.add(w_step, const(64))), step_stride])
+                builder.call(dot, [tmm(0), tmm(4), tmm(6)])
+                builder.call(dot, [tmm(1), tmm(4), tmm(7)])
+                with builder.if_then(two_halves):
+                    builder.call(load, [tmm(5), address(builder.add(a_bottom, a_offset)), a_stride])
+                    builder.call(dot, [tmm(2), tmm(5), tmm(6)])
+                    builder.call(dot, [tmm(3), tmm(5), tmm(7)])
+            column = builder.mul(panel.index, const(PANEL * 4))
+            builder.call(store, [tmm(0), address(builder.add(c_top, column)), c_stride])
+            builder.call(store, [tmm(1), address(builder.add(c_top, builder.add(column, const(64)))), c_stride])
+            with builder.if_then(two_halves):
+                builder.call(store, [tmm(2), address(builder.add(c_bottom, column)), c_stride])
+                builder.call(store, [tmm(3), address(builder.add(c_bottom, builder.add(column, const(64)))), c_stride])
+        builder.call(release, [])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True)
+def _rows_amx(a, row, rows, packed, c):
+    for start in range(row, row + rows, AMX_ROWS):
+        _amx_block(a, np.int64(start), np.int64(min(AMX_ROWS, row + rows - start)), packed, c)
+
+
+@njit(cache=True)
+def _no_amx(a, row, rows, packed, c):
+    raise RuntimeError("the AMX products were asked for on a CPU without AMX")
+
+
 #: the tile this CPU runs. numba's cache is keyed by the CPU's name and features, so code compiled with one
 #: choice is never loaded on a CPU that needs the other
 tile = tile_vnni if HAS_VNNI else tile_portable
+#: the AMX products, compiled only where the CPU has AMX (LLVM cannot emit them for another CPU). Call them
+#: only where `amx_ready()`: the tile state is the operating system's to grant
+rows_amx = _rows_amx if HAS_AMX else _no_amx
 
 
 def pack(weights: np.ndarray) -> np.ndarray:
@@ -146,8 +284,12 @@ def pack(weights: np.ndarray) -> np.ndarray:
 
 
 @njit(cache=True)
-def rows_times(a, row, rows, packed, c):
-    """c[row : row + rows, :N] = a[row : row + rows, :K] @ w (exact int32), w's panels `packed` (P, K/4, PANEL, 4)."""
+def rows_times(a, row, rows, packed, c, amx=False):
+    """c[row : row + rows, :N] = a[row : row + rows, :K] @ w (exact int32), w's panels `packed` (P, K/4, PANEL, 4).
+    `amx`: on the AMX tiles (only where `amx_ready()` and K is a multiple of AMX_K), else on `tile`."""
+    if amx:
+        rows_amx(a, row, rows, packed, c)
+        return
     for panel in range(packed.shape[0]):
         for start in range(row, row + rows, TILE_ROWS):
             tile(a, start, min(TILE_ROWS, row + rows - start), packed, panel, c, panel * PANEL)

@@ -25,8 +25,8 @@ _ENCODERS: dict[EncoderConfig, Encoder] = {}
 
 def resolve_backend(config: EncoderConfig) -> str:
     """The concrete runtime of `config.backend`. "auto": torch on a CUDA device (`device` cuda, or auto with
-    CUDA available); on CPU numba-int8 where it was measured fastest (a BERT model on a CPU with AVX-512 VNNI and
-    no AMX: numba_int8.preferred_here), else onnx-int8 where onnxruntime imports (measured 2.2-2.6x torch's
+    CUDA available); on CPU numba-int8 where it was measured fastest (a BERT model on a CPU with AVX-512 VNNI, AMX
+    or not: numba_int8.preferred_here), else onnx-int8 where onnxruntime imports (measured 2.2-2.6x torch's
     throughput at mean cosine 0.996 to torch, recall within 0.5 points: bench/results/encoder_speed.md), else
     torch."""
     if config.model.startswith("hashing:"):

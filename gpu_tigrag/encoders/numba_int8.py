@@ -7,9 +7,9 @@ order and with any thread count, bit for bit. Texts are not padded: a call's tex
 token rows, cut into bundles that each thread runs through every layer; attention runs over each text's own
 rows in vector tiles, and every other step over blocks of rows with its intermediates in cache, where ONNX
 Runtime's graph makes a memory pass per operation (bench/results/encoder_roofline.md measures both on one
-machine). The int8 products use AVX-512 VNNI
-where the CPU has it (kernels/int8_gemm.py) and plain loops elsewhere (the same integers, far slower:
-choose onnx-int8 there).
+machine). The int8 products use the AMX tiles where the CPU has them and
+Linux grants them, else AVX-512 VNNI where the CPU has it (kernels/int8_gemm.py), else plain loops (the same
+integers whichever runs, so the same vectors; the loops are far slower: choose onnx-int8 there).
 
 What it runs: `model_type` bert (BertModel: absolute positions from 0, token type 0, GELU), pooling
 cls or mean, optional Normalize; the tokenizer and prompts are the folder's, as for onnx-int8. Other
@@ -46,18 +46,27 @@ POOLING = ("cls", "mean")
 
 def preferred_here(model: str) -> bool:
     """Whether "auto" runs `model` on numba-int8 on this CPU: a BERT model the kernels run, on a CPU with AVX-512
-    VNNI and without AMX. There it was measured faster than onnx-int8 at the same cosine to torch and the same
-    recall (bench/results/encoder_roofline.md, docs/encoders.md). With AMX, ONNX Runtime's int8 products use
-    the AMX tiles, which the kernels do not; without VNNI the kernels' portable products are slow."""
-    from ..kernels.int8_gemm import HAS_AMX, HAS_VNNI
+    VNNI (AMX CPUs included, whose products then run on the AMX tiles). There it was measured faster than
+    onnx-int8 at the same cosine to torch and the same recall (bench/results/encoder_roofline.md,
+    docs/encoders.md: on AVX-512 VNNI alone, and on AMX, where ONNX Runtime's products use the tiles too); without
+    VNNI the kernels' portable products are slow."""
+    from ..kernels.int8_gemm import HAS_VNNI
 
-    if not HAS_VNNI or HAS_AMX:
+    if not HAS_VNNI:
         return False
     try:
         _check_architecture(read_pipeline(resolve_model(model).folder))
     except ModelError:
         return False  # not a model it runs (or not one that loads at all: its runtime's loader says why)
     return True
+
+
+def uses_amx(hidden: int, inner: int) -> bool:
+    """Whether a model of these widths runs its int8 products on the AMX tiles here: AMX on the CPU, the tile state
+    granted to this process, and both product depths (hidden, inner) whole AMX steps."""
+    from ..kernels.int8_gemm import AMX_K, amx_ready
+
+    return hidden % AMX_K == 0 and inner % AMX_K == 0 and amx_ready()
 
 
 def _check_architecture(pipeline: Pipeline) -> dict:
@@ -218,6 +227,9 @@ class NumbaInt8Encoder:
         self.tokenizer = _tokenizer(self.pipeline.transformer, self.pipeline.max_seq_length, default_cache_dir() / "onnx")
         self._prompt_lengths: dict[str, int] = {}
         self.threads = current_policy().encoder
+        #: the int8 products on the AMX tiles where this CPU has them and Linux grants them (the same integers as
+        #: the VNNI tile, so the same vectors bit for bit); a benchmark may set it False to time the VNNI tile
+        self.amx = uses_amx(int(hf["hidden_size"]), int(hf["intermediate_size"]))
 
     def _prompt_length(self, prompt: str) -> int:
         if prompt not in self._prompt_lengths:
@@ -251,7 +263,7 @@ class NumbaInt8Encoder:
                                      f"the model's {len(self.weights.word)} embeddings; the folder's tokenizer and "
                                      "weights do not belong together")
                 hidden = np.empty((len(ids), self.weights.word.shape[1]), dtype=np.float32)
-                encode_rows(ids, starts, part_lengths, *arguments, hidden, threads)
+                encode_rows(ids, starts, part_lengths, *arguments, hidden, threads, self.amx)
                 out[part] = self._pool(hidden, starts, part_lengths, skip)
                 bar.update(len(part))
         finally:

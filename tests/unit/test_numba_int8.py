@@ -59,6 +59,35 @@ def test_portable_tile_is_the_vnni_tile():
         np.testing.assert_array_equal(out, expected)
 
 
+needs_amx = pytest.mark.skipif(not int8_gemm.amx_ready(), reason="no AMX tiles on this CPU (or not granted)")
+
+
+@needs_amx
+@pytest.mark.parametrize("k, n", [(64, 32), (384, 1152), (1536, 384)])
+def test_amx_products_are_the_exact_integer_products(k, n):
+    """The AMX tiles against numpy's exact products: every row count around the two 16-row A tiles (one tile, a
+    partial second, both, several calls), starting rows inside a larger array, rows outside the call untouched."""
+    rng = np.random.default_rng(k * n)
+    weights = rng.integers(-127, 128, (k, n), dtype=np.int8)
+    packed = int8_gemm.pack(weights)
+    a = rng.integers(0, 256, (80, k), dtype=np.uint8)
+    expected = a.astype(np.int64) @ weights.astype(np.int64)
+    for row, rows in ((0, 1), (0, 15), (0, 16), (3, 17), (5, 31), (0, 32), (7, 33), (11, 69)):
+        out = np.full((80, n), -1, dtype=np.int32)
+        int8_gemm.rows_times(a, row, rows, packed, out, True)
+        np.testing.assert_array_equal(out[row:row + rows], expected[row:row + rows])
+        assert (out[:row] == -1).all() and (out[row + rows:] == -1).all()
+
+
+def test_amx_is_asked_for_only_where_it_can_run():
+    """amx_ready: never without AMX on the CPU; the encoder uses the tiles only where ready and the product
+    depths are whole tile steps."""
+    if not int8_gemm.HAS_AMX:
+        assert not int8_gemm.amx_ready()
+    assert numba_int8.uses_amx(384, 1536) == int8_gemm.amx_ready()
+    assert not numba_int8.uses_amx(384 + 32, 1536)
+
+
 def test_pack_refuses_shapes_it_cannot_tile():
     with pytest.raises(ValueError, match="multiple of 4"):
         int8_gemm.pack(np.zeros((6, 32), dtype=np.int8))
@@ -216,6 +245,16 @@ def test_a_text_has_one_vector_whatever_its_batch(encoder, monkeypatch):
     assert encoder.encode([]).shape == (0, 384)
 
 
+@needs_amx
+def test_amx_and_vnni_give_the_same_vectors(encoder, monkeypatch):
+    """The AMX tiles and the VNNI (or portable) tile sum the same integers: the same vectors bit for bit, so an index
+    built on one CPU answers queries encoded on the other."""
+    assert encoder.amx
+    on_tiles = encoder.encode(TEXTS)
+    monkeypatch.setattr(encoder, "amx", False)
+    np.testing.assert_array_equal(encoder.encode(TEXTS), on_tiles)
+
+
 def test_calls_split_texts_by_rows(monkeypatch):
     monkeypatch.setattr(numba_int8, "CALL_ROWS", 10)
     parts = [list(p) for p in NumbaInt8Encoder._calls(np.array([4, 5, 12, 3, 3, 3, 1]))]
@@ -264,15 +303,15 @@ def test_gpu_device_is_refused():
 
 
 def test_auto_picks_numba_int8_only_where_it_was_measured_faster(monkeypatch):
-    """auto on a CPU: numba-int8 for a BERT model on AVX-512 VNNI without AMX; onnx-int8 with AMX (ONNX Runtime's
-    tiles), without VNNI (portable loops) and for models the kernels do not run."""
+    """auto on a CPU: numba-int8 for a BERT model on AVX-512 VNNI, with AMX or without; onnx-int8 without VNNI
+    (portable loops) and for models the kernels do not run."""
     import torch
 
     from gpu_tigrag.encoders import resolve_backend
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     auto = dataclasses.replace(CONFIG, backend="auto")
-    for vnni, amx, expected in ((True, False, "numba-int8"), (True, True, "onnx-int8"), (False, False, "onnx-int8")):
+    for vnni, amx, expected in ((True, False, "numba-int8"), (True, True, "numba-int8"), (False, False, "onnx-int8")):
         monkeypatch.setattr(int8_gemm, "HAS_VNNI", vnni)
         monkeypatch.setattr(int8_gemm, "HAS_AMX", amx)
         assert resolve_backend(auto) == expected
