@@ -280,9 +280,10 @@ def fusion_comparison(encoder, unfused, sample: dict[str, list[str]], rounds: in
 # the project's own runtime against ONNX Runtime's
 
 
-def numba_tile_rates(shapes: list[tuple[int, int]], threads: int, seconds: float) -> list[dict]:
-    """GOP/s of the numba-int8 tile (kernels/int8_gemm.py) at the model's weight shapes: row blocks of
-    int8_encoder.BLOCK_ROWS over `threads` threads, as the encoder runs them."""
+def numba_tile_rates(shapes: list[tuple[int, int]], threads: int, seconds: float, amx: bool) -> list[dict]:
+    """GOP/s of the numba-int8 products (kernels/int8_gemm.py) at the model's weight shapes: row blocks of
+    int8_encoder.BLOCK_ROWS over `threads` threads, as the encoder runs them; `amx`: on the AMX tiles, else on the
+    VNNI (or portable) tile."""
     import numba
     from numba import njit, prange
 
@@ -290,10 +291,10 @@ def numba_tile_rates(shapes: list[tuple[int, int]], threads: int, seconds: float
     from gpu_tigrag.kernels.int8_gemm import pack, rows_times
 
     @njit(parallel=True)
-    def product(a, packed, out):
+    def product(a, packed, out, amx):
         for block in prange((a.shape[0] + BLOCK_ROWS - 1) // BLOCK_ROWS):
             row = block * BLOCK_ROWS
-            rows_times(a, row, min(BLOCK_ROWS, a.shape[0] - row), packed, out)
+            rows_times(a, row, min(BLOCK_ROWS, a.shape[0] - row), packed, out, amx)
 
     previous = numba.get_num_threads()
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
@@ -305,18 +306,75 @@ def numba_tile_rates(shapes: list[tuple[int, int]], threads: int, seconds: float
             for m in GEMM_ROWS:
                 a = rng.integers(0, 256, (m, k), dtype=np.uint8)
                 out = np.empty((m, n), dtype=np.int32)
-                product(a, packed, out)
+                product(a, packed, out, amx)
                 calls = max(2, int(seconds * 40e9 / (2 * m * k * n)))
                 best = float("inf")
                 for _ in range(3):
                     start = time.perf_counter()
                     for _ in range(calls):
-                        product(a, packed, out)
+                        product(a, packed, out, amx)
                     best = min(best, (time.perf_counter() - start) / calls)
-                rows.append({"k": k, "n": n, "m": m, "gops": 2 * m * k * n / best / 1e9})
+                rows.append({"k": k, "n": n, "m": m, "gops": 2 * m * k * n / best / 1e9, "amx": amx})
     finally:
         numba.set_num_threads(previous)
     return rows
+
+
+def amx_issue_peak(threads: int, seconds: float) -> float | None:
+    """GOP/s of back-to-back `tdpbusd` (four independent 16 × 16 int32 C tiles a thread, A and B loaded once) on
+    `threads` threads: the AMX units' issue limit. None where the AMX tiles are not ready (int8_gemm.amx_ready)."""
+    from gpu_tigrag.kernels.int8_gemm import _amx_configure, _amx_functions, _amx_release, _tmm, amx_ready
+
+    if not amx_ready():
+        return None
+    import numba
+    from llvmlite import ir
+    from numba import njit, prange, types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def _issue(typingctx, steps, a, b):
+        def codegen(context, builder, signature, args):
+            steps, a_v, b_v = args
+            amx = _amx_functions(builder)
+            i64, pointer = ir.IntType(64), ir.IntType(8).as_pointer()
+            for tile, array_type, value in ((4, signature.args[1], a_v), (5, signature.args[1], a_v),
+                                            (6, signature.args[2], b_v), (7, signature.args[2], b_v)):
+                data = builder.bitcast(context.make_array(array_type)(context, builder, value).data, pointer)
+                builder.call(amx["load"], [_tmm(tile), data, ir.Constant(i64, 64)])
+            for tile in range(4):
+                builder.call(amx["zero"], [_tmm(tile)])
+            with cgutils.for_range(builder, steps):
+                for c, x, y in ((0, 4, 6), (1, 4, 7), (2, 5, 6), (3, 5, 7)):
+                    builder.call(amx["dot"], [_tmm(c), _tmm(x), _tmm(y)])
+            return context.get_dummy_value()
+
+        return types.void(steps, a, b), codegen
+
+    @njit(parallel=True)
+    def issue(steps, a, b, slots):
+        for _ in prange(slots):
+            _amx_configure(np.int64(32))
+            _issue(steps, a, b)
+            _amx_release()
+
+    previous = numba.get_num_threads()
+    used = min(threads, numba.config.NUMBA_NUM_THREADS)
+    numba.set_num_threads(used)
+    try:
+        a, b = np.ones((16, 64), dtype=np.uint8), np.ones((16, 64), dtype=np.int8)
+        issue(np.int64(1000), a, b, used)
+        steps, best = 100_000, 0.0
+        for _ in range(5):
+            start = time.perf_counter()
+            issue(np.int64(steps), a, b, used)
+            elapsed = time.perf_counter() - start
+            best = max(best, used * steps * 4 * 16 * 16 * 64 * 2 / elapsed / 1e9)
+            steps = max(steps, int(steps * seconds / max(elapsed, 1e-6)))
+    finally:
+        numba.set_num_threads(previous)
+    return best
 
 
 def vnni_issue_peak(threads: int, seconds: float) -> float | None:
@@ -387,7 +445,9 @@ from gpu_tigrag.config import EncoderConfig
 from gpu_tigrag.encoders import load_encoder
 model, backend, kind, texts_file, vectors_file = sys.argv[1:6]
 texts = json.loads(open(texts_file).read())
-encoder = load_encoder(EncoderConfig(model=model, backend=backend), first_kind=kind)
+encoder = load_encoder(EncoderConfig(model=model, backend=backend.split()[0]), first_kind=kind)
+if backend == "numba-int8 vnni":
+    encoder.amx = False  # the VNNI tile on a CPU whose products otherwise run on the AMX tiles
 encoder.encode(texts, kind=kind)
 start = time.perf_counter()
 vectors = encoder.encode(texts, kind=kind)
@@ -419,7 +479,7 @@ def runtime_comparison(model: str, onnx_encoder, sample: dict[str, list[str]], r
 
     ours = NumbaInt8Encoder(EncoderConfig(model=model, backend="numba-int8"))
     reference = SentenceTransformerEncoder(EncoderConfig(model=model, backend="torch", device="cpu"))
-    out: dict = {"vnni": HAS_VNNI}
+    out: dict = {"vnni": HAS_VNNI, "amx": ours.amx}
     with tempfile.TemporaryDirectory() as tmp:
         for kind, batch in sample.items():
             lengths = token_counts(onnx_encoder, batch, kind)
@@ -428,10 +488,14 @@ def runtime_comparison(model: str, onnx_encoder, sample: dict[str, list[str]], r
             texts_file = Path(tmp) / f"{kind}.json"
             texts_file.write_text(json.dumps(batch))
             times: dict[str, list[float]] = {"onnx-int8": [], "numba-int8": []}
+            if ours.amx:
+                times["numba-int8 vnni"] = []
             for _ in range(rounds):
                 for name in times:
                     times[name].append(_time_in_process(model, name, kind, texts_file, Path(tmp) / f"{name}.npy"))
             vectors = {name: np.load(Path(tmp) / f"{name}.npy") for name in times}
+            if "numba-int8 vnni" in vectors and not np.array_equal(vectors["numba-int8 vnni"], vectors["numba-int8"]):
+                raise SystemExit(f"{kind}: numba-int8's vectors differ between the AMX tiles and the VNNI tile")
             torch_vectors = reference.encode(batch, kind=kind)
             picked = np.random.default_rng(3).choice(len(batch), size=min(16, len(batch)), replace=False)
             alone = np.stack([ours.encode([batch[i]], kind=kind)[0] for i in picked])
@@ -446,6 +510,8 @@ def runtime_comparison(model: str, onnx_encoder, sample: dict[str, list[str]], r
                              "linear_gops": linear / median / 1e9,
                              "cosine_mean": float(cosine.mean()), "cosine_min": float(cosine.min())}
             row["speedup"] = row["numba-int8"]["median_texts_per_s"] / row["onnx-int8"]["median_texts_per_s"]
+            if "numba-int8 vnni" in row:
+                row["amx_speedup"] = row["numba-int8"]["median_texts_per_s"] / row["numba-int8 vnni"]["median_texts_per_s"]
             out[kind] = row
             if not row["alone_equals_batch"]:
                 raise SystemExit(f"{kind}: a numba-int8 vector differs alone and in its batch")
@@ -510,20 +576,27 @@ def main() -> int:
                   f"{100 * row['efficiency']:5.1f}% of int8", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         fusion = fusion_comparison(encoder, unfused_encoder(args.model, Path(tmp)), sample, args.fusion_rounds)
-    tile = numba_tile_rates([tuple(s) for s in costs["weight_shapes"]], threads, 0.01 if args.smoke else 0.5)
+    from gpu_tigrag.kernels.int8_gemm import amx_ready
+
+    shapes = [tuple(s) for s in costs["weight_shapes"]]
+    tile = numba_tile_rates(shapes, threads, 0.01 if args.smoke else 0.5, False)
+    if amx_ready():
+        tile += numba_tile_rates(shapes, threads, 0.01 if args.smoke else 0.5, True)
     runtimes = runtime_comparison(args.model, encoder, sample, args.runtime_rounds, costs, limit["int8"])
     runtimes["tile"] = tile
     runtimes["vnni_issue_gops"] = vnni_issue_peak(threads, 0.01 if args.smoke else 0.3)
+    runtimes["amx_issue_gops"] = amx_issue_peak(threads, 0.01 if args.smoke else 0.3)
     runtimes["rounds"] = args.runtime_rounds
-    if args.smoke:
-        print("smoke run: nothing written", file=sys.stderr)
-        return 0
     payload = {"command": f"{COMMAND} --model {args.model} --rounds {args.rounds} --passages {args.passages} "
                           f"--runtime-rounds {args.runtime_rounds}",
                "fusion": fusion, "fusion_rounds": args.fusion_rounds, "runtimes": runtimes,
                "cpu": machine, "int8_kernel": int8_kernel(machine["flags"]), "onnxruntime": onnxruntime.__version__,
                "threads": threads, "model": args.model, "costs": costs, "gemm": gemm, "limit_gops": limit,
                "batch_tokens_default": BATCH_TOKENS, "results": results}
+    if args.smoke:
+        markdown(payload)  # the page renders from what a run measures
+        print("smoke run: nothing written", file=sys.stderr)
+        return 0
     write_results("encoder_roofline", payload, markdown(payload))
     return 0
 
@@ -598,21 +671,27 @@ def markdown(p: dict) -> str:
                   "vector tiles, `kernels/attention_tiles.py`) and one "
                   "per block of 32 rows for everything else (output projection, residual and layer norm, feed-forward "
                   "with GELU, the next layer's Q/K/V), its intermediates in the block's cache-resident scratch; int8 "
-                  f"products in {'AVX-512 VNNI tiles' if r['vnni'] else 'portable loops (this CPU has no AVX-512 VNNI)'}. "
+                  f"products {'on the AMX tiles (`tdpbusd`, 32 rows × 32 columns a step; the VNNI tile timed beside them as numba-int8 vnni, its vectors checked bit-identical)' if r.get('amx') else 'in AVX-512 VNNI tiles' if r['vnni'] else 'in portable loops (this CPU has no AVX-512 VNNI)'}. "
                   f"Same texts; each runtime in a fresh process per round under the engine's thread policy (one runtime "
                   f"per process, as a user runs it: timed in one process the two disturbed each other, numba-int8's query "
                   f"rounds ranging from 663 to 984 texts/s), the second of two calls timed, {r['rounds']} alternating rounds, medians; onnx-int8 at its "
                   "default batching.", "",
-                  "Its tile's int8 rate at the model's shapes (GOP/s, row blocks over the encoder's threads), beside "
+                  "Its products' int8 rate at the model's shapes (GOP/s, row blocks over the encoder's threads), beside "
                   "ONNX Runtime's above:", "",
-                  "| K × N | " + " | ".join(f"M = {m}" for m in GEMM_ROWS) + " |", "|---|" + "---|" * len(GEMM_ROWS)]
-        for k, n in c["weight_shapes"]:
-            cells = [next(t["gops"] for t in r["tile"] if (t["k"], t["n"], t["m"]) == (k, n, m)) for m in GEMM_ROWS]
-            lines.append(f"| {k} × {n} | " + " | ".join(f"{v:.1f}" for v in cells) + " |")
+                  "| products | K × N | " + " | ".join(f"M = {m}" for m in GEMM_ROWS) + " |",
+                  "|---|---|" + "---|" * len(GEMM_ROWS)]
+        for amx in sorted({t.get("amx", False) for t in r["tile"]}):
+            for k, n in c["weight_shapes"]:
+                cells = [next(t["gops"] for t in r["tile"] if (t["k"], t["n"], t["m"], t.get("amx", False)) == (k, n, m, amx))
+                         for m in GEMM_ROWS]
+                lines.append(f"| {'AMX tiles' if amx else 'VNNI tile' if r['vnni'] else 'portable'} | {k} × {n} | "
+                             + " | ".join(f"{v:.1f}" for v in cells) + " |")
         lines += ["", "| texts | runtime | texts/s median (best) | GOP/s | of the int8 limit | cosine to torch fp32, mean (min) |",
                   "|---|---|---|---|---|---|"]
         for kind in ("query", "passage"):
-            for name in ("onnx-int8", "numba-int8"):
+            for name in ("onnx-int8", "numba-int8", "numba-int8 vnni"):
+                if name not in r[kind]:
+                    continue
                 x = r[kind][name]
                 lines.append(f"| {kind} | {name} | {x['median_texts_per_s']:.1f} ({x['best_texts_per_s']:.1f}) | "
                              f"{x['gops']:.1f} | {100 * x['efficiency']:.1f}% | {x['cosine_mean']:.5f} ({x['cosine_min']:.5f}) |")
@@ -623,6 +702,14 @@ def markdown(p: dict) -> str:
                       "tokens' linear operations, attention not counted) of numba-int8 run at " + ", ".join(
                           f"{100 * r[kind]['numba-int8']['linear_gops'] / peak:.1f} % ({kind} texts)"
                           for kind in ("query", "passage") if "linear_gops" in r[kind]["numba-int8"]) + "."]
+        amx_peak = r.get("amx_issue_gops")
+        if amx_peak:
+            lines += ["", f"The AMX units' issue limit on the encoder's threads (`tdpbusd` back to back on four C tiles a "
+                      f"thread, no loads): **{amx_peak:.0f} GOP/s**. Against it, numba-int8's weight products alone run at "
+                      + ", ".join(f"{100 * r[kind]['numba-int8']['linear_gops'] / amx_peak:.1f} % ({kind} texts)"
+                                  for kind in ("query", "passage")) + "; numba-int8 on the AMX tiles ÷ on the VNNI tile "
+                      "(medians): " + ", ".join(f"{kind} texts **{r[kind]['amx_speedup']:.2f}×**"
+                                               for kind in ("query", "passage") if "amx_speedup" in r[kind]) + "."]
         lines += ["", "numba-int8 ÷ onnx-int8 (medians): " + ", ".join(
             f"{kind} texts **{r[kind]['speedup']:.2f}×**" for kind in ("query", "passage")) + ". A sample of 16 texts "
             "of each kind encoded alone gave their in-batch numba-int8 vectors bit for bit: "

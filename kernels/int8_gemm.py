@@ -160,96 +160,125 @@ def tile_portable(a, a_row, a_rows, packed, panel, c, c_col):
             c[r, c_col + lane] = sums[lane]
 
 
+def _amx_functions(builder):
+    """The AMX intrinsics LLVM knows (the forms with tile numbers as immediates)."""
+    i8, i64 = ir.IntType(8), ir.IntType(64)
+    void, pointer = ir.VoidType(), ir.IntType(8).as_pointer()
+
+    def function(name: str, arguments: list) -> ir.Function:
+        return cgutils.get_or_insert_function(builder.module, ir.FunctionType(void, arguments), name)
+
+    return {"configure": function("llvm.x86.ldtilecfg", [pointer]), "release": function("llvm.x86.tilerelease", []),
+            "zero": function("llvm.x86.tilezero", [i8]), "load": function("llvm.x86.tileloadd64", [i8, pointer, i64]),
+            "store": function("llvm.x86.tilestored64", [i8, pointer, i64]),
+            "dot": function("llvm.x86.tdpbusd", [i8, i8, i8])}
+
+
+def _tmm(number: int) -> ir.Constant:
+    return ir.Constant(ir.IntType(8), number)
+
+
 @intrinsic
-def _amx_block(typingctx, a, a_row, a_rows, packed, c):
-    """c[a_row + r, :N] = Σ_k a[a_row + r, k] · w[k, :] for r < a_rows ≤ AMX_ROWS, every panel, on the AMX tiles:
-    C tiles 0-3 (rows 0-15 / 16-31 × panel columns 0-15 / 16-31), A tiles 4-5, B tiles 6-7. Tiles are
-    configured with the call's own row count, so no row of `a` or `c` past a_rows is read or written."""
-    sig = types.void(a, a_row, a_rows, packed, c)
+def _amx_configure(typingctx, rows):
+    """Configure this thread's tiles for products of `rows` ≤ AMX_ROWS rows: C tiles 0-1 (rows 0-15 × the panel's
+    columns 0-15 / 16-31) and 2-3 (rows 16-31), A tiles 4 (rows 0-15) and 5 (rows 16-31), B tiles 6-7 (64 of K ×
+    16 columns). Each tile has the call's own row count, so no row past `rows` is read or written."""
+    sig = types.void(rows)
 
     def codegen(context, builder, signature, args):
-        a_type, _, _, w_type, c_type = signature.args
-        a_val, a_row, a_rows, w_val, c_val = args
+        (rows,) = args
+        i8, i16, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(64)
+        amx = _amx_functions(builder)
+        # the 64-byte configuration: palette 1, bytes per row of tile k at 16 + 2k, its rows at 48 + k
+        config = cgutils.alloca_once(builder, ir.ArrayType(i8, 64))
+        builder.store(ir.Constant(ir.ArrayType(i8, 64), [0] * 64), config)
+        config = builder.bitcast(config, i8.as_pointer())
+        builder.store(_tmm(1), config)
+        sixteen = ir.Constant(i64, 16)
+        top = builder.select(builder.icmp_signed("<", rows, sixteen), rows, sixteen)
+        bottom = builder.sub(rows, top)
+        full = ir.Constant(i16, 64)
+        bottom_bytes = builder.select(builder.icmp_signed(">", bottom, ir.Constant(i64, 0)), full, ir.Constant(i16, 0))
+        top_rows, bottom_rows = builder.trunc(top, i8), builder.trunc(bottom, i8)
+        for k, tile_rows, width in ((0, top_rows, full), (1, top_rows, full), (2, bottom_rows, bottom_bytes),
+                                    (3, bottom_rows, bottom_bytes), (4, top_rows, full), (5, bottom_rows, bottom_bytes),
+                                    (6, _tmm(16), full), (7, _tmm(16), full)):
+            builder.store(width, builder.bitcast(builder.gep(config, [ir.Constant(i64, 16 + 2 * k)]), i16.as_pointer()))
+            builder.store(tile_rows, builder.gep(config, [ir.Constant(i64, 48 + k)]))
+        builder.call(amx["configure"], [config])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _amx_release(typingctx):
+    """Hand the tiles back (their state need not be saved at the next context switch)."""
+    sig = types.void()
+
+    def codegen(context, builder, signature, args):
+        builder.call(_amx_functions(builder)["release"], [])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _amx_panel(typingctx, a, a_row, a_rows, packed, panel, c, c_row, c_col):
+    """c[c_row + r, c_col : c_col + PANEL] = Σ_k a[a_row + r, k] · w[k, panel·PANEL + ...] for r < a_rows, on tiles
+    configured by `_amx_configure(a_rows)`. K must be a multiple of AMX_K."""
+    sig = types.void(a, a_row, a_rows, packed, panel, c, c_row, c_col)
+
+    def codegen(context, builder, signature, args):
+        a_type, _, _, w_type, _, c_type, _, _ = signature.args
+        a_val, a_row, a_rows, w_val, panel, c_val, c_row, c_col = args
         a_arr = context.make_array(a_type)(context, builder, a_val)
         w_arr = context.make_array(w_type)(context, builder, w_val)
         c_arr = context.make_array(c_type)(context, builder, c_val)
-        i8, i16, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(64)
-        void, pointer = ir.VoidType(), ir.IntType(8).as_pointer()
-
-        def function(name: str, arguments: list) -> ir.Function:
-            return cgutils.get_or_insert_function(builder.module, ir.FunctionType(void, arguments), name)
-
-        load_config = function("llvm.x86.ldtilecfg", [pointer])
-        release = function("llvm.x86.tilerelease", [])
-        zero = function("llvm.x86.tilezero", [i8])
-        load = function("llvm.x86.tileloadd64", [i8, pointer, i64])
-        store = function("llvm.x86.tilestored64", [i8, pointer, i64])
-        dot = function("llvm.x86.tdpbusd", [i8, i8, i8])
+        i64 = ir.IntType(64)
+        pointer = ir.IntType(8).as_pointer()
+        amx = _amx_functions(builder)
 
         def const(value: int) -> ir.Constant:
             return ir.Constant(i64, value)
 
-        def tmm(number: int) -> ir.Constant:
-            return ir.Constant(i8, number)
-
         def address(value) -> ir.Value:
             return builder.inttoptr(value, pointer)
 
-        # the 64-byte tile configuration: palette 1, bytes per row of tile k at 16 + 2k, rows at 48 + k
-        config = cgutils.alloca_once(builder, ir.ArrayType(i8, 64))
-        builder.store(ir.Constant(ir.ArrayType(i8, 64), [0] * 64), config)
-        config = builder.bitcast(config, pointer)
-        builder.store(tmm(1), config)
-        top = builder.select(builder.icmp_signed("<", a_rows, const(16)), a_rows, const(16))
-        bottom = builder.sub(a_rows, top)
-        two_halves = builder.icmp_signed(">", bottom, const(0))
-        full = ir.Constant(i16, 64)
-        bottom_bytes = builder.select(two_halves, full, ir.Constant(i16, 0))
-        top_rows, bottom_rows = builder.trunc(top, i8), builder.trunc(bottom, i8)
-        for k, rows, width in ((0, top_rows, full), (1, top_rows, full), (2, bottom_rows, bottom_bytes),
-                               (3, bottom_rows, bottom_bytes), (4, top_rows, full), (5, bottom_rows, bottom_bytes),
-                               (6, tmm(16), full), (7, tmm(16), full)):
-            builder.store(width, builder.bitcast(builder.gep(config, [const(16 + 2 * k)]), i16.as_pointer()))
-            builder.store(rows, builder.gep(config, [const(48 + k)]))
-        builder.call(load_config, [config])
-
+        two_halves = builder.icmp_signed(">", a_rows, const(16))
         a_stride = builder.extract_value(a_arr.strides, 0)
         c_stride = builder.extract_value(c_arr.strides, 0)
-        panel_stride = builder.extract_value(w_arr.strides, 0)
         step_stride = builder.extract_value(w_arr.strides, 1)  # bytes of four K values × PANEL columns
-        panels = builder.extract_value(w_arr.shape, 0)
         k_steps = builder.sdiv(builder.extract_value(w_arr.shape, 1), const(AMX_K // 4))
         a_top = builder.add(builder.ptrtoint(a_arr.data, i64), builder.mul(a_row, a_stride))
         a_bottom = builder.add(a_top, builder.mul(const(16), a_stride))
-        c_top = builder.add(builder.ptrtoint(c_arr.data, i64), builder.mul(a_row, c_stride))
+        c_top = builder.add(builder.add(builder.ptrtoint(c_arr.data, i64), builder.mul(c_row, c_stride)),
+                            builder.mul(c_col, const(4)))
         c_bottom = builder.add(c_top, builder.mul(const(16), c_stride))
-        w_base = builder.ptrtoint(w_arr.data, i64)
-        with cgutils.for_range(builder, panels) as panel:
-            w_panel = builder.add(w_base, builder.mul(panel.index, panel_stride))
-            builder.call(zero, [tmm(0)])
-            builder.call(zero, [tmm(1)])
+        w_panel = builder.add(builder.ptrtoint(w_arr.data, i64),
+                              builder.mul(panel, builder.extract_value(w_arr.strides, 0)))
+        builder.call(amx["zero"], [_tmm(0)])
+        builder.call(amx["zero"], [_tmm(1)])
+        with builder.if_then(two_halves):
+            builder.call(amx["zero"], [_tmm(2)])
+            builder.call(amx["zero"], [_tmm(3)])
+        with cgutils.for_range(builder, k_steps) as step:
+            a_offset = builder.mul(step.index, const(AMX_K))
+            w_step = builder.add(w_panel, builder.mul(step.index, builder.mul(const(AMX_K // 4), step_stride)))
+            builder.call(amx["load"], [_tmm(4), address(builder.add(a_top, a_offset)), a_stride])
+            builder.call(amx["load"], [_tmm(6), address(w_step), step_stride])
+            builder.call(amx["load"], [_tmm(7), address(builder.add(w_step, const(64))), step_stride])
+            builder.call(amx["dot"], [_tmm(0), _tmm(4), _tmm(6)])
+            builder.call(amx["dot"], [_tmm(1), _tmm(4), _tmm(7)])
             with builder.if_then(two_halves):
-                builder.call(zero, [tmm(2)])
-                builder.call(zero, [tmm(3)])
-            with cgutils.for_range(builder, k_steps) as step:
-                a_offset = builder.mul(step.index, const(AMX_K))
-                w_step = builder.add(w_panel, builder.mul(step.index, builder.mul(const(AMX_K // 4), step_stride)))
-                builder.call(load, [tmm(4), address(builder.add(a_top, a_offset)), a_stride])
-                builder.call(load, [tmm(6), address(w_step), step_stride])
-                builder.call(load, [tmm(7), address(builder.add(w_step, const(64))), step_stride])
-                builder.call(dot, [tmm(0), tmm(4), tmm(6)])
-                builder.call(dot, [tmm(1), tmm(4), tmm(7)])
-                with builder.if_then(two_halves):
-                    builder.call(load, [tmm(5), address(builder.add(a_bottom, a_offset)), a_stride])
-                    builder.call(dot, [tmm(2), tmm(5), tmm(6)])
-                    builder.call(dot, [tmm(3), tmm(5), tmm(7)])
-            column = builder.mul(panel.index, const(PANEL * 4))
-            builder.call(store, [tmm(0), address(builder.add(c_top, column)), c_stride])
-            builder.call(store, [tmm(1), address(builder.add(c_top, builder.add(column, const(64)))), c_stride])
-            with builder.if_then(two_halves):
-                builder.call(store, [tmm(2), address(builder.add(c_bottom, column)), c_stride])
-                builder.call(store, [tmm(3), address(builder.add(c_bottom, builder.add(column, const(64)))), c_stride])
-        builder.call(release, [])
+                builder.call(amx["load"], [_tmm(5), address(builder.add(a_bottom, a_offset)), a_stride])
+                builder.call(amx["dot"], [_tmm(2), _tmm(5), _tmm(6)])
+                builder.call(amx["dot"], [_tmm(3), _tmm(5), _tmm(7)])
+        builder.call(amx["store"], [_tmm(0), address(c_top), c_stride])
+        builder.call(amx["store"], [_tmm(1), address(builder.add(c_top, const(64))), c_stride])
+        with builder.if_then(two_halves):
+            builder.call(amx["store"], [_tmm(2), address(c_bottom), c_stride])
+            builder.call(amx["store"], [_tmm(3), address(builder.add(c_bottom, const(64))), c_stride])
         return context.get_dummy_value()
 
     return sig, codegen
@@ -258,11 +287,16 @@ def _amx_block(typingctx, a, a_row, a_rows, packed, c):
 @njit(cache=True)
 def _rows_amx(a, row, rows, packed, c):
     for start in range(row, row + rows, AMX_ROWS):
-        _amx_block(a, np.int64(start), np.int64(min(AMX_ROWS, row + rows - start)), packed, c)
+        n = min(AMX_ROWS, row + rows - start)
+        _amx_configure(np.int64(n))
+        for panel in range(packed.shape[0]):
+            _amx_panel(a, np.int64(start), np.int64(n), packed, np.int64(panel), c, np.int64(start),
+                       np.int64(panel * PANEL))
+        _amx_release()
 
 
 @njit(cache=True)
-def _no_amx(a, row, rows, packed, c):
+def _no_amx(*args):
     raise RuntimeError("the AMX products were asked for on a CPU without AMX")
 
 
@@ -270,8 +304,10 @@ def _no_amx(a, row, rows, packed, c):
 #: choice is never loaded on a CPU that needs the other
 tile = tile_vnni if HAS_VNNI else tile_portable
 #: the AMX products, compiled only where the CPU has AMX (LLVM cannot emit them for another CPU). Call them
-#: only where `amx_ready()`: the tile state is the operating system's to grant
+#: only where `amx_ready()`: the tile state is the operating system's to grant (asked for here, at import, so a
+#: caller that checked nothing still runs in a process that holds the grant where one was given)
 rows_amx = _rows_amx if HAS_AMX else _no_amx
+amx_ready()
 
 
 def pack(weights: np.ndarray) -> np.ndarray:
