@@ -109,7 +109,7 @@ def test_njit_twin_emits_distinct_pairs_per_window():
 
 KERNEL_MODULES = ("gpu_tigrag.kernels.cooccurrence", "gpu_tigrag.kernels.ppr", "gpu_tigrag.kernels.pair_count",
                   "gpu_tigrag.kernels.subgraph_ppr", "gpu_tigrag.kernels.push_ppr", "gpu_tigrag.kernels.dense_dot",
-                  "gpu_tigrag.kernels.bm25_pairs")
+                  "gpu_tigrag.kernels.bm25_pairs", "gpu_tigrag.kernels.owner_max")
 PTX_SCRIPT = textwrap.dedent(f"""
     import importlib
     KERNEL_MODULES = {KERNEL_MODULES!r}
