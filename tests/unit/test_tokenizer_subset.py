@@ -1,5 +1,5 @@
-"""The subset tokenizer (issue 31, item 5): the whole tokenizer's ids for every text, the whole one
-loaded only for a text outside the subset, the derived copy cached, checked and derived again when
+"""The subset tokenizer (issue 31, item 5): the whole tokenizer's ids for every text, a text outside the subset
+answered by a model of its own pieces (the whole tokenizer only where the cached vocabulary cannot be read), the derived copy cached, checked and derived again when
 damaged, and the real e5 tokenizer on mixed scripts."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 tokenizers = pytest.importorskip("tokenizers")
 
 from gpu_tigrag.encoders import tokenizer_subset  # noqa: E402
-from gpu_tigrag.encoders.tokenizer_subset import (IDS_FILE, META_FILE, TOKENIZER_FILE, _load_file,  # noqa: E402
-                                                  derive_subset, load_tokenizer)
+from gpu_tigrag.encoders.tokenizer_subset import (IDS_FILE, META_FILE, PIECES_FILE, TOKENIZER_FILE,  # noqa: E402
+                                                  _load_file, derive_subset, load_tokenizer)
 
 LATIN = ["▁the", "▁film", "▁direct", "ed", "▁by", "▁a", "a", "x", "▁Café", "é", "▁", "t", "h", "e", "f", "i", "l",
          "m", "d", "r", "c", "b", "y", "o", "n", "s", "w", "▁was", "▁born", "▁in", "▁Par", "is", "▁–", ","]
@@ -70,12 +70,36 @@ def test_subset_gives_the_whole_tokenizers_ids(tokenizer_file, tmp_path):
     assert [whole.id_to_token(int(i)) for i in one.ids] == ["<s>", "▁", "xß", "t", "</s>"]
 
 
-def test_whole_tokenizer_is_loaded_only_for_a_text_outside_the_subset(tokenizer_file, tmp_path):
+def test_texts_outside_the_subset_get_a_model_of_their_own_pieces_not_the_whole_tokenizer(tokenizer_file, tmp_path):
+    """An outside text is segmented by a model of the pieces in its words (plus the lowest piece and the
+    specials): the whole tokenizer's ids, offsets and truncation, and the whole tokenizer is never built."""
     subset = load_tokenizer(tokenizer_file, 64, tmp_path / "cache")
-    subset.encode_batch(["the film directed by a Café", "was born in Paris – the film"])
+    whole = _load_file(tokenizer_file, 64)
+    texts = ["Москва was born", "the Мос ква жѣ 東京は", "ѣѣ x Мxß", "<s> Москва </s>", "Москва " * 100]
+    ours = subset.encode_batch(texts)
+    reference = whole.encode_batch(texts)
+    assert _ids(ours) == _ids(reference)
+    assert [e.offsets for e in ours] == [e.offsets for e in reference]
+    assert [e.special_tokens_mask for e in ours] == [e.special_tokens_mask for e in reference]
     assert subset._whole is None
-    subset.encode_batch(["Москва was born"])
-    assert subset._whole is not None
+    spec, full_ids = subset.whole_vocabulary().model_for(["▁Москва"])
+    pieces = [p for p, _ in spec["model"]["vocab"]]
+    assert "▁Моск" in pieces and "ва" in pieces and "▁the" not in pieces and "ѣ" in pieces  # ѣ: the lowest piece
+    assert [whole.id_to_token(int(i)) for i in full_ids] == pieces
+
+
+def test_an_unreadable_whole_vocabulary_sends_outside_texts_to_the_whole_tokenizer(tokenizer_file, tmp_path, caplog):
+    cache = tmp_path / "cache"
+    load_tokenizer(tokenizer_file, 64, cache)
+    (folder,) = cache.iterdir()
+    pieces = json.loads((folder / PIECES_FILE).read_text())
+    (folder / PIECES_FILE).write_text(json.dumps(pieces[::-1]))  # edited: its sha256 no longer the meta's
+    subset = load_tokenizer(tokenizer_file, 64, cache)
+    assert subset.uses_subset
+    with caplog.at_level(logging.WARNING):
+        ours = subset.encode_batch(["Москва was born", "the film"])
+    assert "cannot be read" in caplog.text and subset._whole is not None
+    assert _ids(ours) == _ids(_load_file(tokenizer_file, 64).encode_batch(["Москва was born", "the film"]))
 
 
 def test_subset_keeps_the_lowest_piece_and_specials(tokenizer_file):
