@@ -286,6 +286,8 @@ def _amx_panel(typingctx, a, a_row, a_rows, packed, panel, c, c_row, c_col):
 
 @njit(cache=True)
 def _rows_amx(a, row, rows, packed, c):
+    if packed.shape[1] % (AMX_K // 4) != 0:
+        raise ValueError("the AMX products need K a multiple of AMX_K")
     for start in range(row, row + rows, AMX_ROWS):
         n = min(AMX_ROWS, row + rows - start)
         _amx_configure(np.int64(n))

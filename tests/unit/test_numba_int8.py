@@ -77,6 +77,10 @@ def test_amx_products_are_the_exact_integer_products(k, n):
         int8_gemm.rows_times(a, row, rows, packed, out, True)
         np.testing.assert_array_equal(out[row:row + rows], expected[row:row + rows])
         assert (out[:row] == -1).all() and (out[row + rows:] == -1).all()
+    if k % int8_gemm.AMX_K == 0:
+        short = int8_gemm.pack(weights[: k - 32])  # K not whole tile steps: refused, not cut short
+        with pytest.raises(ValueError, match="multiple of AMX_K"):
+            int8_gemm.rows_times(a[:, : k - 32], 0, 4, short, np.zeros((4, n), dtype=np.int32), True)
 
 
 def test_amx_is_asked_for_only_where_it_can_run():
