@@ -75,17 +75,19 @@ def amx_ready() -> bool:
         return False
 
 
+def _arrays(context, builder, signature, args, positions: tuple[int, ...]) -> list:
+    """The array structures (data pointer, shape, strides) of an intrinsic's arguments at `positions`."""
+    return [context.make_array(signature.args[i])(context, builder, args[i]) for i in positions]
+
+
 @intrinsic
 def _vnni_tile(typingctx, a, a_row, a_rows, packed, panel, c, c_col, k4):
     """c[a_row + r, c_col + l] = Σ_k a[a_row + r, k] · w[k, panel·PANEL + l] for r < a_rows ≤ TILE_ROWS, l < PANEL."""
     sig = types.void(a, a_row, a_rows, packed, panel, c, c_col, k4)
 
     def codegen(context, builder, signature, args):
-        a_type, _, _, w_type, _, c_type, _, _ = signature.args
-        a_val, a_row, a_rows, w_val, panel, c_val, c_col, k4 = args
-        a_arr = context.make_array(a_type)(context, builder, a_val)
-        w_arr = context.make_array(w_type)(context, builder, w_val)
-        c_arr = context.make_array(c_type)(context, builder, c_val)
+        _, a_row, a_rows, _, panel, _, c_col, k4 = args
+        a_arr, w_arr, c_arr = _arrays(context, builder, signature, args, (0, 3, 5))
         i64, i32 = ir.IntType(64), ir.IntType(32)
         lanes = ir.VectorType(i32, 16)
         dpbusd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(lanes, [lanes, lanes, lanes]),
@@ -230,11 +232,8 @@ def _amx_panel(typingctx, a, a_row, a_rows, packed, panel, c, c_row, c_col):
     sig = types.void(a, a_row, a_rows, packed, panel, c, c_row, c_col)
 
     def codegen(context, builder, signature, args):
-        a_type, _, _, w_type, _, c_type, _, _ = signature.args
-        a_val, a_row, a_rows, w_val, panel, c_val, c_row, c_col = args
-        a_arr = context.make_array(a_type)(context, builder, a_val)
-        w_arr = context.make_array(w_type)(context, builder, w_val)
-        c_arr = context.make_array(c_type)(context, builder, c_val)
+        _, a_row, a_rows, _, panel, _, c_row, c_col = args
+        a_arr, w_arr, c_arr = _arrays(context, builder, signature, args, (0, 3, 5))
         i64 = ir.IntType(64)
         pointer = ir.IntType(8).as_pointer()
         amx = _amx_functions(builder)
