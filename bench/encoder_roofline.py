@@ -327,7 +327,6 @@ def amx_issue_peak(threads: int, seconds: float) -> float | None:
 
     if not amx_ready():
         return None
-    import numba
     from llvmlite import ir
     from numba import njit, prange, types
     from numba.core import cgutils
@@ -359,18 +358,27 @@ def amx_issue_peak(threads: int, seconds: float) -> float | None:
             _issue(steps, a, b)
             _amx_release()
 
+    a, b = np.ones((16, 64), dtype=np.uint8), np.ones((16, 64), dtype=np.int8)
+    return _issue_rate(lambda steps, used: issue(np.int64(steps), a, b, used), 4 * 16 * 16 * 64 * 2, 100_000,
+                       threads, seconds)
+
+
+def _issue_rate(run, ops_per_step: int, first_steps: int, threads: int, seconds: float) -> float:
+    """The best GOP/s of `run(steps, threads_used)` (ops_per_step per thread and step) over 5 timed calls on
+    `threads` numba threads, the steps grown until a call lasts about `seconds`; one small call first compiles."""
+    import numba
+
     previous = numba.get_num_threads()
     used = min(threads, numba.config.NUMBA_NUM_THREADS)
     numba.set_num_threads(used)
     try:
-        a, b = np.ones((16, 64), dtype=np.uint8), np.ones((16, 64), dtype=np.int8)
-        issue(np.int64(1000), a, b, used)
-        steps, best = 100_000, 0.0
+        run(1000, used)
+        steps, best = first_steps, 0.0
         for _ in range(5):
             start = time.perf_counter()
-            issue(np.int64(steps), a, b, used)
+            run(steps, used)
             elapsed = time.perf_counter() - start
-            best = max(best, used * steps * 4 * 16 * 16 * 64 * 2 / elapsed / 1e9)
+            best = max(best, used * steps * ops_per_step / elapsed / 1e9)
             steps = max(steps, int(steps * seconds / max(elapsed, 1e-6)))
     finally:
         numba.set_num_threads(previous)
@@ -384,7 +392,6 @@ def vnni_issue_peak(threads: int, seconds: float) -> float | None:
 
     if not HAS_VNNI:
         return None
-    import numba
     from llvmlite import ir
     from numba import njit, prange, types
     from numba.core import cgutils
@@ -416,22 +423,8 @@ def vnni_issue_peak(threads: int, seconds: float) -> float | None:
         for t in prange(out.shape[0]):
             _issue(steps, out, t)
 
-    previous = numba.get_num_threads()
-    used = min(threads, numba.config.NUMBA_NUM_THREADS)
-    numba.set_num_threads(used)
-    try:
-        out = np.zeros(used, dtype=np.int32)
-        issue(np.int64(1000), out)
-        steps, best = 1_000_000, 0.0
-        for _ in range(5):
-            start = time.perf_counter()
-            issue(np.int64(steps), out)
-            elapsed = time.perf_counter() - start
-            best = max(best, used * steps * 16 * 64 * 2 / elapsed / 1e9)
-            steps = max(steps, int(steps * seconds / max(elapsed, 1e-6)))
-    finally:
-        numba.set_num_threads(previous)
-    return best
+    return _issue_rate(lambda steps, used: issue(np.int64(steps), np.zeros(used, dtype=np.int32)), 16 * 64 * 2,
+                       1_000_000, threads, seconds)
 
 
 #: one runtime's timing in a fresh process: load it, encode the texts once (pages in what the first call touches),
