@@ -98,6 +98,10 @@ REGISTRY: tuple[Benchmark, ...] = (
               "TIGRAG's q/s and peak memory at 10k-1M synthetic passages, exact mode (dense blocks, exact PPR) vs "
               "sparse mode (tigrag.blocks=sparse, push PPR), both presets; recall of both modes on 2Wiki and "
               "MuSiQue-100", ("query_scale.json", "query_scale.md")),
+    Benchmark("eval_gain", "eval_gain.py", "benchmark",
+              "`tigrag eval` end to end on the 2Wiki default index, both presets, this checkout against the code before "
+              "(--code DIR), fresh processes alternating: q/s with query encoding, step seconds, metrics compared",
+              ("eval_gain.json", "eval_gain.md"), smoke=("--smoke",), data=False),
     Benchmark("sparse_rerank", "sparse_rerank.py", "benchmark",
               "the sparse mode's rerank against the dense mode's on 2Wiki and MuSiQue-100, both presets, before and "
               "after a change (--code DIR: the checkout before), each in fresh processes, rankings compared",
