@@ -138,9 +138,12 @@ def atomic_write_json(target: str | Path, value: Any, **dump_options: Any) -> No
 
 
 @contextmanager
-def atomic_directory(target: str | Path) -> Iterator[Path]:
+def atomic_directory(target: str | Path, replaceable_if: str | None = None) -> Iterator[Path]:
     """Yield a new temporary folder beside `target`; when the block ends without error, it takes the
-    place of `target` (an existing folder is moved aside as `.NAME.old-PID`, then removed)."""
+    place of `target` (an existing folder is moved aside as `.NAME.old-PID`, then removed).
+    `replaceable_if`: a file name the writer leaves in every folder it writes (its manifest); an existing
+    non-empty folder without it is someone else's, and is refused (TigragError, nothing written) instead of
+    replaced. None: the caller has checked the target itself."""
     target = Path(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -152,6 +155,10 @@ def atomic_directory(target: str | Path) -> Iterator[Path]:
         yield tmp
         if os.path.lexists(target) and (os.path.islink(target) or not target.is_dir()):
             raise TigragError(f"{target}: exists and is not a folder; refusing to replace it (nothing was written)")
+        if target.exists() and replaceable_if is not None and not (target / replaceable_if).is_file() \
+                and any(target.iterdir()):
+            raise TigragError(f"{target}: holds files this writer did not write (no {replaceable_if}); refusing to "
+                              "replace it (nothing was written): move them elsewhere")
         if target.exists():
             old = target.with_name(f".{target.name}{OLD_MARK}{os.getpid()}")
             os.rename(target, old)

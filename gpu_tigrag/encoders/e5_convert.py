@@ -521,7 +521,7 @@ def converted_folder(source: Path | None = None, cache: Path | None = None,
             log.info("converting %s from %s (once) into %s", MODEL_NAME, source, folder)
         remove_stale_temporaries(folder)
         model = read_q4(source)
-        with atomic_directory(folder) as tmp:
+        with atomic_directory(folder, replaceable_if=MANIFEST) as tmp:
             write_folder(model, tmp, digest)
         problem = check_folder(folder, digest)
         if problem is not None:

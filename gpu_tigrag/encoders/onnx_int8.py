@@ -335,7 +335,7 @@ def build_cached(resolved: ResolvedModel, pipeline: Pipeline, folder: Path) -> t
     log.info("onnx-int8: exporting and quantising %s (once; cached in %s)", resolved.name, folder)
     resolved.ensure_weights()
     try:
-        with atomic_directory(folder) as tmp:
+        with atomic_directory(folder, replaceable_if=MANIFEST_FILE) as tmp:
             fp32 = tmp / "model.fp32.onnx"
             inputs = _export_fp32(pipeline, fp32)
             digest, attention = _quantize(fp32, tmp / MODEL_FILE)

@@ -217,7 +217,7 @@ def _write_subset(folder: Path, source_sha256: str, derived: dict, keep: list[in
             "pieces_sha256": hashlib.sha256(files[PIECES_FILE]).hexdigest(),
             "scores_sha256": hashlib.sha256(files[SCORES_FILE]).hexdigest(),
             "template_sha256": hashlib.sha256(files[TEMPLATE_FILE]).hexdigest()}
-    with atomic_directory(folder) as tmp:
+    with atomic_directory(folder, replaceable_if=META_FILE) as tmp:
         for name, data in files.items():
             (tmp / name).write_bytes(data)
         (tmp / META_FILE).write_text(json.dumps(meta, indent=1) + "\n")

@@ -173,6 +173,30 @@ def test_an_atomic_write_never_renames_over_a_device_or_fifo(tmp_path):
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and [p.name for p in tmp_path.iterdir()] == ["fifo"]
 
 
+def test_a_cache_folder_of_someone_elses_files_is_never_replaced(tmp_path):
+    """atomic_directory with the writer's manifest name: a folder without it (someone else's files) is refused and
+    left as it was; one that holds it (an earlier copy of the writer's) or nothing is replaced."""
+    from gpu_tigrag.atomic import atomic_directory
+
+    theirs = tmp_path / "cache"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("keep me")
+    with pytest.raises(TigragError, match="holds files this writer did not write"):
+        with atomic_directory(theirs, replaceable_if="manifest.json") as tmp:
+            (tmp / "manifest.json").write_text("{}")
+    assert [p.name for p in theirs.iterdir()] == ["notes.txt"] and (theirs / "notes.txt").read_text() == "keep me"
+    assert [p.name for p in tmp_path.iterdir()] == ["cache"]  # the temporary folder is gone
+    (theirs / "manifest.json").write_text("{}")  # now an earlier copy of the writer's: replaced
+    with atomic_directory(theirs, replaceable_if="manifest.json") as tmp:
+        (tmp / "manifest.json").write_text('{"new": 1}')
+    assert sorted(p.name for p in theirs.iterdir()) == ["manifest.json"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with atomic_directory(empty, replaceable_if="manifest.json") as tmp:
+        (tmp / "manifest.json").write_text("{}")
+    assert (empty / "manifest.json").is_file()
+
+
 def test_trec_rewrites_its_own_output_but_not_an_edited_one(built, tmp_path, capsys):
     out = tmp_path / "run.trec"
     assert run(["trec", built / "run.jsonl", "-o", out], capsys)[0] == 0

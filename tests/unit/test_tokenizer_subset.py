@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import shutil
 
 import numpy as np
 import pytest
@@ -146,6 +147,19 @@ def test_a_subset_the_library_cannot_read_falls_back_to_the_whole_tokenizer(toke
     with caplog.at_level(logging.WARNING):
         subset = load_tokenizer(tokenizer_file, 64, cache)
     assert "using the whole tokenizer" in caplog.text and not subset.uses_subset
+    assert _ids(subset.encode_batch(TEXTS)) == _ids(_load_file(tokenizer_file, 64).encode_batch(TEXTS))
+
+
+def test_a_folder_of_someone_elses_files_where_the_subset_goes_is_kept(tokenizer_file, tmp_path):
+    cache = tmp_path / "cache"
+    load_tokenizer(tokenizer_file, 64, cache)
+    (folder,) = cache.iterdir()
+    shutil.rmtree(folder)
+    folder.mkdir()
+    (folder / "theirs.txt").write_text("keep me")
+    subset = load_tokenizer(tokenizer_file, 64, cache)
+    assert subset.uses_subset  # derived again, kept in memory
+    assert [p.name for p in folder.iterdir()] == ["theirs.txt"] and (folder / "theirs.txt").read_text() == "keep me"
     assert _ids(subset.encode_batch(TEXTS)) == _ids(_load_file(tokenizer_file, 64).encode_batch(TEXTS))
 
 
