@@ -149,7 +149,13 @@ def _clone(source: Path, target: Path) -> bool:
 
 def _share(source: Path, target: Path) -> bool:
     """`target` holding `source`'s bytes without writing them: a hard link where `HARD_LINKS` asks for
-    one, else a clone; False, and no `target`, where neither can be made."""
+    one, else a clone; False, and no `target`, where neither can be made, or where `source` is not a regular
+    file (a link planted in a generation: a hard link to it would be that link again)."""
+    try:
+        if not stat.S_ISREG(os.lstat(source).st_mode):
+            return False
+    except FileNotFoundError:
+        return False
     return _link(source, target) if HARD_LINKS else _clone(source, target)
 
 
@@ -201,17 +207,21 @@ def carry(folder: Path, name: str, source: Source) -> dict[str, Any] | None:
     """`source`'s file `name` cloned (else copied; hard-linked with `HARD_LINKS`) into `folder` as it is,
     unread, and made read-only; its manifest entry
     there (None when the manifest does not list it). A file that is missing stays missing: the stage
-    it belongs to reports it when it is read."""
+    it belongs to reports it when it is read. So does one that is not a regular file (a link, a FIFO or a
+    folder put in its place): a link is never followed, so nothing outside the index is read or sealed."""
     entry = source.files.get(name)
     if not isinstance(entry, dict):
         return None
     origin, target = source.folder / name, folder / name
     if not _share(origin, target):
         try:
-            shutil.copyfile(origin, target, follow_symlinks=False)
-        except FileNotFoundError:
-            return dict(entry)
-        with open(target, "rb") as handle:
-            os.fsync(handle.fileno())
-            _seal(handle.fileno())
+            fd = os.open(origin, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)  # a FIFO does not block
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ELOOP):
+                raise
+            return dict(entry)  # missing, or a link planted in its place (never followed): reported when read
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return dict(entry)  # a FIFO or a folder in its place: left behind, reported when read
+            _durable(target, lambda tee: shutil.copyfileobj(handle, tee))
     return dict(entry)

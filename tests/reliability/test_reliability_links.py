@@ -218,3 +218,24 @@ def test_a_link_to_an_index_folder_is_followed_as_the_user_asked(world, capsys):
     code, err = run(["add", str(work / "alias"), str(extra), "-q"], capsys)
     assert code == 0, err
     assert (work / "alias").is_symlink() and read_manifest(work / "idx")["counts"]["passages"] == 31
+
+
+@pytest.mark.parametrize("kind", ["file", "dangling"])
+def test_a_stage_file_carried_to_a_new_generation_is_never_followed(world, capsys, kind):
+    """A link planted at a stage file that a new generation carries over unread (SpectRAG's coordinates, when
+    `extend` adds only an ANN) is not copied as a link nor followed: the victim keeps its bytes and its write
+    bits, the new generation lacks the file, and reading the stage says so in one line."""
+    work, outside = world
+    (coords,) = (work / "idx").glob("gen-*/spectrag_coords.npy")
+    coords.parent.chmod(0o755)
+    plant(coords, outside, kind)
+    before, mode = state(outside), (outside / "victim.txt").stat().st_mode
+    code, err = run(["extend", str(work / "idx"), "--ann", "--set", "ann.kind=none", "-q"], capsys)
+    assert code == 0, err
+    assert state(outside) == before and (outside / "victim.txt").stat().st_mode == mode
+    assert not (outside / "ghost").exists()
+    carried = [p for p in (work / "idx").glob("gen-*/spectrag_coords.npy") if p.parent != coords.parent]
+    assert carried == []
+    code, err = run(["query", str(work / "idx"), "Who directed Winter Tide?", "--method", "spectrag", "-q",
+                     "--backend", "numpy"], capsys)
+    assert code in (2, 3) and len(err.strip().splitlines()) == 1 and "spectrag_coords.npy: missing" in err, err
