@@ -34,6 +34,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .float_bits import bits_of, float_of, ordered
+from .vector_ir import F32, I32, I64, LANES, const, fmuladd, load, splat, store
 
 #: query rows of a tile (2 × TILE_ROWS accumulators: enough FMAs in flight to cover their latency)
 TILE_ROWS = 8
@@ -43,41 +44,12 @@ _LOG2E = np.float32(1.4426950408889634)
 _LN2_HI = np.float32(0.693145751953125)
 _LN2_LO = np.float32(1.428606765330187e-06)
 
-_I64, _I32, _F32 = ir.IntType(64), ir.IntType(32), ir.FloatType()
-_LANES = ir.VectorType(_F32, 16)
-_SPLAT = ir.Constant(ir.VectorType(_I32, 16), [0] * 16)
-
-
-def _const(value: int) -> ir.Constant:
-    return ir.Constant(_I64, value)
-
-
-def _fma(builder: ir.IRBuilder):
-    return cgutils.get_or_insert_function(builder.module, ir.FunctionType(_LANES, [_LANES] * 3), "llvm.fmuladd.v16f32")
-
-
-def _splat(builder: ir.IRBuilder, value: ir.Value, lanes: ir.VectorType = _LANES) -> ir.Value:
-    """`value` in all 16 lanes of a vector of type `lanes` (float32 unless said)."""
-    undef = ir.Constant(lanes, ir.Undefined)
-    return builder.shuffle_vector(builder.insert_element(undef, value, ir.Constant(_I32, 0)), undef, _SPLAT)
-
-
-def _load(builder: ir.IRBuilder, address: ir.Value, kind: ir.Type) -> ir.Value:
-    value = builder.load(builder.inttoptr(address, kind.as_pointer()))
-    value.align = 4
-    return value
-
-
-def _store(builder: ir.IRBuilder, value: ir.Value, address: ir.Value) -> None:
-    builder.store(value, builder.inttoptr(address, _LANES.as_pointer())).align = 4
-
-
 def _row_addresses(builder: ir.IRBuilder, base: ir.Value, first: ir.Value, rows: ir.Value, stride: ir.Value) -> list:
     """Byte addresses of a tile's rows; rows past `rows` repeat the last one (computed, never stored)."""
-    last = builder.sub(rows, _const(1))
+    last = builder.sub(rows, const(1))
     out = []
     for r in range(TILE_ROWS):
-        row = builder.select(builder.icmp_signed("<", _const(r), rows), _const(r), last)
+        row = builder.select(builder.icmp_signed("<", const(r), rows), const(r), last)
         out.append(builder.add(base, builder.mul(builder.add(first, row), stride)))
     return out
 
@@ -86,14 +58,14 @@ def _broadcast_sums(builder: ir.IRBuilder, steps: ir.Value, vectors: ir.Value, s
     """The tiles' inner loop: for each tile row r, Σ_{s < steps} rows[r][s] · (the 32 floats at vectors + s·stride),
     `rows[r]` the byte address of a float32 row; 2·TILE_ROWS accumulators (allocas the optimiser keeps in
     registers). Returns them, [row][half]."""
-    fma = _fma(builder)
-    zero = ir.Constant(_LANES, None)
+    fma = fmuladd(builder)
+    zero = ir.Constant(LANES, None)
     sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(2)] for _ in range(TILE_ROWS)]
     with cgutils.for_range(builder, steps) as loop:
         at = builder.add(vectors, builder.mul(loop.index, stride))
-        halves = [_load(builder, builder.add(at, _const(64 * g)), _LANES) for g in range(2)]
+        halves = [load(builder, builder.add(at, const(64 * g)), LANES) for g in range(2)]
         for r in range(TILE_ROWS):
-            value = _splat(builder, _load(builder, builder.add(rows[r], builder.mul(loop.index, _const(4))), _F32))
+            value = splat(builder, load(builder, builder.add(rows[r], builder.mul(loop.index, const(4))), F32))
             for g in range(2):
                 builder.store(builder.call(fma, [value, halves[g], builder.load(sums[r][g])]), sums[r][g])
     return sums
@@ -110,19 +82,19 @@ def _score_tile(typingctx, qkv, row0, rows, q0, kt, column, size, scores, scale)
         qkv_a = context.make_array(signature.args[0])(context, builder, qkv_v)
         kt_a = context.make_array(signature.args[4])(context, builder, kt_v)
         s_a = context.make_array(signature.args[7])(context, builder, scores_v)
-        q_base = builder.add(builder.ptrtoint(qkv_a.data, _I64), builder.mul(q0, _const(4)))
+        q_base = builder.add(builder.ptrtoint(qkv_a.data, I64), builder.mul(q0, const(4)))
         q_rows = _row_addresses(builder, q_base, row0, rows, builder.extract_value(qkv_a.strides, 0))
         kt_stride = builder.extract_value(kt_a.strides, 0)
-        kt_base = builder.add(builder.ptrtoint(kt_a.data, _I64), builder.mul(column, _const(4)))
+        kt_base = builder.add(builder.ptrtoint(kt_a.data, I64), builder.mul(column, const(4)))
         sums = _broadcast_sums(builder, size, kt_base, kt_stride, q_rows)
-        factor = _splat(builder, scale)
+        factor = splat(builder, scale)
         s_stride = builder.extract_value(s_a.strides, 0)
-        s_base = builder.add(builder.ptrtoint(s_a.data, _I64), builder.mul(column, _const(4)))
+        s_base = builder.add(builder.ptrtoint(s_a.data, I64), builder.mul(column, const(4)))
         for r in range(TILE_ROWS):
-            with builder.if_then(builder.icmp_signed("<", _const(r), rows)):
-                at = builder.add(s_base, builder.mul(_const(r), s_stride))
+            with builder.if_then(builder.icmp_signed("<", const(r), rows)):
+                at = builder.add(s_base, builder.mul(const(r), s_stride))
                 for g in range(2):
-                    _store(builder, builder.fmul(builder.load(sums[r][g]), factor), builder.add(at, _const(64 * g)))
+                    store(builder, builder.fmul(builder.load(sums[r][g]), factor), builder.add(at, const(64 * g)))
         return context.get_dummy_value()
 
     return sig, codegen
@@ -140,33 +112,33 @@ def _mix_tile(typingctx, weights, rows, length, qkv, start, v0, inverse, out, ou
         qkv_a = context.make_array(signature.args[3])(context, builder, qkv_v)
         inv_a = context.make_array(signature.args[6])(context, builder, inv_v)
         out_a = context.make_array(signature.args[7])(context, builder, out_v)
-        w_rows = _row_addresses(builder, builder.ptrtoint(w_a.data, _I64), _const(0), rows,
+        w_rows = _row_addresses(builder, builder.ptrtoint(w_a.data, I64), const(0), rows,
                                 builder.extract_value(w_a.strides, 0))
         v_stride = builder.extract_value(qkv_a.strides, 0)
-        v_base = builder.add(builder.add(builder.ptrtoint(qkv_a.data, _I64), builder.mul(v0, _const(4))),
+        v_base = builder.add(builder.add(builder.ptrtoint(qkv_a.data, I64), builder.mul(v0, const(4))),
                              builder.mul(start, v_stride))
         sums = _broadcast_sums(builder, length, v_base, v_stride, w_rows)
-        inv_base = builder.ptrtoint(inv_a.data, _I64)
+        inv_base = builder.ptrtoint(inv_a.data, I64)
         o_stride = builder.extract_value(out_a.strides, 0)
-        o_base = builder.add(builder.ptrtoint(out_a.data, _I64), builder.mul(out_column, _const(4)))
+        o_base = builder.add(builder.ptrtoint(out_a.data, I64), builder.mul(out_column, const(4)))
         for r in range(TILE_ROWS):
-            with builder.if_then(builder.icmp_signed("<", _const(r), rows)):
-                factor = _splat(builder, _load(builder, builder.add(inv_base, _const(4 * r)), _F32))
-                at = builder.add(o_base, builder.mul(builder.add(out_row, _const(r)), o_stride))
+            with builder.if_then(builder.icmp_signed("<", const(r), rows)):
+                factor = splat(builder, load(builder, builder.add(inv_base, const(4 * r)), F32))
+                at = builder.add(o_base, builder.mul(builder.add(out_row, const(r)), o_stride))
                 for g in range(2):
-                    _store(builder, builder.fmul(builder.load(sums[r][g]), factor), builder.add(at, _const(64 * g)))
+                    store(builder, builder.fmul(builder.load(sums[r][g]), factor), builder.add(at, const(64 * g)))
         return context.get_dummy_value()
 
     return sig, codegen
 
 
 def _lanes_of(value: float) -> ir.Constant:
-    return ir.Constant(_LANES, [value] * 16)
+    return ir.Constant(LANES, [value] * 16)
 
 
 def _tree(builder: ir.IRBuilder, vector: ir.Value, combine) -> ir.Value:
     """The 16 lanes combined pairwise in a fixed tree (the same order on every CPU)."""
-    values = [builder.extract_element(vector, ir.Constant(_I32, lane)) for lane in range(16)]
+    values = [builder.extract_element(vector, ir.Constant(I32, lane)) for lane in range(16)]
     while len(values) > 1:
         values = [combine(values[i], values[i + 1]) for i in range(0, len(values), 2)]
     return values[0]
@@ -183,60 +155,60 @@ def _softmax_tile(typingctx, weights, rows, length, padded, inverse):
         w_v, rows, length, padded, inv_v = args
         w_a = context.make_array(signature.args[0])(context, builder, w_v)
         inv_a = context.make_array(signature.args[4])(context, builder, inv_v)
-        lanes_i32 = ir.VectorType(_I32, 16)
-        fma = _fma(builder)
-        maxnum = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_LANES, [_LANES, _LANES]),
+        lanes_i32 = ir.VectorType(I32, 16)
+        fma = fmuladd(builder)
+        maxnum = cgutils.get_or_insert_function(builder.module, ir.FunctionType(LANES, [LANES, LANES]),
                                                 "llvm.maxnum.v16f32")
         iota = ir.Constant(lanes_i32, list(range(16)))
-        limit = _splat(builder, builder.trunc(length, _I32), lanes_i32)
+        limit = splat(builder, builder.trunc(length, I32), lanes_i32)
         w_stride = builder.extract_value(w_a.strides, 0)
-        w_base = builder.ptrtoint(w_a.data, _I64)
-        inv_base = builder.ptrtoint(inv_a.data, _I64)
-        blocks = builder.udiv(padded, _const(16))
+        w_base = builder.ptrtoint(w_a.data, I64)
+        inv_base = builder.ptrtoint(inv_a.data, I64)
+        blocks = builder.udiv(padded, const(16))
         lowest = _lanes_of(-3.0e38)
 
         def lane_mask(block):
-            first = _splat(builder, builder.trunc(builder.mul(block, _const(16)), _I32), lanes_i32)
+            first = splat(builder, builder.trunc(builder.mul(block, const(16)), I32), lanes_i32)
             return builder.icmp_signed("<", builder.add(first, iota), limit)
 
         # the tile's rows side by side in each pass, so their dependency chains (max, Σ) overlap; a row past
         # `rows` repeats the last one and is never stored
-        row_at = _row_addresses(builder, w_base, _const(0), rows, w_stride)
+        row_at = _row_addresses(builder, w_base, const(0), rows, w_stride)
         tops = [cgutils.alloca_once_value(builder, lowest) for _ in range(TILE_ROWS)]
         with cgutils.for_range(builder, blocks) as loop:
-            mask, offset = lane_mask(loop.index), builder.mul(loop.index, _const(64))
+            mask, offset = lane_mask(loop.index), builder.mul(loop.index, const(64))
             for r in range(TILE_ROWS):
-                value = builder.select(mask, _load(builder, builder.add(row_at[r], offset), _LANES), lowest)
+                value = builder.select(mask, load(builder, builder.add(row_at[r], offset), LANES), lowest)
                 builder.store(builder.call(maxnum, [builder.load(tops[r]), value]), tops[r])
-        peaks = [_splat(builder, _tree(builder, builder.load(top),
+        peaks = [splat(builder, _tree(builder, builder.load(top),
                                        lambda a, b: builder.select(builder.fcmp_ordered(">", a, b), a, b)))
                  for top in tops]
-        totals = [cgutils.alloca_once_value(builder, ir.Constant(_LANES, None)) for _ in range(TILE_ROWS)]
+        totals = [cgutils.alloca_once_value(builder, ir.Constant(LANES, None)) for _ in range(TILE_ROWS)]
         with cgutils.for_range(builder, blocks) as loop:
-            mask, offset = lane_mask(loop.index), builder.mul(loop.index, _const(64))
+            mask, offset = lane_mask(loop.index), builder.mul(loop.index, const(64))
             for r in range(TILE_ROWS):
                 at = builder.add(row_at[r], offset)
-                x = builder.fsub(_load(builder, at, _LANES), peaks[r])
+                x = builder.fsub(load(builder, at, LANES), peaks[r])
                 x = builder.select(builder.fcmp_ordered(">", x, _lanes_of(-87.0)), x, _lanes_of(-87.0))
                 n = builder.neg(builder.fptosi(builder.call(fma, [x, _lanes_of(-float(_LOG2E)), _lanes_of(0.5)]),
                                                lanes_i32))  # round(x·log2 e), x ≤ 0
-                nf = builder.sitofp(n, _LANES)
+                nf = builder.sitofp(n, LANES)
                 red = builder.call(fma, [nf, _lanes_of(-float(_LN2_HI)), x])
                 red = builder.call(fma, [nf, _lanes_of(-float(_LN2_LO)), red])
                 poly = _lanes_of(float(np.float32(1.0 / 720)))
                 for coefficient in (1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1.0, 1.0):
                     poly = builder.call(fma, [red, poly, _lanes_of(float(np.float32(coefficient)))])
                 power = builder.bitcast(builder.shl(builder.add(n, ir.Constant(lanes_i32, [127] * 16)),
-                                                    ir.Constant(lanes_i32, [23] * 16)), _LANES)
-                e = builder.select(mask, builder.fmul(poly, power), ir.Constant(_LANES, None))
-                with builder.if_then(builder.icmp_signed("<", _const(r), rows)):
-                    _store(builder, e, at)
+                                                    ir.Constant(lanes_i32, [23] * 16)), LANES)
+                e = builder.select(mask, builder.fmul(poly, power), ir.Constant(LANES, None))
+                with builder.if_then(builder.icmp_signed("<", const(r), rows)):
+                    store(builder, e, at)
                 builder.store(builder.fadd(builder.load(totals[r]), e), totals[r])
         for r in range(TILE_ROWS):
-            with builder.if_then(builder.icmp_signed("<", _const(r), rows)):
+            with builder.if_then(builder.icmp_signed("<", const(r), rows)):
                 whole = _tree(builder, builder.load(totals[r]), builder.fadd)
-                ptr = builder.inttoptr(builder.add(inv_base, _const(4 * r)), _F32.as_pointer())
-                builder.store(builder.fdiv(ir.Constant(_F32, 1.0), whole), ptr).align = 4
+                ptr = builder.inttoptr(builder.add(inv_base, const(4 * r)), F32.as_pointer())
+                builder.store(builder.fdiv(ir.Constant(F32, 1.0), whole), ptr).align = 4
         return context.get_dummy_value()
 
     return sig, codegen

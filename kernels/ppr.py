@@ -7,6 +7,12 @@ with coef[b] = d · (mass of column b on dangling nodes) + (1 − d). Fusing the
 product, the restart term and the convergence test reads x and writes out once per sweep
 (SciPy would need three passes and one thread). P is CSR (row i lists the in-edges of i,
 the matrix being symmetric in pattern); x, v, out are C-ordered vocab × B float32.
+
+On the CPU a row's sums over its in-edges are `neighbour_sums`: up to 128 columns in eight 16-lane vector
+registers for the whole loop over the edges, where a loop over the columns inside the loop over the edges
+loads and stores each column's running sum at every edge. Each sum still runs in edge order with one fused
+multiply-add per edge, so the scores are the same bits (1.2-1.3× faster on 2Wiki's 37k tokens ×
+499 questions, bench/results/ppr_columns.md).
 """
 
 from __future__ import annotations
@@ -14,11 +20,59 @@ from __future__ import annotations
 from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .lazy_cuda import cuda
+from .vector_ir import F32, I32, I64, LANES, const, fmuladd, lane_mask, masked_load, masked_store, splat
 
 ROW_BLOCKS = 256
+#: 16-lane vectors of running sums a `neighbour_sums` call keeps in registers (its columns: 16 × this)
+SUM_VECTORS = 8
+SUM_COLUMNS = 16 * SUM_VECTORS
+
+
+@intrinsic
+def neighbour_sums(typingctx, indices, data, start, end, x, column, count, acc):
+    """acc[column + c] = Σ_{start ≤ p < end} data[p] · x[indices[p], column + c] for c < count ≤ SUM_COLUMNS, the
+    sums in p order with one `llvm.fmuladd` per edge (as numba's contracted `acc += w * x` runs), held in vector
+    registers for the whole loop; columns past `count` are neither read nor written."""
+    if not all(isinstance(a, types.Array) and a.ndim == n and a.layout == "C" for a, n in
+               ((indices, 1), (data, 1), (x, 2), (acc, 1))):
+        return None
+    sig = types.void(indices, data, start, end, x, column, count, acc)
+
+    def codegen(context, builder, signature, args):
+        widen = [builder.sext(a, I64) if a.type.width < 64 else a for a in (args[2], args[3], args[5], args[6])]
+        start, end, column, count = widen
+        arrays = [context.make_array(signature.args[i])(context, builder, args[i]) for i in (0, 1, 4, 7)]
+        index_at, weight_at, x_at, acc_at = (builder.ptrtoint(a.data, I64) for a in arrays)
+        x_at = builder.add(x_at, builder.mul(column, const(4)))
+        acc_at = builder.add(acc_at, builder.mul(column, const(4)))
+        row_bytes = builder.extract_value(arrays[2].strides, 0)
+        fma = fmuladd(builder)
+        masks = [lane_mask(builder, 16 * k, count) for k in range(SUM_VECTORS)]
+        live = [builder.icmp_signed("<", const(16 * k), count) for k in range(SUM_VECTORS)]
+        sums = [cgutils.alloca_once_value(builder, ir.Constant(LANES, None))
+                for _ in range(SUM_VECTORS)]
+        with cgutils.for_range(builder, builder.sub(end, start)) as loop:
+            p = builder.add(start, loop.index)
+            j = builder.load(builder.inttoptr(builder.add(index_at, builder.mul(p, const(4))), I32.as_pointer()))
+            w = builder.load(builder.inttoptr(builder.add(weight_at, builder.mul(p, const(4))), F32.as_pointer()))
+            weight = splat(builder, w)
+            row = builder.add(x_at, builder.mul(builder.sext(j, I64), row_bytes))
+            for k in range(SUM_VECTORS):
+                with builder.if_then(live[k], likely=True):
+                    values = masked_load(builder, builder.add(row, const(64 * k)), masks[k])
+                    builder.store(builder.call(fma, [weight, values, builder.load(sums[k])]), sums[k])
+        for k in range(SUM_VECTORS):
+            with builder.if_then(live[k]):
+                masked_store(builder, builder.load(sums[k]), builder.add(acc_at, const(64 * k)), masks[k])
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @njit(parallel=True, fastmath=True, cache=True)
@@ -31,12 +85,8 @@ def ppr_sweep_cpu(indptr, indices, data, x, v, coef, damping, out, delta):
     for blk in prange(blocks):
         acc = np.empty(width, dtype=np.float32)
         for i in range(blk * per_block, min(n, (blk + 1) * per_block)):
-            acc[:] = 0.0
-            for p in range(indptr[i], indptr[i + 1]):
-                j = indices[p]
-                w = data[p]
-                for b in range(width):
-                    acc[b] += w * x[j, b]
+            for column in range(0, width, SUM_COLUMNS):
+                neighbour_sums(indices, data, indptr[i], indptr[i + 1], x, column, min(SUM_COLUMNS, width - column), acc)
             for b in range(width):
                 value = damping * acc[b] + v[i, b] * coef[b]
                 partial[blk, b] += abs(value - x[i, b])

@@ -272,3 +272,47 @@ def test_push_mode_retrieves_as_the_exact_iterate_at_a_tiny_epsilon(example_inde
     for exact, pushed in zip(results["exact"], results["push"]):
         assert pushed.chunk_ids == exact.chunk_ids
         np.testing.assert_allclose(pushed.scores, exact.scores, atol=1e-5)
+
+
+def _sweep_by_columns(indptr, indices, data, x, v, coef, damping, out, delta):
+    """The sweep as it was written before `neighbour_sums`: each column's running sum in memory, in edge order."""
+    n, width = x.shape
+    partial = np.zeros(width, dtype=np.float32)
+    acc = np.empty(width, dtype=np.float32)
+    for i in range(n):
+        acc[:] = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            for b in range(width):
+                acc[b] += data[p] * x[indices[p], b]
+        for b in range(width):
+            value = damping * acc[b] + v[i, b] * coef[b]
+            partial[b] += abs(value - x[i, b])
+            out[i, b] = value
+    delta[:] = partial
+
+
+@pytest.mark.parametrize("width", [1, 15, 16, 17, 127, 128, 129, 200])
+def test_the_sweeps_register_sums_are_the_column_loops_bits(width):
+    """`neighbour_sums` keeps 128 columns of sums in vector registers and masks a row's last vector: every width
+    across the vector and call boundaries gives the plain loop's bits (one fused multiply-add per edge, in
+    edge order), rows without edges included. The loop runs under numba with the kernel's flags."""
+    from numba import njit
+
+    from gpu_tigrag.kernels.ppr import ROW_BLOCKS, ppr_sweep_cpu
+
+    reference = njit(fastmath=True)(_sweep_by_columns)
+    rng = np.random.default_rng(width)
+    n = ROW_BLOCKS + 37  # rows over the kernel's row blocks, the last one short
+    adjacency = scipy.sparse.random(n, n, density=0.05, random_state=width, dtype=np.float32, format="csr")
+    adjacency[3] = 0  # a row without edges
+    adjacency.eliminate_zeros()
+    x = rng.random((n, width), dtype=np.float32)
+    v = (rng.random((n, width)) < 0.02).astype(np.float32)
+    coef = rng.random(width, dtype=np.float32)
+    args = (adjacency.indptr, adjacency.indices, adjacency.data, x, v, coef, np.float32(0.5))
+    out, delta = np.empty_like(x), np.empty(width, dtype=np.float32)
+    want, want_delta = np.empty_like(x), np.empty(width, dtype=np.float32)
+    ppr_sweep_cpu(*args, out, delta)
+    reference(*args, want, want_delta)
+    assert np.array_equal(out.view(np.int32), want.view(np.int32))
+    np.testing.assert_allclose(delta, want_delta, rtol=1e-5)  # the kernel adds its row blocks' partial sums
