@@ -318,7 +318,7 @@ def _eval_systems(args: argparse.Namespace) -> list[str]:
 
 
 def _eval_outputs(args: argparse.Namespace):
-    """The cutoffs of --cutoffs, with --out, --save-runs and --save-qrels checked before any work: writable,
+    """The cutoffs of --cutoffs, with --out, --save-runs, --save-qrels and --qa-cache checked before any work: writable,
     and replacing nothing gpu_tigrag did not write (`outputs.py`), unless --force."""
     from ..evaluate.metrics import Cutoffs
     from ..evaluate.report import REPORT_KIND, report_files
@@ -340,7 +340,19 @@ def _eval_outputs(args: argparse.Namespace):
     if args.save_qrels:
         check_file_output(args.save_qrels, QRELS, f"--save-qrels {args.save_qrels}", inputs, args.force)
         check_writable(Path(os.path.abspath(args.save_qrels)).parent, f"--save-qrels {args.save_qrels}")
+    if args.qa_endpoint:
+        from ..evaluate.qa import check_cache_dir
+
+        cache = _qa_cache(args)
+        what = f"--qa-cache {cache}" if args.qa_cache else f"the QA cache {cache}"
+        check_cache_dir(cache, what)
+        check_writable(cache, what)
     return cutoffs
+
+
+def _qa_cache(args: argparse.Namespace) -> Path:
+    """The answer cache folder: --qa-cache, else qa_cache in --out (or here)."""
+    return Path(args.qa_cache) if args.qa_cache else Path(args.out or ".") / "qa_cache"
 
 
 def _save_qrels(args: argparse.Namespace, dataset, index) -> None:
@@ -458,8 +470,7 @@ def _eval_experiment(args: argparse.Namespace, dataset, cutoffs) -> int:
 
         if not args.qa_model:
             raise TigragError("--qa-endpoint needs --qa-model")
-        cache = Path(args.qa_cache) if args.qa_cache else Path(args.out or ".") / "qa_cache"
-        qa = QAConfig(endpoint=args.qa_endpoint, model=args.qa_model, cache_dir=cache,
+        qa = QAConfig(endpoint=args.qa_endpoint, model=args.qa_model, cache_dir=_qa_cache(args),
                       api_key=os.environ.get("OPENAI_API_KEY"), concurrency=args.qa_concurrency,
                       requests_per_second=args.qa_rate)
     elif not args.quiet:

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import stat
 import urllib.error
 import urllib.request
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -21,7 +24,7 @@ from typing import Any, Callable
 from ..atomic import atomic_path, atomic_write_text, describe_os_error
 from ..checksums import sha256_file
 from ..errors import OutputError, TigragError
-from ..outputs import OutputFolder
+from ..outputs import FOLDER_RECORD, OutputFolder
 
 log = logging.getLogger(__name__)
 
@@ -148,12 +151,9 @@ def fetch(name: str, to: str | Path, pins: dict[str, str] | None = None,
         out.files.pop(f"{source.filename}.part", None)
         out.record([source.filename])
         if source.unzip:
-            with zipfile.ZipFile(folder / source.filename) as archive:
-                members = [m for m in archive.namelist() if not m.endswith("/")]
-                for member in members:
-                    _check_own(out, member)
-                archive.extractall(folder)
-            out.record(members)
+            reserved = {sums_path.name, FOLDER_RECORD,
+                        *(n for src in registry[name] for n in (src.filename, f"{src.filename}.part"))}
+            _unzip(out, folder / source.filename, reserved)
     atomic_write_text(sums_path, "".join(f"{h}  {f}\n" for f, h in sorted(recorded.items())))
     out.record([sums_path.name])
     return folder
@@ -176,3 +176,51 @@ def _check_own(out: OutputFolder, name: str, partial: bool = False, pinned: str 
         out.check_name(name)
     except TigragError as exc:
         raise TigragError(f"{exc} (tigrag datasets fetch writes only files it downloaded)") from None
+
+
+def _unzip(out: OutputFolder, archive_path: Path, reserved: set[str]) -> None:
+    """Extract `archive_path` into the dataset folder member by member, each through `atomic_path` at the
+    path checked: an archive is untrusted input (BEIR's have no pinned checksum), so a member that would land
+    outside the folder, under a link or a file, or on a file the engine did not write is refused, before any
+    member is written."""
+    try:
+        with zipfile.ZipFile(archive_path) as archive:
+            members = [info for info in archive.infolist() if not info.is_dir()]
+            for info in members:  # all of them before the first write
+                _check_member(out, archive_path, info.filename, reserved)
+                _check_own(out, info.filename)
+            for info in members:
+                _check_member(out, archive_path, info.filename, reserved)  # an earlier member may be in the way
+                with atomic_path(out.folder / info.filename) as tmp, archive.open(info) as source, \
+                        open(tmp, "wb") as target:
+                    shutil.copyfileobj(source, target, 1 << 20)
+                out.record([info.filename])
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
+        raise TigragError(f"{archive_path}: not a readable zip archive ({exc}); delete it and retry") from None
+    except OSError as exc:
+        raise OutputError(f"{archive_path}: cannot extract ({describe_os_error(exc)})") from None
+
+
+def _check_member(out: OutputFolder, archive_path: Path, name: str, reserved: set[str]) -> None:
+    """Refuse a member name that is absolute, has `..`, `.` or empty parts or backslashes, names one of the
+    fetch's own files, or lies under an existing link or non-folder (looked at with lstat: never followed)."""
+    parts = name.split("/")
+    why = None
+    if name.startswith("/") or "\\" in name or any(part in ("", ".", "..") for part in parts):
+        why = "is not a plain relative path (absolute, '..', '.', empty parts or backslashes)"
+    elif name in reserved:
+        why = "names a file that `tigrag datasets fetch` itself writes there"
+    else:
+        for depth in range(1, len(parts)):
+            above = out.folder.joinpath(*parts[:depth])
+            try:
+                mode = os.lstat(above).st_mode
+            except FileNotFoundError:
+                break
+            if not stat.S_ISDIR(mode):
+                kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a folder"
+                why = f"would be written under {above}, which is {kind}"
+                break
+    if why:
+        raise TigragError(f"{archive_path}: member {name!r} {why}; refusing to extract it (nothing there was "
+                          "replaced): the archive is not a well-formed dataset, or move that path away")

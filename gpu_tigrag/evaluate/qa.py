@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import string
 import threading
@@ -23,8 +24,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..atomic import atomic_write_json
-from ..errors import TigragError
+from ..atomic import atomic_write_json, describe_os_error
+from ..errors import OutputError, TigragError
+from ..outputs import OutputFolder, check_replaceable
+
+log = logging.getLogger(__name__)
+
+#: what the answer cache folder is (`outputs.py`): it holds only `<sha256>.json` entries the client names
+QA_CACHE_KIND = "a QA answer cache"
 
 PROMPT_TEMPLATE = """You are a strict information extraction assistant.
 Examine the context to find the exact answer.
@@ -125,7 +132,11 @@ class ChatClient:
     def __init__(self, config: QAConfig):
         self.config = config
         self.limiter = RateLimiter(config.requests_per_second)
-        config.cache_dir.mkdir(parents=True, exist_ok=True)
+        check_cache_dir(config.cache_dir, f"QA cache {config.cache_dir}")
+        try:
+            config.cache_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OutputError(f"QA cache {config.cache_dir}: cannot create it ({describe_os_error(exc)})") from None
         self.requests = 0  # HTTP requests actually sent (retries included)
         self._count = threading.Lock()
 
@@ -136,8 +147,9 @@ class ChatClient:
     def complete(self, prompt: str) -> dict[str, Any]:
         """{'text', 'latency', 'cached'} for one prompt, from the cache or the endpoint."""
         path = self.cache_path(prompt)
-        if path.is_file():
-            record = json.loads(path.read_text(encoding="utf-8"))
+        check_replaceable(path)  # a link, FIFO or folder at an entry's name is never read nor replaced
+        record = _read_entry(path) if path.is_file() else None
+        if record is not None:
             return {"text": record["text"], "latency": record["latency"], "cached": True}
         start = time.perf_counter()
         text = self._request(prompt)
@@ -179,6 +191,26 @@ class ChatClient:
     def complete_all(self, prompts: Sequence[str]) -> list[dict[str, Any]]:
         with ThreadPoolExecutor(max_workers=max(1, self.config.concurrency)) as pool:
             return list(pool.map(self.complete, prompts))
+
+
+def check_cache_dir(folder: Path, what: str) -> None:
+    """Refuse (TigragError, before any work) an answer cache folder that is a link, a file, or inside an index."""
+    OutputFolder(folder, QA_CACHE_KIND, what).check_folder()
+
+
+def _read_entry(path: Path) -> dict[str, Any] | None:
+    """A cached answer {'text', 'latency'}; None (a cache miss, logged) when the entry cannot be read or is not
+    one: the entry is then asked again and replaced atomically (its name is the cache's own, `cache_path`)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(record, dict) and isinstance(record.get("text"), str) \
+                and isinstance(record.get("latency"), (int, float)):
+            return record
+        why = "not an answer record"
+    except (OSError, ValueError) as exc:
+        why = describe_os_error(exc) if isinstance(exc, OSError) else f"not JSON: {exc}"
+    log.warning("QA cache entry %s is unreadable (%s); asking again and replacing it", path, why)
+    return None
 
 
 def run_qa(config: QAConfig, index, dataset, runs: dict[str, Any], beta: int) -> dict[str, Any]:
