@@ -228,6 +228,14 @@ REGISTRY: tuple[Benchmark, ...] = (
               decision="no cheap rule reaches 4 texts per question at equal recall: on MuSiQue-100 the 28 pairs of "
                        "486 that hold R@5 mostly name no passage and a third sit 4th-7th in the bridging order; on "
                        "2Wiki 92 of the 94 name a passage (1,892 pairs naming none hold 0.1 point)"),
+    Benchmark("expansion_tail", "studies/expansion_tail.py", "study",
+              "the pairs past `best`'s pass cap at 2-3 passes: a joint text of the cut entities, normalize(question "
+              "+ 0.5 entity) with entity vectors an index could hold, or another bridging order (mean IDF, reading), "
+              "e5 indexes of MuSiQue-100 and 2Wiki by halves",
+              ("expansion_tail.json", "expansion_tail.md"),
+              decision="none reaches 4 texts per question within 0.5 point on MuSiQue-100 (2Wiki holds with any of "
+                       "them): 3 passes with a joint tail reads R@2 -1.50, R@5 -0.67 at 4.71 texts; the sum tail "
+                       "and the IDF order lose 4.4-4.8 R@5, so best keeps 5 passes and the question's vector"),
     Benchmark("encoder_runtime_recall", "studies/encoder_runtime_recall.py", "study",
               "the CPU int8 runtimes (onnx-int8, numba-int8): recall of paper and best, end-to-end q/s and build "
               "seconds on 2Wiki and MuSiQue-100, an index built per runtime",
