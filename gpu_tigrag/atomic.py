@@ -137,13 +137,28 @@ def atomic_write_json(target: str | Path, value: Any, **dump_options: Any) -> No
     atomic_write_text(target, json.dumps(value, **dump_options))
 
 
+def _rename_over_empty(tmp: Path, target: Path) -> None:
+    """Rename folder `tmp` to `target`, which is absent or an empty folder: rename(2) replaces an empty
+    folder atomically and fails on one that is not (a file that arrived after the check is never lost)."""
+    try:
+        os.rename(tmp, target)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+            raise
+        raise OutputError(f"{target}: files arrived in it while it was being written; refusing to replace it "
+                          "(nothing there was changed or removed): move them elsewhere, or choose another "
+                          "folder") from None
+
+
 @contextmanager
 def atomic_directory(target: str | Path, replaceable_if: str | None = None) -> Iterator[Path]:
     """Yield a new temporary folder beside `target`; when the block ends without error, it takes the
-    place of `target` (an existing folder is moved aside as `.NAME.old-PID`, then removed).
-    `replaceable_if`: a file name the writer leaves in every folder it writes (its manifest); an existing
-    non-empty folder without it is someone else's, and is refused (TigragError, nothing written) instead of
-    replaced. None: the caller has checked the target itself."""
+    place of `target`. `replaceable_if`: a file name the writer leaves in every folder it writes (its
+    manifest); an existing folder holding it is the writer's, moved aside as `.NAME.old-PID` and removed.
+    Any other existing folder must be empty: the new one is renamed over it, which the kernel refuses
+    (OutputError, nothing lost) if anything arrived there since it was checked; a non-empty folder without
+    the manifest is refused (TigragError, nothing written) up front. None: no folder is replaceable but an
+    empty one (the caller has checked the target itself)."""
     target = Path(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -159,13 +174,13 @@ def atomic_directory(target: str | Path, replaceable_if: str | None = None) -> I
                 and any(target.iterdir()):
             raise TigragError(f"{target}: holds files this writer did not write (no {replaceable_if}); refusing to "
                               "replace it (nothing was written): move them elsewhere")
-        if target.exists():
+        if target.exists() and replaceable_if is not None and (target / replaceable_if).is_file():
             old = target.with_name(f".{target.name}{OLD_MARK}{os.getpid()}")
             os.rename(target, old)
             os.rename(tmp, target)
             shutil.rmtree(old, ignore_errors=True)
         else:
-            os.rename(tmp, target)
+            _rename_over_empty(tmp, target)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise OutputError(f"{target}: cannot write ({describe_os_error(exc)}); nothing was changed there") from None

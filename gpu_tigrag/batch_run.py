@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import stat
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -34,7 +36,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Iterator
 
-from .atomic import atomic_write, describe_os_error, remove_stale_temporaries
+from .atomic import atomic_write, describe_os_error, stale_siblings
 from .config import config_to_dict
 from .corpus import iter_jsonl
 from .errors import CorpusError, OutputError, ResumeMismatchError, TigragError
@@ -169,7 +171,8 @@ class JsonlSink:
         self.keep, self.tail = 0, b""
         self.kept_rows = 0  # complete rows in the file: those found by `rows`, then those written
 
-    def has_rows(self) -> bool:
+    def has_content(self) -> bool:
+        """Whether the file holds anything (then only its own sidecar lets a resume continue it)."""
         return self.path.is_file() and self.path.stat().st_size > 0
 
     def rows(self) -> Iterator[Any]:
@@ -257,6 +260,10 @@ class TrecSink(JsonlSink):
         raise ResumeMismatchError(f"{self.path}: a TREC run cannot be resumed; {HINT}")
 
 
+#: the temporary name of a part write in outputs of earlier versions
+_EARLIER_TMP = re.compile(r"part-\d{6}\.tmp")
+
+
 class ParquetSink:
     """A folder of Parquet part files, one per write, each written atomically (`atomic.py`)."""
 
@@ -267,8 +274,10 @@ class ParquetSink:
     def parts(self) -> list[Path]:
         return sorted(self.path.glob("part-*.parquet")) if self.path.is_dir() else []
 
-    def has_rows(self) -> bool:
-        return bool(self.parts())
+    def has_content(self) -> bool:
+        """Whether the folder holds anything, parts or not (then only its own sidecar lets a resume continue
+        it, and trim nothing there before): a folder of someone else's files is never written into."""
+        return self.path.is_dir() and any(self.path.iterdir())
 
     def rows(self) -> Iterator[Any]:
         """The rows (index, id, query, chunk_ids) of the parts already written."""
@@ -290,10 +299,13 @@ class ParquetSink:
 
     def trim(self, done: int) -> None:
         """Remove the temporary file of a part write that was killed (and, from outputs of earlier
-        versions, their `part-*.tmp`)."""
-        if self.path.is_dir():
-            remove_stale_temporaries(self._part(len(self.parts())))
-            for stale in self.path.glob("part-*.tmp"):
+        versions, their `part-NNNNNN.tmp`): only those exact names, only regular files (a link or a
+        folder so named is left alone). Called after `check_meta` found the run's own sidecar."""
+        if not self.path.is_dir():
+            return
+        earlier = (p for p in self.path.iterdir() if _EARLIER_TMP.fullmatch(p.name))
+        for stale in (*stale_siblings(self._part(len(self.parts()))), *earlier):
+            if stat.S_ISREG(os.lstat(stale).st_mode):
                 stale.unlink()
 
     def __enter__(self) -> "ParquetSink":
@@ -399,7 +411,7 @@ def open_run(queries_path: str | Path | QuerySource, output: str | Path, resume:
         records = stream_queries(queries_path)
         done = 0
         if resume and output.exists():
-            check_meta(output, identity, sink.has_rows())
+            check_meta(output, identity, sink.has_content())
             done = check_rows(output, sink.rows(), records, k)
             sink.trim(done)
             log.info("%s: %d queries already answered; continuing with query %d", output, done, done)

@@ -140,6 +140,18 @@ def _refuse_always(path: Path, what: str, inputs: Iterable[str | Path]) -> None:
                                   "what is being read (nothing was written): choose another path")
 
 
+def _refuse_read_only(path: Path, what: str) -> None:
+    """TigragError when `path` exists without any write bit: someone made it read-only to keep it, so only
+    --force replaces it (checked by mode, not by access(2): root may write any file)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:  # absent (or under a file): nothing to replace, the write reports its own error
+        return
+    if stat.S_ISREG(mode) and mode & 0o222 == 0:
+        raise TigragError(f"{what}: {path} exists and is read-only (mode {stat.S_IMODE(mode):04o}); refusing to "
+                          "replace it (nothing was written): choose another path, or pass --force to replace it")
+
+
 def recorded_kind(path: str | Path) -> str | None:
     """The kind of artefact the engine recorded for file `path` (its sidecar), when the file is
     unchanged since it was written; None for any other file."""
@@ -170,6 +182,8 @@ def check_file_output(path: str | Path, kind: str, what: str, inputs: Sequence[s
     sidecar = sidecar_path(path)
     if sidecar.exists() or sidecar.is_symlink():
         _refuse_always(sidecar, what, inputs)
+    if not force:
+        _refuse_read_only(path, what)
     if not path.exists() or force:
         if sidecar.exists() and not force and (_read_record(sidecar) or {}).get("format") not in OWN_RECORDS:
             raise TigragError(f"{what}: {sidecar} exists and is not a record gpu_tigrag wrote; refusing to replace it "
@@ -233,6 +247,7 @@ class OutputFolder:
         _refuse_always(path, self.what, self.inputs)
         if not path.exists() or self.force:
             return
+        _refuse_read_only(path, self.what)
         entry = self.files.get(name)
         if isinstance(entry, dict) and [entry.get("sha256"), entry.get("bytes")] == list(_digest(path)):
             return

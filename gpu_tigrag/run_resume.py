@@ -107,15 +107,16 @@ def _before_auto(config: dict[str, Any]) -> dict[str, Any]:
     return {**config, "tigrag": {**tigrag, "blocks": tigrag.get("blocks", "full"), "ppr": ppr}}
 
 
-def check_meta(output: Path, identity: dict[str, Any], has_rows: bool) -> None:
-    """Refuse to resume `output` unless its sidecar matches `identity` (an output without rows
-    needs none)."""
+def check_meta(output: Path, identity: dict[str, Any], has_content: bool) -> None:
+    """Refuse to resume `output` unless its sidecar matches `identity`. Only an empty output (an empty
+    file or folder) needs none: one that holds anything, rows or not, without the run's own sidecar may be
+    someone else's, and a resume would write into it (and trim there)."""
     sidecar = meta_path(output)
     if not sidecar.is_file():
-        if not has_rows:
+        if not has_content:
             return
         raise ResumeMismatchError(f"{output}: has no {sidecar.name} (not written by this version of `tigrag run`), "
-                                  f"so its rows cannot be checked against this run; {HINT}")
+                                  f"so what it holds cannot be checked against this run; {HINT}")
     try:
         saved = json.loads(sidecar.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:

@@ -391,6 +391,31 @@ def _remove_work(work: Path) -> None:
         log.warning("%s: kept, as it holds files the build did not write", work)
 
 
+#: what every streaming build's description (`build.json`) holds, in this version and earlier ones
+_BUILD_KEYS = {"config": dict, "inputs": list}
+
+
+def _saved_build(work: Path) -> dict[str, Any]:
+    """The description in the non-empty work folder `work`, when it is a streaming build's (its files are
+    then the build's to use, replace and remove); TigragError naming the folder otherwise, before any change:
+    files there are trusted by their content, not by their names alone."""
+    file = work / BUILD
+    why = "no build.json"
+    if file.is_symlink() or (file.exists() and not file.is_file()):
+        why = "build.json: not a regular file"
+    elif file.is_file():
+        try:
+            saved = json.loads(file.read_bytes())
+        except (OSError, ValueError) as exc:
+            why = f"build.json: damaged ({exc})"
+        else:
+            if isinstance(saved, dict) and all(isinstance(saved.get(k), t) for k, t in _BUILD_KEYS.items()):
+                return saved
+            why = "build.json: damaged, or not a streaming build's description"
+    raise TigragError(f"{work}: not the work folder of a streaming build ({why}), so nothing there was used, "
+                      f"changed or removed: delete {work} to start over if it is one, or choose another output")
+
+
 def _open_work(build: StreamBuild, resume: bool, explicit_size: bool) -> None:
     """Create the work directory, or check that the one there belongs to this build, adopt its
     partition size (a resumed build may run with another worker count or budget) and delete the
@@ -407,19 +432,14 @@ def _open_work(build: StreamBuild, resume: bool, explicit_size: bool) -> None:
         raise TigragError(f"{work}: holds files a streaming build did not write ({', '.join(foreign[:3])}"
                           f"{' …' if len(foreign) > 3 else ''}); it keeps its checkpoints there, so nothing was "
                           "changed: move them away or choose another output")
-    if not work.exists() or not any(f.name not in (BUILD, LEDGER) for f in work.iterdir()):  # nothing done yet
+    saved = _saved_build(work) if work.exists() and any(work.iterdir()) else None
+    if saved is None or not any(f.name not in (BUILD, LEDGER) for f in work.iterdir()):  # nothing done yet
         work.mkdir(parents=True, exist_ok=True)
         (work / LEDGER).unlink(missing_ok=True)
         atomic_write_json(work / BUILD, {**fingerprint, "partition_passages": build.size}, indent=1)
         return
     if not resume:
         raise TigragError(f"{work}: an unfinished build is there; pass --resume to continue it or delete it")
-    try:
-        saved = json.loads((work / BUILD).read_text()) if (work / BUILD).is_file() else {}
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise TigragError(f"{work / BUILD}: damaged ({exc}); delete {work} to start over") from None
-    if not isinstance(saved, dict):
-        raise TigragError(f"{work / BUILD}: damaged (not an object); delete {work} to start over")
     size = saved.pop("partition_passages", None)
     if saved != fingerprint:
         raise TigragError(f"{work}: was started with other inputs or settings; delete it to start over")

@@ -1,5 +1,6 @@
 """Streaming, partitioned index build: equals the in-memory build; resumes after a kill."""
 
+import json
 import os
 import signal
 import subprocess
@@ -169,7 +170,8 @@ def test_the_memory_budget_bounds_the_working_memory(tmp_path):
 
 def test_a_build_that_did_nothing_needs_no_resume(tmp_path):
     (tmp_path / "idx.work").mkdir()
-    (tmp_path / "idx.work" / "build.json").write_text("{}")  # e.g. the Dask scheduler was unreachable
+    # a description and nothing else, e.g. the Dask scheduler was unreachable (a folder without one is not a build's)
+    (tmp_path / "idx.work" / "build.json").write_text(json.dumps({"checkpoints": 2, "config": {}, "inputs": []}))
     encoder = load_encoder(CONFIG.encoder)
     index = build_index_streaming([EXAMPLES / "corpus.json"], tmp_path / "idx", CONFIG, workers=1, encoder=encoder,
                                   entity_extractor=string_entities)
