@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from gpu_tigrag.errors import TigragError
 from gpu_tigrag.synth import passages, write_corpus
 
 
@@ -22,8 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--vocab", type=int, default=200_000)
     parser.add_argument("--zipf", type=float, default=1.1)
+    parser.add_argument("--force", action="store_true", help="replace an existing file at --output")
     args = parser.parse_args(argv)
-    written = write_corpus(args.output, passages(args.n, args.seed, args.vocab, args.zipf))
+    try:
+        written = write_corpus(args.output, passages(args.n, args.seed, args.vocab, args.zipf), force=args.force)
+    except TigragError as exc:
+        print(f"synth: error: {exc} (on this command line: --force)", file=sys.stderr)
+        return 2
     print(f"wrote {written:,} passages to {args.output}", file=sys.stderr)
     return 0
 

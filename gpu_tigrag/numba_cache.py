@@ -12,9 +12,11 @@ been written to for a day are removed (only folders of this module's own naming,
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -50,12 +52,26 @@ def _writable(folder: Path) -> bool:
     return folder.is_dir() and os.access(folder, os.W_OK)
 
 
+def _private(folder: Path) -> bool:
+    """Whether `folder` is a real folder (not a link) of this user that no one else may write or read: in the
+    shared temporary directory anyone may make one of that name first, plant machine code in it, or have
+    `_remove_stale` delete in the folder it links to. Warned when it is not."""
+    info = os.lstat(folder)
+    if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077:
+        return True
+    logging.getLogger(__name__).warning(
+        "%s: not a private folder of this user (a link, another user's, or open to others); not used as the "
+        "kernels' numba cache (remove it, or set NUMBA_CACHE_DIR)", folder)
+    return False
+
+
 def ensure_numba_cache(package: Path = KERNELS) -> str | None:
     """Point numba's cache at the folder of this version of the kernels (module doc) and return it; None when
     the user set NUMBA_CACHE_DIR (then the user's folder is used as it is).
 
     The folder lies beside the kernels (`__pycache__`), else in the user's cache folder, else (a read-only
-    install and home) in a private folder of the temporary directory."""
+    install and home) in a private folder of the temporary directory, used only when it is this user's alone
+    (`_private`); else there is none."""
     chosen = os.environ.get("NUMBA_CACHE_DIR")
     if chosen and chosen != os.environ.get(CHOSEN_ENV):
         return None
@@ -66,6 +82,8 @@ def ensure_numba_cache(package: Path = KERNELS) -> str | None:
         try:
             if base == private:
                 base.mkdir(mode=0o700, exist_ok=True)
+                if not _private(base):
+                    continue
             (base / name).mkdir(parents=True, exist_ok=True)
             break
         except OSError:  # something else of that name is in the way (a file, say): the next place

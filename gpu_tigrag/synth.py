@@ -20,6 +20,10 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from .atomic import atomic_path
+from .errors import TigragError
+from .outputs import check_outside_indexes, check_replaceable
+
 SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]  # 70 syllables
 
 
@@ -61,31 +65,41 @@ def passages(n: int, seed: int = 0, vocab: int = 200_000, zipf: float = 1.1, blo
         made += count
 
 
-def write_corpus(path: str | Path, records: Iterable[dict]) -> int:
-    """Write {title, text} records to `path`: Parquet if it ends in .parquet, else JSONL. Returns the count."""
-    path = Path(path)
-    written = 0
-    if path.suffix == ".parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+def write_corpus(path: str | Path, records: Iterable[dict], force: bool = False) -> int:
+    """Write {title, text} records to `path`: Parquet if it ends in .parquet, else JSONL. Returns the count.
 
-        schema = pa.schema([("title", pa.string()), ("text", pa.string())])
-        with pq.ParquetWriter(path, schema) as writer:
-            batch: list[dict] = []
-            for record in records:
-                batch.append(record)
-                if len(batch) == 50_000:
+    Written atomically (a reader or a killed write never leaves half a corpus). An existing file is replaced
+    only with `force`; a link, folder, FIFO or device there, or a path inside an index, never (TigragError,
+    nothing written)."""
+    path = Path(path)
+    check_outside_indexes(path, "write_corpus")
+    check_replaceable(path)
+    if path.exists() and not force:
+        raise TigragError(f"write_corpus: {path} exists; refusing to overwrite it (nothing was written): choose "
+                          "another path, or pass force=True to replace it")
+    written = 0
+    with atomic_path(path) as tmp:
+        if path.suffix == ".parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            schema = pa.schema([("title", pa.string()), ("text", pa.string())])
+            with pq.ParquetWriter(str(tmp), schema) as writer:
+                batch: list[dict] = []
+                for record in records:
+                    batch.append(record)
+                    if len(batch) == 50_000:
+                        writer.write_table(pa.Table.from_pylist(batch, schema))
+                        written += len(batch)
+                        batch = []
+                if batch:
                     writer.write_table(pa.Table.from_pylist(batch, schema))
                     written += len(batch)
-                    batch = []
-            if batch:
-                writer.write_table(pa.Table.from_pylist(batch, schema))
-                written += len(batch)
-    else:
-        with open(path, "w", encoding="utf-8") as handle:
-            for record in records:
-                handle.write(json.dumps(record) + "\n")
-                written += 1
+        else:
+            with open(tmp, "w", encoding="utf-8") as handle:
+                for record in records:
+                    handle.write(json.dumps(record) + "\n")
+                    written += 1
     return written
 
 

@@ -91,7 +91,7 @@ def write_query_inputs(index: Index, queries: list[str], folder: Path) -> None:
     for name in PRESETS:
         Retriever(index, preset(name), encoder=recorder, backend="numpy").retrieve(queries)
     PrecomputedEncoder.record(recorder.inner, recorder.texts, kind=QUERY).save(folder / "vectors.npz",
-                                                                               dtype=np.float16)
+                                                                               dtype=np.float16, force=True)
 
 
 def copy_encoder_architecture(folder: Path) -> None:

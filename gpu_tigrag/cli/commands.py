@@ -567,6 +567,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         from ..index.store import read_manifest
 
         manifest = read_manifest(args.index)  # fail here, not on every worker
+        if args.vector_cache is not None:
+            from ..outputs import check_outside_indexes
+
+            check_outside_indexes(args.vector_cache or default_cache_dir(), "--vector-cache")
         config = retrieval_config(args)
         from ..methods.registry import get_method
 

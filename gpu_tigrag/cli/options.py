@@ -125,12 +125,15 @@ def retrieval_config(args: argparse.Namespace, one_method: bool = True) -> Retri
 
 
 def encoder_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Retriever keyword arguments of --vector-cache and --allow-mixed-encoder."""
+    """Retriever keyword arguments of --vector-cache and --allow-mixed-encoder. A cache folder inside an index
+    is refused: an index is written only by `index`, `add` and `extend`."""
     cache = None
     if args.vector_cache is not None:
-        from ..encoders import VectorCache
+        from ..encoders import VectorCache, default_cache_dir
+        from ..outputs import check_outside_indexes
 
         if args.vector_cache_mib < 1:
             raise TigragError(f"--vector-cache-mib must be >= 1, got {args.vector_cache_mib}")
+        check_outside_indexes(args.vector_cache or default_cache_dir(), "--vector-cache")
         cache = VectorCache(args.vector_cache or None, max_bytes=args.vector_cache_mib << 20)
     return {"vector_cache": cache, "allow_mixed_encoder": args.allow_mixed_encoder}

@@ -9,6 +9,12 @@ checked for length on the way out (no pickle). The cache is bounded: past `max_b
 least recently used entries are deleted. A damaged cache file is reported and started afresh
 (it holds nothing that cannot be recomputed).
 
+SQLite deletes a `-journal`, `-wal` or `-shm` beside a missing or empty database (and replays one into
+a damaged file): such a file beside no cache of ours, or beside a file that is no SQLite database, is
+someone else's and is renamed aside (warned) before SQLite opens anything. Beside a cache of ours they
+are SQLite's own, left for it to recover after a crash. A cache folder inside an index is refused: a
+generation never changes.
+
 The cache never stops the work it speeds up: a cache that cannot be opened for writing (a read-only
 file or folder) is read only; one that cannot be opened at all, or fails later (a full disk, a lock
 held past the timeout), is warned about once and the run goes on without it.
@@ -16,18 +22,22 @@ held past the timeout), is warned about once and the run goes on without it.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
 import sqlite3
+import stat
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
 from ..errors import ModelError
+from ..outputs import check_outside_indexes
 from .base import PASSAGE, Encoder, check_kind, empty
 from .lazy import LazyEncoder
 
@@ -38,6 +48,10 @@ DEFAULT_MAX_BYTES = 2 << 30
 #: bytes per cached entry besides the vector: key, timestamp and SQLite's row and index overhead
 ENTRY_OVERHEAD = 64
 BATCH = 500  # SQLite's host-parameter limit is 999 on old builds
+#: SQLite's files beside the database, which it may delete or replay into the database
+SIBLINGS = ("-wal", "-shm", "-journal")
+#: the first bytes of every SQLite database
+SQLITE_MAGIC = b"SQLite format 3\0"
 
 
 def default_cache_dir() -> Path:
@@ -55,8 +69,33 @@ def _read_only_file_system(folder: Path) -> bool:
         return False
 
 
+@contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive flock on the cache folder itself (no lock file is made) while a cache is opened: a process
+    creating a new cache holds a `-journal` beside an empty database for a moment, which another opening
+    the cache at once must not take for a stranger's. Where the folder cannot be locked, nothing is."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 class ForeignDatabase(sqlite3.DatabaseError):
     """The cache file is a valid SQLite database that is not a vector cache: never written."""
+
+
+def _foreign(tables: set[str]) -> str:
+    return (f"a SQLite database of other tables ({', '.join(sorted(tables)[:3])}), not a vector cache of gpu_tigrag; "
+            "it is left as it is")
 
 
 class VectorCache:
@@ -66,6 +105,7 @@ class VectorCache:
         if max_bytes < 1 << 20:
             raise ModelError(f"vector cache bound must be at least 1 MiB, got {max_bytes} bytes")
         self.folder = Path(folder) if folder is not None else default_cache_dir()
+        check_outside_indexes(self.folder, "vector cache")  # TigragError: an index is never written here
         self.path = self.folder / CACHE_FILE
         self.max_bytes = max_bytes
         self.lock = threading.Lock()
@@ -75,28 +115,24 @@ class VectorCache:
 
     def _open(self) -> sqlite3.Connection | None:
         """A read-write connection; else a read-only one (a read-only cache still serves); else None
-        (warned: the run goes on without a cache). A cache file that is a symbolic link is never opened:
-        SQLite would write where it points."""
-        links = [p for p in (Path(f"{self.path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal"))
-                 if p.is_symlink()]
-        if links:
-            log.warning("%s: a symbolic link, not a file of the vector cache; going on without the cache (remove the "
-                        "link, or choose another folder with --vector-cache DIR)", links[0])
+        (warned: the run goes on without a cache). A cache file that is a symbolic link (or any other
+        non-file) is never opened: SQLite would write where it points."""
+        odd = [p for p in (Path(f"{self.path}{suffix}") for suffix in ("", *SIBLINGS))
+               if os.path.lexists(p) and not stat.S_ISREG(os.lstat(p).st_mode)]
+        if odd:
+            what = "a symbolic link" if odd[0].is_symlink() else "a folder, FIFO, socket or device"
+            log.warning("%s: %s, not a file of the vector cache; going on without the cache (remove it, or choose "
+                        "another folder with --vector-cache DIR)", odd[0], what)
             return None
         try:
-            try:
-                self.folder.mkdir(parents=True, exist_ok=True)
-                return self._connect()
-            except sqlite3.DatabaseError as exc:
-                if any(word in str(exc) for word in ("locked", "readonly", "unable to open", "full", "I/O")):
-                    raise  # not a damaged file: a busy, read-only or full disk (read it, or go on without it)
-                if isinstance(exc, ForeignDatabase):
-                    raise
-                kept = self._set_aside()
-                log.warning("%s: vector cache is damaged (%s); starting a new one (the damaged file is kept as %s)",
-                            self.path, exc, kept)
-                return self._connect()
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with _folder_lock(self.folder):
+                return self._open_locked()
         except (sqlite3.DatabaseError, OSError) as exc:
+            if isinstance(exc, ForeignDatabase):
+                log.warning("%s: cannot open the vector cache (%s); going on without it (choose another folder "
+                            "with --vector-cache DIR)", self.path, exc)
+                return None
             reason = getattr(exc, "strerror", None) or str(exc)
         # read-only: a WAL database needs its -shm file, which a read-only file system cannot hold; there
         # nobody can change the file either, so it is opened as immutable
@@ -117,12 +153,55 @@ class VectorCache:
                     "--vector-cache DIR)", self.path, reason)
         return None
 
-    def _set_aside(self) -> str:
-        """Rename a damaged cache file (and its -wal, -shm) aside, never delete it: it may not be the
+    def _open_locked(self) -> sqlite3.Connection:
+        """`_connect`, after the files SQLite would delete or replay that are not ours are set aside (see the
+        module doc); a damaged cache is set aside and started afresh."""
+        try:
+            self._check_files()
+            return self._connect()
+        except sqlite3.DatabaseError as exc:
+            if any(word in str(exc) for word in ("locked", "readonly", "unable to open", "full", "I/O")):
+                raise  # not a damaged file: a busy, read-only or full disk (read it, or go on without it)
+            if isinstance(exc, ForeignDatabase):
+                raise
+            kept = self._set_aside()
+            log.warning("%s: vector cache is damaged (%s); starting a new one (the damaged file is kept as %s)",
+                        self.path, exc, kept)
+            return self._connect()
+
+    def _check_files(self) -> None:
+        """Before SQLite opens anything: a `-wal`, `-shm` or `-journal` beside a missing or empty database is
+        not SQLite's (it would delete it) and is set aside; a database file that is not SQLite's, or a SQLite
+        database of other tables, raises (set aside as damaged, or left alone as foreign)."""
+        size = self.path.stat().st_size if self.path.is_file() else 0
+        if size == 0:
+            strays = [suffix for suffix in SIBLINGS if Path(f"{self.path}{suffix}").is_file()]
+            if strays:
+                kept = self._set_aside(strays, "foreign")
+                log.warning("%s: beside no vector cache, so not SQLite's (it would delete them); kept as %s "
+                            "(starting a new cache)", ", ".join(f"{self.path}{s}" for s in strays),
+                            ", ".join(f"{kept}{s}" for s in strays))
+            return
+        with open(self.path, "rb") as handle:
+            if handle.read(len(SQLITE_MAGIC)) != SQLITE_MAGIC:
+                raise sqlite3.DatabaseError("file is not a database")
+        try:  # immutable: reads the file alone, never a journal (which would be replayed into a stranger's file)
+            probe = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
+            try:
+                tables = {row[0] for row in probe.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            finally:
+                probe.close()
+        except sqlite3.DatabaseError:
+            return  # e.g. tables still in the WAL: `_connect` looks again
+        if tables and "vectors" not in tables:
+            raise ForeignDatabase(_foreign(tables))
+
+    def _set_aside(self, suffixes: Sequence[str] = ("", *SIBLINGS), label: str = "damaged") -> str:
+        """Rename a damaged cache file (and its -wal, -shm, -journal) aside, never delete it: it may not be the
         engine's (a file someone named vectors.sqlite3). Returns the new name of the main file."""
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        target = f"{self.path}.damaged-{stamp}-{os.getpid()}"
-        for suffix in ("", "-wal", "-shm"):
+        target = f"{self.path}.{label}-{stamp}-{os.getpid()}"
+        for suffix in suffixes:
             path = Path(f"{self.path}{suffix}")
             if path.is_file() and not path.is_symlink():
                 os.replace(path, f"{target}{suffix}")
@@ -133,8 +212,7 @@ class VectorCache:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if tables and "vectors" not in tables:  # someone else's database: never add to it
             db.close()
-            raise ForeignDatabase(f"a SQLite database of other tables ({', '.join(sorted(tables)[:3])}), not a "
-                                  "vector cache of gpu_tigrag; it is left as it is")
+            raise ForeignDatabase(_foreign(tables))
         self._wal(db)
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("CREATE TABLE IF NOT EXISTS vectors (key BLOB PRIMARY KEY, vector BLOB NOT NULL, "

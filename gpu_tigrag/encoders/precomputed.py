@@ -7,7 +7,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import ModelError
+from ..atomic import atomic_write
+from ..errors import ModelError, TigragError
+from ..outputs import check_outside_indexes, check_replaceable
 from .base import PASSAGE, Encoder, check_kind, empty
 
 #: the kind recorded for vectors of a model that embeds queries and passages alike
@@ -45,13 +47,28 @@ class PrecomputedEncoder:
         return PrecomputedEncoder(self.name, self.fingerprint, [t for _, t in keys], vectors, [k for k, _ in keys],
                                   self.backend)
 
-    def save(self, path: str | Path, dtype: type = np.float32) -> None:
-        """Write .npz; `dtype=np.float16` halves the file (vectors come back as float32)."""
+    def save(self, path: str | Path, dtype: type = np.float32, force: bool = False) -> None:
+        """Write .npz (the suffix is added when missing, as numpy does); `dtype=np.float16` halves the file
+        (vectors come back as float32). Written atomically; an existing file is replaced only with `force`, a
+        link, folder, FIFO or device there, or a path inside an index, never (TigragError, nothing written)."""
+        path = Path(path)
+        if not path.name.endswith(".npz"):
+            path = path.with_name(path.name + ".npz")
+        check_outside_indexes(path, "PrecomputedEncoder.save")
+        check_replaceable(path)
+        if path.exists() and not force:
+            raise TigragError(f"PrecomputedEncoder.save: {path} exists; refusing to overwrite it (nothing was "
+                              "written): choose another path, or pass force=True to replace it")
         kinds = np.array([k for k, _ in self._rows], dtype=str)
         texts = np.array([t for _, t in self._rows], dtype=str)
-        np.savez_compressed(path, name=np.array(self.name), fingerprint=np.array(self.fingerprint),
-                            backend=np.array(self.backend), texts=texts, kinds=kinds,
-                            vectors=self._vectors.astype(dtype))
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as handle:
+                np.savez_compressed(handle, name=np.array(self.name), fingerprint=np.array(self.fingerprint),
+                                    backend=np.array(self.backend), texts=texts, kinds=kinds,
+                                    vectors=self._vectors.astype(dtype))
+
+        atomic_write(path, write)
 
     @classmethod
     def load(cls, path: str | Path) -> "PrecomputedEncoder":
