@@ -291,12 +291,13 @@ REGISTRY: tuple[Benchmark, ...] = (
               "PPR stopping tolerance 1e-6 … 1e-3: recall, top-5 identical to 1e-6, PPR seconds",
               ("ppr_tolerance.json", "ppr_tolerance.md"), decision="ppr.tol = 1e-4 (rankings identical to 1e-6)"),
     Benchmark("ppr_columns", "studies/ppr_columns.py", "study",
-              "the CPU power iteration in blocks of columns (equal widths, at most 32-256, the default sized to 48 MB "
+              "the CPU power iteration in blocks of columns (equal widths, at most 32-128, the default sized to 24 MB "
               "of iterates) against one block of the whole batch, 2Wiki and MuSiQue-100 questions at 1-2 copies, "
               "alternating rounds; scores identical bit for bit",
               ("ppr_columns.json", "ppr_columns.md"),
-              decision="blocks of at most cpu_block_columns(vocab) columns (112 on 2Wiki: 1.03-1.16x its PPR; "
-                       "MuSiQue-100's batches fit in one block); power-of-two widths 64 / 256 and 32 no better"),
+              decision="blocks of at most cpu_block_columns(vocab) columns, 24 MB of iterates since the sweep keeps "
+                       "its sums in registers (48 on 2Wiki: 1.12x the 112 of the 48 MB before, Xeon with AMX; "
+                       "MuSiQue-100's batch of 100 stays one block, narrower blocks 0.7-0.9x)"),
     Benchmark("ppr_sparse", "studies/ppr_sparse.py", "study",
               "forward-push PPR against the exact iterate: top-γ agreement, PPR queries/s, igraph, recall of both "
               "presets on 2Wiki and MuSiQue-100, synthetic graphs of growing size", ("ppr_sparse.json", "ppr_sparse.md"),

@@ -72,9 +72,11 @@ class PPRSettings(Protocol):
 #: bytes of the iterates a block of the CPU power iteration holds (x, its next sweep and v: vocab × columns float32
 #: each). Each column converges and stops on its own, so a batch can be iterated block by block of columns, each
 #: block until its own columns stop: the same scores, bit for bit. One block of a whole 2Wiki batch (37k tokens, 499
-#: questions: 222 MB) runs from memory; blocks of ~96 columns (43 MB) took 1.3× less time, while on MuSiQue-100
-#: (18k tokens) the whole batch fits and blocks only add sweeps (python bench/studies/ppr_columns.py).
-CPU_BLOCK_BYTES = 48 << 20
+#: questions: 222 MB) runs from memory. With the sweep's sums in registers (kernels/ppr.neighbour_sums) the best
+#: block holds x in about 8 MB: 2Wiki's blocks of 48 columns ran 1.12× faster than of 112 (the 48 MB of the
+#: loop-over-columns sweep), while MuSiQue-100 (18k tokens) keeps a batch of 100 in one block, where narrower
+#: blocks ran 0.7-0.9× (Xeon with AMX; python bench/studies/ppr_columns.py).
+CPU_BLOCK_BYTES = 24 << 20
 
 
 def cpu_block_columns(n_vocab: int) -> int:

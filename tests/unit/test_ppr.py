@@ -84,7 +84,7 @@ def test_blocks_of_columns_give_the_whole_batchs_scores_and_sweeps(backend):
         scores, used = personalized_pagerank(backend, tm, v, cfg, block_columns=columns)
         np.testing.assert_array_equal(backend.to_host(scores), backend.to_host(whole))
         assert used == sweeps
-    assert cpu_block_columns(37_055) == 112 and cpu_block_columns(10**7) == 32 and cpu_block_columns(100) % 16 == 0
+    assert cpu_block_columns(37_055) == 48 and cpu_block_columns(18_133) == 112 and cpu_block_columns(10**7) == 32 and cpu_block_columns(100) % 16 == 0
 
 
 def test_top_gamma_is_sorted_subset_and_l1_normalised(backend):
