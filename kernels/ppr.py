@@ -1,11 +1,12 @@
 """One fused Personalized PageRank sweep for B queries at once (section 3.4).
 
-    out[i, b] = d · Σ_j P[i, j] · x[j, b] + v[i, b] · coef[b]
+    out[i, b] = d · Σ_j P[i, j] · x[j, b] + v[i, b] · coef[b]    (x[i, b] where held[b])
     delta[b]  = Σ_i |out[i, b] − x[i, b]|
 
-with coef[b] = d · (mass of column b on dangling nodes) + (1 − d). Fusing the sparse
-product, the restart term and the convergence test reads x and writes out once per sweep
-(SciPy would need three passes and one thread). P is CSR (row i lists the in-edges of i,
+with coef[b] = d · (mass of column b on dangling nodes) + (1 − d); a held column (one that has
+converged) keeps its iterate. Fusing the sparse product, the restart term, the convergence test
+and the held columns reads x and writes out once per sweep (SciPy would need three passes and one
+thread; a masked copy of the held columns after the sweep cost a pass of its own). P is CSR (row i lists the in-edges of i,
 the matrix being symmetric in pattern); x, v, out are C-ordered vocab × B float32.
 
 On the CPU a row's sums over its in-edges are `neighbour_sums`: up to 128 columns in eight 16-lane vector
@@ -76,7 +77,7 @@ def neighbour_sums(typingctx, indices, data, start, end, x, column, count, acc):
 
 
 @njit(parallel=True, fastmath=True, cache=True)
-def ppr_sweep_cpu(indptr, indices, data, x, v, coef, damping, out, delta):
+def ppr_sweep_cpu(indptr, indices, data, x, v, coef, damping, held, out, delta):
     """CPU twin: rows split into blocks over threads; per-block partial deltas, then summed."""
     n, width = x.shape
     blocks = min(ROW_BLOCKS, max(n, 1))
@@ -88,7 +89,7 @@ def ppr_sweep_cpu(indptr, indices, data, x, v, coef, damping, out, delta):
             for column in range(0, width, SUM_COLUMNS):
                 neighbour_sums(indices, data, indptr[i], indptr[i + 1], x, column, min(SUM_COLUMNS, width - column), acc)
             for b in range(width):
-                value = damping * acc[b] + v[i, b] * coef[b]
+                value = x[i, b] if held[b] else damping * acc[b] + v[i, b] * coef[b]
                 partial[blk, b] += abs(value - x[i, b])
                 out[i, b] = value
     for b in range(width):
@@ -106,7 +107,7 @@ MAX_GRID_ROWS = 1024
 
 
 @cuda.jit
-def _ppr_sweep_kernel(indptr, indices, data, x, v, coef, damping, out, partial):
+def _ppr_sweep_kernel(indptr, indices, data, x, v, coef, damping, held, out, partial):
     """GPU kernel: thread (b, r) of a block handles query b for rows r, r + stride, ...;
     neighbouring threads read neighbouring columns. Each block writes its rows' L1 change per
     query into `partial` (a shared-memory reduction in a fixed order: no atomics, so the sweep
@@ -122,7 +123,7 @@ def _ppr_sweep_kernel(indptr, indices, data, x, v, coef, damping, out, partial):
             acc = np.float32(0.0)
             for p in range(indptr[i], indptr[i + 1]):
                 acc += data[p] * x[indices[p], b]
-            value = damping * acc + v[i, b] * coef[b]
+            value = x[i, b] if held[b] else damping * acc + v[i, b] * coef[b]
             out[i, b] = value
             local += abs(value - x[i, b])
     change[ty, tx] = local
@@ -162,11 +163,11 @@ def ptx_signatures():
 
     f32, i32 = types.float32, types.int32
     return [(_ppr_sweep_kernel, (i32[::1], i32[::1], f32[::1], f32[:, ::1], f32[:, ::1], f32[::1], f32,
-                                 f32[:, ::1], f32[:, ::1])),
+                                 types.boolean[::1], f32[:, ::1], f32[:, ::1])),
             (_sum_rows_kernel, (f32[:, ::1], f32[::1]))]
 
 
-def ppr_sweep_cuda(indptr, indices, data, x, v, coef, damping, out, delta, columns_per_block: int = 32,
+def ppr_sweep_cuda(indptr, indices, data, x, v, coef, damping, held, out, delta, columns_per_block: int = 32,
                    max_grid_rows: int = MAX_GRID_ROWS) -> None:
     """Launch the GPU sweep; writes `out` and `delta` (same contract as `ppr_sweep_cpu`).
 
@@ -182,5 +183,5 @@ def ppr_sweep_cuda(indptr, indices, data, x, v, coef, damping, out, delta, colum
     grid = ((width + columns_per_block - 1) // columns_per_block, grid_rows)
     partial = _device_empty(x, (grid_rows, width))
     _ppr_sweep_kernel[grid, (columns_per_block, BLOCK_ROWS)](indptr, indices, data, x, v, coef, np.float32(damping),
-                                                             out, partial)
+                                                             held, out, partial)
     _sum_rows_kernel[(width + 127) // 128, 128](partial, delta)

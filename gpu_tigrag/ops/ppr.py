@@ -136,8 +136,7 @@ def power_iteration(be: Backend, transition: TransitionMatrix, v: Any, config: P
     interval = be.sync_interval
     for iteration in range(1, config.max_iter + 1):
         coef = (d * x[dangling].sum(axis=0) + (1 - d)).astype(xp.float32)
-        sweep(p.indptr, p.indices, p.data, x, v, coef, d, out, delta)
-        xp.copyto(out, x, where=stopped[None, :])  # a stopped column keeps the iterate it stopped at
+        sweep(p.indptr, p.indices, p.data, x, v, coef, d, stopped, out, delta)  # a stopped column keeps its iterate
         used += ~stopped.all()
         stopped = stopped | (delta < config.tol)
         x, out = out, x

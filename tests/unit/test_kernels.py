@@ -36,14 +36,17 @@ SIM_SCRIPT = textwrap.dedent("""
     v = rng.random((9, 3)).astype(np.float32)
     coef = np.array([0.5, 0.7, 0.9], dtype=np.float32)
     out_cpu, delta_cpu = np.empty_like(x), np.zeros(3, np.float32)
-    ppr_sweep_cpu(p.indptr, p.indices, p.data, x, v, coef, np.float32(0.6), out_cpu, delta_cpu)
+    held = np.array([False, True, False])  # column 1 has converged: it keeps its iterate
+    ppr_sweep_cpu(p.indptr, p.indices, p.data, x, v, coef, np.float32(0.6), held, out_cpu, delta_cpu)
     expected = 0.6 * (p @ x) + v * coef
-    assert np.allclose(out_cpu, expected, atol=1e-6)
-    assert np.allclose(delta_cpu, np.abs(expected - x).sum(axis=0), atol=1e-5)
+    expected[:, 1] = x[:, 1]
+    assert np.allclose(out_cpu, expected, atol=1e-6) and np.array_equal(out_cpu[:, 1], x[:, 1])
+    assert np.allclose(delta_cpu, np.abs(expected - x).sum(axis=0), atol=1e-5) and delta_cpu[1] == 0
     for grid_rows in (1, 1024):  # 1: the threads stride over rows 8.. (the large-vocabulary path)
         out_gpu, delta_gpu = cuda.to_device(np.empty_like(x)), cuda.to_device(np.full(3, 9.0, np.float32))
         ppr_sweep_cuda(cuda.to_device(p.indptr), cuda.to_device(p.indices), cuda.to_device(p.data), cuda.to_device(x),
-                       cuda.to_device(v), cuda.to_device(coef), 0.6, out_gpu, delta_gpu, columns_per_block=2,
+                       cuda.to_device(v), cuda.to_device(coef), 0.6, cuda.to_device(held), out_gpu, delta_gpu,
+                       columns_per_block=2,
                        max_grid_rows=grid_rows)
         assert np.allclose(out_gpu.copy_to_host(), out_cpu, atol=1e-6)
         assert np.allclose(delta_gpu.copy_to_host(), delta_cpu, atol=1e-5)
