@@ -285,8 +285,14 @@ def run_retriever(name: str, retriever: Any, texts: Sequence[str], show_progress
 def context_tokens(index: Index, run: SystemRun, beta: int) -> float:
     """Mean size of the context (top β, or the method's adaptive context) in Treebank word tokens
     (the paper's Table 5 footprint)."""
-    sizes = [sum(len(treebank_words(index.chunk_texts[c])) for c in ids[:size])
-             for ids, size in zip(run.chunk_ids, run_contexts(run, beta))]
+    counts: dict[int, int] = {}  # a chunk in several contexts is tokenised once
+
+    def tokens(chunk: int) -> int:
+        if chunk not in counts:
+            counts[chunk] = len(treebank_words(index.chunk_texts[chunk]))
+        return counts[chunk]
+
+    sizes = [sum(tokens(c) for c in ids[:size]) for ids, size in zip(run.chunk_ids, run_contexts(run, beta))]
     return float(np.mean(sizes)) if sizes else 0.0
 
 

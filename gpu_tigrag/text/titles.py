@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -30,13 +31,18 @@ ARTICLES = frozenset({"the", "a", "an"})
 
 
 def fold(text: str) -> str:
-    """Unicode-normalised text without accents ("Aschenbrödel" -> "Aschenbrodel")."""
+    """Unicode-normalised text without accents ("Aschenbrödel" -> "Aschenbrodel"). ASCII text is its own
+    NFKD form and holds no combining mark, so it is returned as it is (most chunks: no pass per character)."""
+    if text.isascii():
+        return text
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
+@lru_cache(maxsize=1 << 16)
 def title_tokens(text: str) -> tuple[str, ...]:
-    """The normalised word tokens under which titles and mentions are compared."""
+    """The normalised word tokens under which titles and mentions are compared (remembered: a batch asks again
+    for the same entities, hop after hop, and a retriever for every title of its index)."""
     return tuple(w.lower() for w in _WORD.findall(fold(text)))
 
 
