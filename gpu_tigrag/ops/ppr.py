@@ -90,16 +90,12 @@ def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, con
     """PPR scores (vocab × B, float32, columns sum to 1 where seeded) and the sweeps used (the most any block of
     columns used). The columns are iterated in blocks of at most `block_columns` (none: `cpu_block_columns` on the
     CPU, every column on a GPU), of equal widths (no small last block); any width gives the same scores
-    (`power_iteration`)."""
+    (`power_iteration`). A retriever asks `pagerank_of_seeds`, which keeps the blocks apart."""
     xp = be.xp
     v = xp.ascontiguousarray(v, dtype=xp.float32)  # read only: the caller's seed block is never written
-    width = v.shape[1]
-    if block_columns is None:
-        block_columns = width if be.is_gpu else cpu_block_columns(v.shape[0])
-    blocks = -(-width // max(block_columns, 1))
-    if blocks <= 1:
+    bounds = column_blocks(be, v.shape[0], v.shape[1], block_columns)
+    if len(bounds) <= 2:
         return power_iteration(be, transition, v, config)
-    bounds = [width * b // blocks for b in range(blocks + 1)]
     scores = xp.empty_like(v)
     sweeps = 0
     for start, end in zip(bounds, bounds[1:]):
@@ -107,6 +103,68 @@ def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, con
         scores[:, start:end] = block
         sweeps = max(sweeps, used)
     return scores, sweeps
+
+
+def column_blocks(be: Backend, n_vocab: int, width: int, block_columns: int | None = None) -> list[int]:
+    """The first column of each block of a batch of `width` columns, and `width` last: equal widths of at most
+    `block_columns` (none: `cpu_block_columns` on the CPU, every column on a GPU)."""
+    if block_columns is None:
+        block_columns = width if be.is_gpu else cpu_block_columns(n_vocab)
+    blocks = max(1, -(-width // max(block_columns, 1)))
+    return [width * b // blocks for b in range(blocks + 1)]
+
+
+@dataclass
+class BlockedPPR:
+    """Exact PPR scores of a batch kept as its blocks of columns (vocab × width each, as iterated), never
+    assembled into one vocab × B array: on 2Wiki (37k tokens × 499 questions, blocks of 48) that strided copy and
+    the dense seed matrix before it took ~15% of the PPR step. Answers what a hop asks of its scores:
+    `top_gamma` and the scores at (node, query) pairs (`ops.push_ppr.scores_at`), the same bits as the dense
+    array's."""
+
+    blocks: list[Any]
+    starts: list[int]  # each block's first column, the batch's width last
+    n_vocab: int
+
+    def top_gamma(self, be: Backend, gamma: int) -> tuple[Any, Any]:
+        """`top_gamma` of the dense scores: each column's top γ on its own, block by block."""
+        xp = be.xp
+        if not self.blocks:  # a batch of no query
+            return (xp.zeros((min(gamma, self.n_vocab), 0), dtype=xp.int64),
+                    xp.zeros((min(gamma, self.n_vocab), 0), dtype=xp.float32))
+        parts = [top_gamma(be, block, gamma) for block in self.blocks]
+        return xp.concatenate([ids for ids, _ in parts], axis=1), xp.concatenate([w for _, w in parts], axis=1)
+
+    def at(self, be: Backend, rows: Any, cols: Any) -> Any:
+        """Scores at the (node, query) pairs `rows`, `cols` (host or backend integer arrays)."""
+        xp = be.xp
+        rows, cols = be.to_host(rows).astype(np.int64), be.to_host(cols).astype(np.int64)
+        which = np.searchsorted(np.asarray(self.starts[1:]), cols, side="right")
+        out = xp.empty(cols.shape, dtype=xp.float32)
+        for b in np.unique(which):
+            mine = np.flatnonzero(which == b)
+            out[be.asarray(mine)] = self.blocks[b][be.asarray(rows[mine]), be.asarray(cols[mine] - self.starts[b])]
+        return out
+
+    def dense(self, be: Backend) -> Any:
+        """The vocab × B array (tests, studies)."""
+        xp = be.xp
+        return xp.concatenate(self.blocks, axis=1) if self.blocks else xp.zeros((self.n_vocab, 0), dtype=xp.float32)
+
+
+def pagerank_of_seeds(be: Backend, transition: TransitionMatrix, seeds: Sequence[np.ndarray], n_vocab: int,
+                      config: PPRSettings, block_columns: int | None = None) -> tuple[BlockedPPR, int]:
+    """`personalized_pagerank` of the seed sets `seeds` (`seed_matrix`), each block's seed columns made where it is
+    iterated (no vocab × B seed matrix) and its scores kept as a block (`BlockedPPR`); the sweeps used."""
+    bounds = column_blocks(be, n_vocab, len(seeds), block_columns)
+    blocks, sweeps = [], 0
+    for start, end in zip(bounds, bounds[1:]):
+        if end > start:
+            block, used = power_iteration(be, transition, seed_matrix(be, seeds[start:end], n_vocab), config)
+            blocks.append(block)
+            sweeps = max(sweeps, used)
+    starts = [start for start, end in zip(bounds, bounds[1:]) if end > start] + [len(seeds)]
+    return BlockedPPR(blocks, starts, n_vocab), sweeps
 
 
 def power_iteration(be: Backend, transition: TransitionMatrix, v: Any, config: PPRSettings) -> tuple[Any, int]:

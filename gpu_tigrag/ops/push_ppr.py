@@ -155,7 +155,10 @@ def push_bytes_per_query(be: Backend, n_nodes: int, gamma: int, support: int = S
 
 
 def scores_at(be: Backend, scores: Any, rows: Any, cols: Any) -> Any:
-    """PPR scores at (node, query) pairs, from a dense vocab × B block or a `SparsePPR`."""
-    if isinstance(scores, SparsePPR):
+    """PPR scores at (node, query) pairs, from a dense vocab × B block, a `SparsePPR` or the exact iterate's
+    blocks (`ops.ppr.BlockedPPR`)."""
+    from .ppr import BlockedPPR
+
+    if isinstance(scores, (SparsePPR, BlockedPPR)):
         return scores.at(be, rows, cols)
     return scores[be.asarray(rows), be.asarray(cols)]

@@ -87,6 +87,35 @@ def test_blocks_of_columns_give_the_whole_batchs_scores_and_sweeps(backend):
     assert cpu_block_columns(37_055) == 48 and cpu_block_columns(18_133) == 112 and cpu_block_columns(10**7) == 32 and cpu_block_columns(100) % 16 == 0
 
 
+def test_the_seed_blocks_give_the_dense_batchs_scores_top_gamma_and_gathers(backend):
+    """`pagerank_of_seeds` iterates each block from its own seed columns and keeps the blocks apart: its scores,
+    sweeps, top γ and gathered (node, query) scores are the dense `personalized_pagerank`'s bit for bit at every
+    block width; a batch of no query has an empty top γ of the dense one's shape."""
+    from gpu_tigrag.ops.ppr import pagerank_of_seeds
+    from gpu_tigrag.ops.push_ppr import scores_at
+
+    w = random_graph(n=60, seed=5)
+    tm = TransitionMatrix.from_adjacency(backend, scipy.sparse.csr_matrix(w))
+    cfg = PPRConfig(damping=0.85, tol=1e-4, max_iter=200)
+    rng = np.random.default_rng(2)
+    seeds = [rng.choice(60, size=rng.integers(0, 6)) for _ in range(11)]  # a query without seeds among them
+    dense, sweeps = personalized_pagerank(backend, tm, seed_matrix(backend, seeds, 60), cfg, block_columns=11)
+    ids, weights = top_gamma(backend, dense, 7)
+    rows, cols = rng.integers(0, 60, 50), rng.integers(0, 11, 50)
+    for columns in (1, 2, 3, 5, 11, None):
+        blocked, used = pagerank_of_seeds(backend, tm, seeds, 60, cfg, block_columns=columns)
+        assert used == sweeps
+        np.testing.assert_array_equal(backend.to_host(blocked.dense(backend)), backend.to_host(dense))
+        got_ids, got_weights = blocked.top_gamma(backend, 7)
+        np.testing.assert_array_equal(backend.to_host(got_ids), backend.to_host(ids))
+        np.testing.assert_array_equal(backend.to_host(got_weights), backend.to_host(weights))
+        np.testing.assert_array_equal(backend.to_host(scores_at(backend, blocked, rows, cols)),
+                                      backend.to_host(dense)[rows, cols])
+    empty, _ = pagerank_of_seeds(backend, tm, [], 60, cfg)
+    want = top_gamma(backend, seed_matrix(backend, [], 60), 7)
+    assert [a.shape for a in empty.top_gamma(backend, 7)] == [a.shape for a in want]
+
+
 def test_top_gamma_is_sorted_subset_and_l1_normalised(backend):
     scores = backend.asarray(np.array([[0.1, 0.0], [0.5, 0.0], [0.2, 0.3], [0.0, 0.0]], dtype=np.float32))
     ids, weights = top_gamma(backend, scores, 2)

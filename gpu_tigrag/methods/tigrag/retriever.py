@@ -20,7 +20,7 @@ import numpy as np
 from ...backend import Backend
 from ...config import RetrievalConfig
 from .config import resolve_modes
-from ...ops.ppr import personalized_pagerank, seed_matrix, top_gamma
+from ...ops.ppr import pagerank_of_seeds, top_gamma
 from ...ops.push_ppr import PushGraph, push_bytes_per_query, push_pagerank
 from ...encoders import Encoder, VectorCache
 from ...index.index import Index
@@ -148,9 +148,8 @@ class TigragRetriever(BaseRetriever):
             scores = push_pagerank(be, self.push_graph, seeds, cfg.ppr)
             ids, weights = scores.top_gamma(be, cfg.ppr.top_gamma)
         else:
-            v = seed_matrix(be, seeds, self.index.n_vocab)
-            scores, _ = personalized_pagerank(be, self.transition, v, cfg.ppr)
-            ids, weights = top_gamma(be, scores, cfg.ppr.top_gamma)
+            scores, _ = pagerank_of_seeds(be, self.transition, seeds, self.index.n_vocab, cfg.ppr)
+            ids, weights = scores.top_gamma(be, cfg.ppr.top_gamma)
         self.timer.add("ppr", t)
         rho, pool, fallback = self.blocks.score_and_pool(ids, weights, n_seeds)
         return GraphHop(pool, rho, n_seeds, fallback, scores)
