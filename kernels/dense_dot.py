@@ -38,9 +38,13 @@ from __future__ import annotations
 from .. import numba_cache  # noqa: F401  (a writable numba cache before a kernel compiles)
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .lazy_cuda import cuda
+from .vector_ir import F32, I64, LANES, const, lane_mask, masked_load, masked_store, splat
 
 #: rows a CPU thread updates together (each query-vector row is read once for them)
 ROWS = 4
@@ -53,6 +57,55 @@ TILE = 256
 TILED_MAX_WIDTH = 16
 #: from this many rows on (a smaller corpus is answered in microseconds by the other kernels, without a copy)
 TILED_MIN_ROWS = 4096
+#: a register tile of `wide_dot_cpu`: rows × queries (two 16-lane vectors), its 16 sums held over all of k
+TILE_ROWS, TILE_QUERIES = 8, 32
+
+
+@intrinsic
+def _dot_tile(typingctx, rows, i0, count, vectors_t, b0, width, out):
+    """out[i0 + r, b0 + c] = Σ_k rows[i0 + r, k] · vectors_t[k, b0 + c] for r < count ≤ TILE_ROWS and c < width ≤
+    TILE_QUERIES: each product rounded, then added in k order from 0 (plain `fmul` and `fadd`, no fused
+    multiply-add: the loops' IEEE bits), the tile's sums in vector registers for the whole loop over k. Rows past
+    `count` repeat the last row (computed, never stored); columns past `width` are neither read nor written."""
+    if not all(isinstance(a, types.Array) and a.ndim == 2 and a.layout == "C" and a.dtype == types.float32
+               for a in (rows, vectors_t, out)):
+        return None
+    sig = types.void(rows, i0, count, vectors_t, b0, width, out)
+
+    def codegen(context, builder, signature, args):
+        rows_v, i0, count, vt_v, b0, width, out_v = args
+        arrays = [context.make_array(signature.args[i])(context, builder, args[i]) for i in (0, 3, 6)]
+        rows_at, vt_at, out_at = (builder.ptrtoint(a.data, I64) for a in arrays)
+        row_bytes, vt_bytes, out_bytes = (builder.extract_value(a.strides, 0) for a in arrays)
+        dim = builder.extract_value(arrays[0].shape, 1)
+        last = builder.sub(count, const(1))
+        starts = []
+        for r in range(TILE_ROWS):  # rows past `count` read the last row
+            row = builder.select(builder.icmp_signed("<", const(r), count), const(r), last)
+            starts.append(builder.add(rows_at, builder.mul(builder.add(i0, row), row_bytes)))
+        vt_at = builder.add(vt_at, builder.mul(b0, const(4)))
+        masks = [lane_mask(builder, 16 * g, width) for g in range(2)]
+        zero = ir.Constant(LANES, None)
+        sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(2)] for _ in range(TILE_ROWS)]
+        with cgutils.for_range(builder, dim) as loop:
+            k = loop.index
+            line = builder.add(vt_at, builder.mul(k, vt_bytes))
+            values = [masked_load(builder, builder.add(line, const(64 * g)), masks[g]) for g in range(2)]
+            for r in range(TILE_ROWS):
+                element = builder.load(builder.inttoptr(builder.add(starts[r], builder.mul(k, const(4))),
+                                                        F32.as_pointer()))
+                factor = splat(builder, element)
+                for g in range(2):
+                    builder.store(builder.fadd(builder.load(sums[r][g]), builder.fmul(factor, values[g])), sums[r][g])
+        out_at = builder.add(out_at, builder.mul(b0, const(4)))
+        for r in range(TILE_ROWS):
+            with builder.if_then(builder.icmp_signed("<", const(r), count)):
+                at = builder.add(out_at, builder.mul(builder.add(i0, const(r)), out_bytes))
+                for g in range(2):
+                    masked_store(builder, builder.load(sums[r][g]), builder.add(at, const(64 * g)), masks[g])
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 def query_dot_cpu(rows, vectors_t, out) -> None:
@@ -94,33 +147,16 @@ def narrow_dot_cpu(rows, vectors_t, out):
 
 @njit(parallel=True, cache=True)
 def wide_dot_cpu(rows, vectors_t, out):
-    """`query_dot_cpu` for many queries: 4 rows at a time, vectorised over the queries."""
-    n, dim = rows.shape
+    """`query_dot_cpu` for many queries: tiles of TILE_ROWS rows × TILE_QUERIES queries, each tile's sums in
+    vector registers over all of k (`_dot_tile`), where a loop over the queries inside the loop over k loaded
+    and stored every sum at every k (4 rows × thousands of queries: more than L1 holds)."""
+    n = rows.shape[0]
     width = vectors_t.shape[1]
-    for block in prange((n + ROWS - 1) // ROWS):
-        i0 = block * ROWS
-        i1 = min(n, i0 + ROWS)
-        for i in range(i0, i1):
-            for b in range(width):
-                out[i, b] = 0.0
-        if i1 - i0 == ROWS:
-            for k in range(dim):
-                e0 = np.float32(rows[i0, k])
-                e1 = np.float32(rows[i0 + 1, k])
-                e2 = np.float32(rows[i0 + 2, k])
-                e3 = np.float32(rows[i0 + 3, k])
-                for b in range(width):
-                    v = np.float32(vectors_t[k, b])
-                    out[i0, b] += e0 * v
-                    out[i0 + 1, b] += e1 * v
-                    out[i0 + 2, b] += e2 * v
-                    out[i0 + 3, b] += e3 * v
-        else:
-            for i in range(i0, i1):
-                for k in range(dim):
-                    e = np.float32(rows[i, k])
-                    for b in range(width):
-                        out[i, b] += e * np.float32(vectors_t[k, b])
+    for block in prange((n + TILE_ROWS - 1) // TILE_ROWS):
+        i0 = block * TILE_ROWS
+        count = min(TILE_ROWS, n - i0)
+        for b0 in range(0, width, TILE_QUERIES):
+            _dot_tile(rows, i0, count, vectors_t, b0, min(TILE_QUERIES, width - b0), out)
 
 
 @njit(parallel=True, cache=True)

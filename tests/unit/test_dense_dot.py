@@ -30,6 +30,35 @@ def test_a_query_gets_the_same_bits_in_any_batch_and_on_any_row_slice():
     assert query_dot(be, rows[:0], vectors).shape == (0, 37) and query_dot(be, rows, vectors[:0]).shape == (1001, 0)
 
 
+def _k_order_dot(rows, vectors_t, out):
+    """The product as a plain loop: each sum from 0, product by product in k order (numba's IEEE semantics)."""
+    for i in range(rows.shape[0]):
+        for b in range(vectors_t.shape[1]):
+            total = np.float32(0.0)
+            for k in range(rows.shape[1]):
+                total += rows[i, k] * vectors_t[k, b]
+            out[i, b] = total
+
+
+def test_the_wide_products_register_tiles_are_the_plain_loops_bits():
+    """`wide_dot_cpu` keeps 8 rows × 32 queries of sums in vector registers: row counts and widths either side of
+    the tile's edges give the plain k-order loop's bits, and nothing past `out`'s rows is written."""
+    from numba import njit
+
+    from gpu_tigrag.kernels.dense_dot import wide_dot_cpu
+
+    reference = njit(_k_order_dot)
+    rng = np.random.default_rng(5)
+    for n, width, dim in ((1, 8, 3), (7, 31, 16), (8, 32, 96), (9, 33, 96), (17, 64, 5), (30, 70, 384)):
+        rows = rng.standard_normal((n, dim)).astype(np.float32)
+        vectors_t = np.ascontiguousarray(rng.standard_normal((width, dim)).astype(np.float32).T)
+        want, got = np.empty((n, width), np.float32), np.full((n + 1, width), 7.0, np.float32)
+        reference(rows, vectors_t, want)
+        wide_dot_cpu(rows, vectors_t, got[:n])  # a guard row after the product's rows
+        assert np.array_equal(got[:n].view(np.int32), want.view(np.int32)), (n, width, dim)
+        assert (got[n] == 7.0).all()
+
+
 def test_tiled_rows_give_the_same_bits_for_a_few_queries():
     """RowTiles (the transposed copy a device keeps for products of up to TILED_MAX_WIDTH queries) change
     the speed, never a bit: any row count against the tile size, every width either side of the limit."""
