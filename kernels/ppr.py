@@ -27,7 +27,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .lazy_cuda import cuda
-from .vector_ir import F32, I32, I64, LANES, const, fmuladd, lane_mask, masked_load, masked_store, splat
+from .vector_ir import F32, I64, LANES, const, fmuladd, lane_mask, masked_load, masked_store, splat
 
 ROW_BLOCKS = 256
 #: 16-lane vectors of running sums a `neighbour_sums` call keeps in registers (its columns: 16 × this)
@@ -43,6 +43,10 @@ def neighbour_sums(typingctx, indices, data, start, end, x, column, count, acc):
     if not all(isinstance(a, types.Array) and a.ndim == n and a.layout == "C" for a, n in
                ((indices, 1), (data, 1), (x, 2), (acc, 1))):
         return None
+    if not (isinstance(indices.dtype, types.Integer) and indices.dtype.bitwidth in (32, 64)
+            and all(a.dtype == types.float32 for a in (data, x, acc))):
+        return None
+    index_type = ir.IntType(indices.dtype.bitwidth)  # SciPy's indices are int32, or int64 for large graphs
     sig = types.void(indices, data, start, end, x, column, count, acc)
 
     def codegen(context, builder, signature, args):
@@ -60,10 +64,11 @@ def neighbour_sums(typingctx, indices, data, start, end, x, column, count, acc):
                 for _ in range(SUM_VECTORS)]
         with cgutils.for_range(builder, builder.sub(end, start)) as loop:
             p = builder.add(start, loop.index)
-            j = builder.load(builder.inttoptr(builder.add(index_at, builder.mul(p, const(4))), I32.as_pointer()))
+            j = builder.load(builder.inttoptr(builder.add(index_at, builder.mul(p, const(index_type.width // 8))),
+                                              index_type.as_pointer()))
             w = builder.load(builder.inttoptr(builder.add(weight_at, builder.mul(p, const(4))), F32.as_pointer()))
             weight = splat(builder, w)
-            row = builder.add(x_at, builder.mul(builder.sext(j, I64), row_bytes))
+            row = builder.add(x_at, builder.mul(builder.sext(j, I64) if index_type.width < 64 else j, row_bytes))
             for k in range(SUM_VECTORS):
                 with builder.if_then(live[k], likely=True):
                     values = masked_load(builder, builder.add(row, const(64 * k)), masks[k])

@@ -346,4 +346,7 @@ def test_the_sweeps_register_sums_are_the_column_loops_bits(width):
     reference(*args, want, want_delta)
     assert np.array_equal(out.view(np.int32), want.view(np.int32))
     assert np.array_equal(out[:, held], x[:, held]) and not delta[held].any()
+    wide = np.empty_like(x)  # SciPy's int64 indices (large graphs) read as such
+    ppr_sweep_cpu(adjacency.indptr.astype(np.int64), adjacency.indices.astype(np.int64), *args[2:], wide, delta)
+    assert np.array_equal(wide.view(np.int32), want.view(np.int32))
     np.testing.assert_allclose(delta, want_delta, rtol=1e-5)  # the kernel adds its row blocks' partial sums
