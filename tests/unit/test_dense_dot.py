@@ -49,7 +49,7 @@ def test_the_wide_products_register_tiles_are_the_plain_loops_bits():
 
     reference = njit(_k_order_dot)
     rng = np.random.default_rng(5)
-    for n, width, dim in ((1, 8, 3), (7, 31, 16), (8, 32, 96), (9, 33, 96), (17, 64, 5), (30, 70, 384)):
+    for n, width, dim in ((1, 8, 3), (7, 31, 16), (8, 32, 96), (9, 33, 96), (17, 64, 5), (30, 70, 384), (11, 530, 7)):
         rows = rng.standard_normal((n, dim)).astype(np.float32)
         vectors_t = np.ascontiguousarray(rng.standard_normal((width, dim)).astype(np.float32).T)
         want, got = np.empty((n, width), np.float32), np.full((n + 1, width), 7.0, np.float32)
