@@ -15,7 +15,7 @@ is below `tol` or after `max_iter` sweeps.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -96,13 +96,9 @@ def personalized_pagerank(be: Backend, transition: TransitionMatrix, v: Any, con
     bounds = column_blocks(be, v.shape[0], v.shape[1], block_columns)
     if len(bounds) <= 2:
         return power_iteration(be, transition, v, config)
-    scores = xp.empty_like(v)
-    sweeps = 0
-    for start, end in zip(bounds, bounds[1:]):
-        block, used = power_iteration(be, transition, xp.ascontiguousarray(v[:, start:end]), config)
-        scores[:, start:end] = block
-        sweeps = max(sweeps, used)
-    return scores, sweeps
+    blocked, sweeps = _iterate_blocks(be, transition, bounds, lambda start, end: xp.ascontiguousarray(v[:, start:end]),
+                                      config, v.shape[0])
+    return blocked.dense(be), sweeps
 
 
 def column_blocks(be: Backend, n_vocab: int, width: int, block_columns: int | None = None) -> list[int]:
@@ -157,14 +153,22 @@ def pagerank_of_seeds(be: Backend, transition: TransitionMatrix, seeds: Sequence
     """`personalized_pagerank` of the seed sets `seeds` (`seed_matrix`), each block's seed columns made where it is
     iterated (no vocab × B seed matrix) and its scores kept as a block (`BlockedPPR`); the sweeps used."""
     bounds = column_blocks(be, n_vocab, len(seeds), block_columns)
-    blocks, sweeps = [], 0
+    return _iterate_blocks(be, transition, bounds, lambda start, end: seed_matrix(be, seeds[start:end], n_vocab),
+                           config, n_vocab)
+
+
+def _iterate_blocks(be: Backend, transition: TransitionMatrix, bounds: Sequence[int],
+                    seed_block: Callable[[int, int], Any], config: PPRSettings, n_vocab: int) -> tuple[BlockedPPR, int]:
+    """`power_iteration` of each non-empty block of columns between `bounds` (`column_blocks`), its seed columns
+    `seed_block(start, end)`; the blocks and the most sweeps any used."""
+    blocks, starts, sweeps = [], [], 0
     for start, end in zip(bounds, bounds[1:]):
         if end > start:
-            block, used = power_iteration(be, transition, seed_matrix(be, seeds[start:end], n_vocab), config)
+            block, used = power_iteration(be, transition, seed_block(start, end), config)
             blocks.append(block)
+            starts.append(start)
             sweeps = max(sweeps, used)
-    starts = [start for start, end in zip(bounds, bounds[1:]) if end > start] + [len(seeds)]
-    return BlockedPPR(blocks, starts, n_vocab), sweeps
+    return BlockedPPR(blocks, starts + [bounds[-1]], n_vocab), sweeps
 
 
 def power_iteration(be: Backend, transition: TransitionMatrix, v: Any, config: PPRSettings) -> tuple[Any, int]:
