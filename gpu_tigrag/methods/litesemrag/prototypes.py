@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse
 
 from .config import LitesemragIndexConfig
-from ...ops.rows import unit_rows
+from ...ops.rows import unit_rows, unit_rows_in_place
 from ...progress import progress
 
 
@@ -85,15 +85,21 @@ def cluster_senses(unit: np.ndarray, chunks: np.ndarray, config: LitesemragIndex
 
 
 def build_prototypes(string_ids: np.ndarray, vectors: np.ndarray, chunk_ids: np.ndarray, n_strings: int,
-                     single_word: np.ndarray, config: LitesemragIndexConfig, show_progress: bool = False) -> Prototypes:
+                     single_word: np.ndarray, config: LitesemragIndexConfig, show_progress: bool = False,
+                     in_place: bool = False) -> Prototypes:
     """The prototypes of every string (module doc) from its occurrences: `string_ids`, `vectors` and
-    `chunk_ids` per occurrence; `single_word[s]` says whether string s is one word."""
-    unit = _unit(np.asarray(vectors, dtype=np.float32))
+    `chunk_ids` per occurrence; `single_word[s]` says whether string s is one word. The occurrences' unit rows
+    take one occurrences × d array: a copy of `vectors`, or with `in_place` (a float32 C-contiguous array the
+    caller gives up) `vectors` itself, normalised where it lies (a 100,000-passage corpus holds gigabytes of them)."""
+    if in_place:
+        unit = unit_rows_in_place(vectors)
+    else:
+        unit = unit_rows_in_place(np.array(vectors, dtype=np.float32, order="C", copy=True))
     n_occ, dim = unit.shape
     counts = np.bincount(string_ids, minlength=n_strings)
     members = scipy.sparse.csr_matrix((np.ones(n_occ, dtype=np.float32), (string_ids, np.arange(n_occ))),
                                       shape=(n_strings, n_occ))
-    means = _unit(np.asarray(members @ unit))  # one prototype per string, replaced below where clustered
+    means = unit_rows_in_place(np.ascontiguousarray(members @ unit, dtype=np.float32))  # one per string, replaced below where clustered
     order = np.argsort(string_ids, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(counts)])
     senses: dict[int, tuple[np.ndarray, np.ndarray]] = {}

@@ -135,12 +135,14 @@ def build_semantic_graph(chunk_texts: list[str], config: LitesemragIndexConfig, 
     """The stage over `chunk_texts` (module doc). `nlp`: the span pipeline (default: config.spacy_model's,
     `spans.load_span_pipeline`); `encoder`: a `TokenStateEncoder` (default: config.token_encoder)."""
     found = extract_occurrences(chunk_texts, config, nlp, encoder, show_progress)
-    return assemble_semantic_graph(found, 0, config, show_progress)
+    return assemble_semantic_graph(found, 0, config, show_progress, in_place=True)
 
 
 def assemble_semantic_graph(found: SpanOccurrences, layer_slot: int, config: LitesemragIndexConfig,
-                            show_progress: bool = False) -> SemanticGraph:
-    """The stage from extracted occurrences, with the vectors of `found.vectors[layer_slot]`."""
+                            show_progress: bool = False, in_place: bool = False) -> SemanticGraph:
+    """The stage from extracted occurrences, with the vectors of `found.vectors[layer_slot]`. With `in_place` those
+    vectors are normalised where they lie (`found` is not used again: a build), so the span vectors, the largest
+    array of a build, are held once; without it (a sweep assembling several stages) they are copied once."""
     from .prototypes import build_prototypes
 
     timings = dict(found.seconds)
@@ -149,12 +151,14 @@ def assemble_semantic_graph(found: SpanOccurrences, layer_slot: int, config: Lit
     keys = [span.text for chunk_spans in spans for span in chunk_spans]
     chunk_of = np.repeat(np.arange(len(spans)), [len(s) for s in spans])
     kept = np.nonzero(keep)[0]
+    if kept.size < keep.size:  # spans past the encoder's window: their rows out, in one copy that is then owned
+        vectors, in_place = vectors[kept], True
     strings = sorted({keys[i] for i in kept})
     ids = {s: i for i, s in enumerate(strings)}
     string_ids = np.array([ids[keys[i]] for i in kept], dtype=np.int64)
     single_word = np.array([" " not in s for s in strings], dtype=bool)
-    protos = build_prototypes(string_ids, vectors[kept], chunk_of[kept], len(strings), single_word, config,
-                              show_progress)
+    protos = build_prototypes(string_ids, vectors, chunk_of[kept], len(strings), single_word, config,
+                              show_progress, in_place=in_place)
     t = _lap(timings, "prototypes", t)
     n_protos = protos.vectors.shape[0]
     tf = scipy.sparse.csr_matrix((np.ones(kept.size, dtype=np.float32), (protos.assignment, chunk_of[kept])),

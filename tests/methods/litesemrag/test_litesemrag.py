@@ -1230,3 +1230,30 @@ def test_similarity_matching_is_the_exact_argmax_whatever_the_other_spans(retrie
     assert clear.sum() > 250 and (together[clear] == exact.argmax(axis=1)[clear]).all()
     assert together[7] == int(np.argmax(protos @ protos[3]))
     assert retriever._global_best(vectors, rows[:0]).shape == (0,)
+
+
+def test_unit_rows_in_place_has_the_bits_of_unit_rows():
+    from gpu_tigrag.ops.rows import unit_rows_in_place
+
+    x = np.random.default_rng(3).standard_normal((1003, 24)).astype(np.float32) * 7
+    x[4] = 0  # a zero row stays zero
+    expected = unit_rows(x, compute_dtype=None)
+    got = x.copy()
+    assert unit_rows_in_place(got, block_rows=100) is got  # blocks that do not divide the rows
+    np.testing.assert_array_equal(got, expected)
+    with pytest.raises(ValueError, match="float32"):
+        unit_rows_in_place(x.astype(np.float64))
+
+
+def test_build_prototypes_in_place_normalises_the_given_rows_to_the_same_stage():
+    string_ids, vectors, chunks, _ = synthetic_occurrences()
+    single = np.array([True, True, True, False])
+    cfg = LitesemragIndexConfig(min_occurrences=100)
+    given = np.ascontiguousarray(vectors, dtype=np.float32) * 3  # not unit: the build normalises them
+    kept = given.copy()
+    copied = build_prototypes(string_ids, given, chunks, 4, single, cfg)
+    np.testing.assert_array_equal(given, kept)  # without in_place the caller's rows are left as they were
+    owned = build_prototypes(string_ids, given, chunks, 4, single, cfg, in_place=True)
+    np.testing.assert_array_equal(owned.vectors, copied.vectors)
+    np.testing.assert_array_equal(owned.assignment, copied.assignment)
+    np.testing.assert_array_equal(given, unit_rows(kept, compute_dtype=None))  # normalised where they lay
