@@ -33,7 +33,10 @@ all threads; GPU: one thread per entry.
 candidate of highest dot product with the slot's vector, equal dots to the lower row id: what scoring every
 (vector, candidate) pair and sorting them gives, without the pairs' gathered rows or a sort (LiteSemRAG's
 span-to-prototype matching). Each dot is added in k order as above. CPU: one slot per loop turn over all threads;
-GPU: one thread per slot.
+GPU: one thread per slot. `best_dot_per_group_cpu` answers the same for a group of slots that share one candidate
+list (LiteSemRAG's spans holding the same word): a thread takes GROUP_CHUNK candidates and scores each against
+every slot of the group in `_dot_tile`'s register tiles (`_gathered_dot_tile`, rows read by id where they lie),
+so a candidate row is read once per group instead of once per slot; the same bits, the same ids.
 """
 
 from __future__ import annotations
@@ -62,9 +65,42 @@ TILED_MAX_WIDTH = 16
 TILED_MIN_ROWS = 4096
 #: a register tile of `wide_dot_cpu`: rows × queries (two 16-lane vectors), its 16 sums held over all of k
 TILE_ROWS, TILE_QUERIES = 8, 32
+#: candidates a thread scores against a whole group of slots (`best_dot_per_group_cpu`): 8 register tiles
+GROUP_CHUNK = 64
 #: queries whose vectors a pass over the rows takes at once (384 KB of e5-small's): beyond L2, every row block
 #: streamed them all again
 PANEL_QUERIES = 256
+
+
+def _emit_tile(builder, starts, vt_at, vt_bytes, dim, width, out_at, out_bytes, count):
+    """The IR of a register tile: for r < TILE_ROWS (rows starting at byte addresses `starts`) and c < width ≤
+    TILE_QUERIES, Σ_k row_r[k] · vectors_t[k, c] with `vt_at` the address of vectors_t[0, 0] and `vt_bytes` its row
+    stride, each product rounded and then added in k order from 0 (plain `fmul` and `fadd`), the sums in vector
+    registers over all of k; row r < count stored at `out_at + r·out_bytes` (columns past `width` neither read
+    nor written)."""
+    masks = [lane_mask(builder, 16 * g, width) for g in range(2)]
+    zero = ir.Constant(LANES, None)
+    sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(2)] for _ in range(TILE_ROWS)]
+    with cgutils.for_range(builder, dim) as loop:
+        k = loop.index
+        line = builder.add(vt_at, builder.mul(k, vt_bytes))
+        values = [masked_load(builder, builder.add(line, const(64 * g)), masks[g]) for g in range(2)]
+        for r in range(TILE_ROWS):
+            element = builder.load(builder.inttoptr(builder.add(starts[r], builder.mul(k, const(4))),
+                                                    F32.as_pointer()))
+            factor = splat(builder, element)
+            for g in range(2):
+                builder.store(builder.fadd(builder.load(sums[r][g]), builder.fmul(factor, values[g])), sums[r][g])
+    for r in range(TILE_ROWS):
+        with builder.if_then(builder.icmp_signed("<", const(r), count)):
+            at = builder.add(out_at, builder.mul(const(r), out_bytes))
+            for g in range(2):
+                masked_store(builder, builder.load(sums[r][g]), builder.add(at, const(64 * g)), masks[g])
+
+
+def _float32_matrices(*arrays) -> bool:
+    return all(isinstance(a, types.Array) and a.ndim == 2 and a.layout == "C" and a.dtype == types.float32
+               for a in arrays)
 
 
 @intrinsic
@@ -73,8 +109,7 @@ def _dot_tile(typingctx, rows, i0, count, vectors_t, b0, width, out):
     TILE_QUERIES: each product rounded, then added in k order from 0 (plain `fmul` and `fadd`, no fused
     multiply-add: the loops' IEEE bits), the tile's sums in vector registers for the whole loop over k. Rows past
     `count` repeat the last row (computed, never stored); columns past `width` are neither read nor written."""
-    if not all(isinstance(a, types.Array) and a.ndim == 2 and a.layout == "C" and a.dtype == types.float32
-               for a in (rows, vectors_t, out)):
+    if not _float32_matrices(rows, vectors_t, out):
         return None
     sig = types.void(rows, i0, count, vectors_t, b0, width, out)
 
@@ -90,25 +125,38 @@ def _dot_tile(typingctx, rows, i0, count, vectors_t, b0, width, out):
             row = builder.select(builder.icmp_signed("<", const(r), count), const(r), last)
             starts.append(builder.add(rows_at, builder.mul(builder.add(i0, row), row_bytes)))
         vt_at = builder.add(vt_at, builder.mul(b0, const(4)))
-        masks = [lane_mask(builder, 16 * g, width) for g in range(2)]
-        zero = ir.Constant(LANES, None)
-        sums = [[cgutils.alloca_once_value(builder, zero) for _ in range(2)] for _ in range(TILE_ROWS)]
-        with cgutils.for_range(builder, dim) as loop:
-            k = loop.index
-            line = builder.add(vt_at, builder.mul(k, vt_bytes))
-            values = [masked_load(builder, builder.add(line, const(64 * g)), masks[g]) for g in range(2)]
-            for r in range(TILE_ROWS):
-                element = builder.load(builder.inttoptr(builder.add(starts[r], builder.mul(k, const(4))),
-                                                        F32.as_pointer()))
-                factor = splat(builder, element)
-                for g in range(2):
-                    builder.store(builder.fadd(builder.load(sums[r][g]), builder.fmul(factor, values[g])), sums[r][g])
-        out_at = builder.add(out_at, builder.mul(b0, const(4)))
+        out_at = builder.add(builder.add(out_at, builder.mul(b0, const(4))), builder.mul(i0, out_bytes))
+        _emit_tile(builder, starts, vt_at, vt_bytes, dim, width, out_at, out_bytes, count)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _gathered_dot_tile(typingctx, table, ids, i0, count, vectors_t, b0, width, out):
+    """out[r, c] = Σ_k table[ids[i0 + r], k] · vectors_t[k, b0 + c] for r < count ≤ TILE_ROWS and c < width ≤
+    TILE_QUERIES (out: a TILE_ROWS × TILE_QUERIES scratch): `_dot_tile`'s sums, in its IEEE steps, of rows picked
+    by id where they lie (no gathered copy). Rows past `count` repeat the last id (computed, never stored)."""
+    if not (_float32_matrices(table, vectors_t, out) and isinstance(ids, types.Array) and ids.ndim == 1
+            and ids.dtype == types.int64):
+        return None
+    sig = types.void(table, ids, i0, count, vectors_t, b0, width, out)
+
+    def codegen(context, builder, signature, args):
+        table_v, ids_v, i0, count, vt_v, b0, width, out_v = args
+        arrays = [context.make_array(signature.args[i])(context, builder, args[i]) for i in (0, 1, 4, 7)]
+        table_at, ids_at, vt_at, out_at = (builder.ptrtoint(a.data, I64) for a in arrays)
+        row_bytes, id_bytes, vt_bytes, out_bytes = (builder.extract_value(a.strides, 0) for a in arrays)
+        dim = builder.extract_value(arrays[0].shape, 1)
+        last = builder.sub(count, const(1))
+        starts = []
         for r in range(TILE_ROWS):
-            with builder.if_then(builder.icmp_signed("<", const(r), count)):
-                at = builder.add(out_at, builder.mul(builder.add(i0, const(r)), out_bytes))
-                for g in range(2):
-                    masked_store(builder, builder.load(sums[r][g]), builder.add(at, const(64 * g)), masks[g])
+            row = builder.select(builder.icmp_signed("<", const(r), count), const(r), last)
+            at = builder.add(ids_at, builder.mul(builder.add(i0, row), id_bytes))
+            chosen = builder.load(builder.inttoptr(at, I64.as_pointer()))
+            starts.append(builder.add(table_at, builder.mul(chosen, row_bytes)))
+        vt_at = builder.add(vt_at, builder.mul(b0, const(4)))
+        _emit_tile(builder, starts, vt_at, vt_bytes, dim, width, out_at, out_bytes, count)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -288,6 +336,38 @@ def best_dot_per_slot_cpu(vectors, table, rows, ptr, ids, out):
                     best_id = c
             j += count
         out[s] = best_id
+
+
+@njit(parallel=True, cache=True)
+def best_dot_per_group_cpu(table, ids, vectors_t, best_value, best_id):
+    """For the candidates `ids` (rows of `table`) of a group of G slots that share them, slot g's vector being
+    column g of vectors_t (d × G): best_value[c, g], best_id[c, g] = the highest Σ_k table[id, k] · vectors_t[k, g]
+    over the ids of chunk c (GROUP_CHUNK of them), equal sums to the lower id (-1 for none); each sum in
+    `best_dot_per_slot_cpu`'s bits (k order, a rounded product then an add). Each loaded candidate row serves
+    every slot of the group (register tiles, `_gathered_dot_tile`), where the per-slot kernel reads it once per slot."""
+    m = ids.shape[0]
+    width = vectors_t.shape[1]
+    for c in prange((m + GROUP_CHUNK - 1) // GROUP_CHUNK):
+        scratch = np.empty((TILE_ROWS, TILE_QUERIES), dtype=np.float32)
+        lo = c * GROUP_CHUNK
+        hi = min(m, lo + GROUP_CHUNK)
+        for g in range(width):
+            best_value[c, g] = np.float32(-np.inf)
+            best_id[c, g] = -1
+        for i0 in range(lo, hi, TILE_ROWS):
+            count = min(TILE_ROWS, hi - i0)
+            for b0 in range(0, width, TILE_QUERIES):
+                columns = min(TILE_QUERIES, width - b0)
+                _gathered_dot_tile(table, ids, i0, count, vectors_t, b0, columns, scratch)
+                for r in range(count):
+                    candidate = ids[i0 + r]
+                    for q in range(columns):
+                        total = scratch[r, q]
+                        g = b0 + q
+                        held = best_id[c, g]
+                        if held < 0 or total > best_value[c, g] or (total == best_value[c, g] and candidate < held):
+                            best_value[c, g] = total
+                            best_id[c, g] = candidate
 
 
 @cuda.jit

@@ -187,3 +187,33 @@ def test_best_dot_per_slot_is_the_best_scored_pair_ties_to_the_lower_id_whatever
     for s in range(len(slots)):  # a slot alone: the same answer (nothing depends on the other slots)
         alone = best_dot_per_slot(be, vectors, table, rows[s:s + 1], ptr[s:s + 2] - ptr[s], ids[ptr[s]:ptr[s + 1]])
         assert alone[0] == got[s]
+
+
+def test_best_dot_per_list_is_the_per_slot_answer_for_shared_and_lone_lists():
+    """Lists shared by many slots (scored once for the group, register tiles) and by few (the per-slot kernel) give
+    the per-slot kernel's ids: every dot's bits kept, equal dots to the lower id, across chunk and tile edges."""
+    from gpu_tigrag.kernels.dense_dot import GROUP_CHUNK, TILE_QUERIES
+    from gpu_tigrag.ops.dense_dot import GROUP_MIN_SLOTS, best_dot_per_list, best_dot_per_slot
+
+    be = get_backend("numpy")
+    rng = np.random.default_rng(11)
+    table = rng.standard_normal((3 * GROUP_CHUNK + 5, 24)).astype(np.float32)
+    table[150] = table[20]  # equal rows: a tie the lower id wins
+    vectors = rng.standard_normal((90, 24)).astype(np.float32)
+    vectors[7] = table[20] * 2
+    big = np.sort(rng.choice(table.shape[0], 2 * GROUP_CHUNK + 3, replace=False))
+    big = np.union1d(big, [20, 150])
+    lists = [big, np.array([150, 20, 3]), np.arange(table.shape[0]), np.array([], dtype=np.int64), np.array([9])]
+    list_ptr = np.concatenate([[0], np.cumsum([len(x) for x in lists])]).astype(np.int64)
+    ids = np.concatenate(lists).astype(np.int64)
+    # list 0 shared by TILE_QUERIES + 3 slots (two column tiles), list 1 by GROUP_MIN_SLOTS, list 2 by one, ...
+    slot_lists = [0] * (TILE_QUERIES + 3) + [1] * GROUP_MIN_SLOTS + [2, 3, -1, 4, 4]
+    rows = rng.integers(0, vectors.shape[0], len(slot_lists))
+    rows[0] = rows[TILE_QUERIES + 3] = 7  # the tied rows in a big group and in a small list
+    got = best_dot_per_list(be, vectors, table, rows, np.array(slot_lists), list_ptr, ids)
+    for s, l in enumerate(slot_lists):
+        own = lists[l] if l >= 0 else np.zeros(0, dtype=np.int64)
+        want = best_dot_per_slot(be, vectors, table, rows[s:s + 1], np.array([0, own.size]), own.astype(np.int64))
+        assert got[s] == want[0], (s, got[s], want[0])
+    assert got[0] == 20 and got[TILE_QUERIES + 3] == 20
+    assert got[len(slot_lists) - 3] == -1 and got[len(slot_lists) - 4] == -1

@@ -74,7 +74,7 @@ from ...errors import TigragError
 from ...encoders import Encoder, VectorCache
 from ...index.index import Index
 from ...ops import sparse_scores
-from ...ops.dense_dot import best_dot_per_slot
+from ...ops.dense_dot import best_dot_per_list
 from ...ops.fusion import bm25_top, fuse_lists
 from .semantic_graph import SemanticGraph, check_stage
 from .spans import ENTITY, PHRASE, TOKEN, Span
@@ -125,11 +125,24 @@ class MatchedNodes:
 
 
 def match_spans(semantic_graph: SemanticGraph, batch: SpanBatch, slot_best, global_best) -> MatchedNodes:
-    """The matched nodes of every query of `batch` (module doc, step 2). `slot_best(rows, ptr, protos)` gives, per
-    slot s, the prototype among protos[ptr[s]:ptr[s + 1]] of highest cosine to span row rows[s] (equal: the lower
-    id); `global_best(spans)` the prototype of highest cosine to each span row among all."""
+    """The matched nodes of every query of `batch` (module doc, step 2). `slot_best(rows, lists, list_ptr, protos)`
+    gives, per slot s, the prototype among protos[list_ptr[l]:list_ptr[l + 1]], l = lists[s] (-1: no candidates,
+    answer -1), of highest cosine to span row rows[s] (equal: the lower id): the batch's distinct candidate lists
+    once each, as every span holding the same words has the same partial candidates; `global_best(spans)` the
+    prototype of highest cosine to each span row among all."""
     ptr, ids, phrases = semantic_graph.proto_ptr, semantic_graph.string_ids, semantic_graph.phrase_index
-    plan = []  # per considered span: (query, row, kind is entity, exact string or -1, partial strings)
+    lists: dict[tuple, int] = {}  # a candidate list's key → its place in `protos` (-1: no candidates)
+    protos: list[np.ndarray] = []
+
+    def candidates(key: tuple, strings) -> int:
+        if key not in lists:
+            strings = np.asarray(strings(), dtype=np.int64)
+            lists[key] = len(protos) if strings.size else -1
+            if strings.size:
+                protos.append(_proto_ranges(ptr, strings))
+        return lists[key]
+
+    plan = []  # per considered span: (query, row, kind is entity, exact string or -1, its two candidate lists)
     for q, spans in enumerate(batch.spans):
         base = int(batch.offsets[q])
         in_matched_phrase: set[str] = set()
@@ -141,19 +154,18 @@ def match_spans(semantic_graph: SemanticGraph, batch: SpanBatch, slot_best, glob
             exact = ids.get(span.text, -1)
             if exact >= 0 and span.kind in (ENTITY, PHRASE):
                 in_matched_phrase.update(span.text.split())
-            plan.append((q, base + j, span.kind == ENTITY, exact, _containing(phrases, span.text, exact)))
+            own = candidates(("exact", exact), lambda: [exact]) if exact >= 0 else -1
+            partial = candidates(("partial", frozenset(span.text.split()), exact),
+                                 lambda: _containing(phrases, span.text, exact))
+            plan.append((q, base + j, span.kind == ENTITY, own, partial))
     # two slots per span, its exact candidates (2p) and its partial ones (2p + 1): each slot's best prototype
-    slot_rows, slot_protos, slot_sizes = [], [], []
-    for _, row, _, exact, partial in plan:
-        for strings in ([exact] if exact >= 0 else [], partial):
-            protos = _proto_ranges(ptr, np.asarray(strings, dtype=np.int64)) if len(strings) else np.zeros(0, np.int64)
-            slot_rows.append(row)
-            slot_protos.append(protos)
-            slot_sizes.append(protos.size)
     best = np.full(2 * len(plan), -1, dtype=np.int64)
     if plan:
-        slot_ptr = np.concatenate([[0], np.cumsum(slot_sizes)]).astype(np.int64)
-        best = slot_best(np.asarray(slot_rows, dtype=np.int64), slot_ptr, np.concatenate(slot_protos))
+        slot_rows = np.repeat(np.array([row for _, row, _, _, _ in plan], dtype=np.int64), 2)
+        slot_lists = np.array([[own, partial] for _, _, _, own, partial in plan], dtype=np.int64).ravel()
+        list_ptr = np.concatenate([[0], np.cumsum([p.size for p in protos])]).astype(np.int64)
+        flat = np.concatenate(protos) if protos else np.zeros(0, dtype=np.int64)
+        best = slot_best(slot_rows, slot_lists, list_ptr, flat)
     lone = [p for p in range(len(plan)) if best[2 * p] < 0 and best[2 * p + 1] < 0]
     similar = global_best(np.array([plan[p][1] for p in lone], dtype=np.int64)) if lone else np.zeros(0, np.int64)
     similar_of = dict(zip(lone, similar.tolist()))
@@ -301,7 +313,8 @@ class LitesemragRetriever(BaseRetriever):
         """The matched nodes of a prepared block (module doc, step 2) on this retriever's backend."""
         vectors = self.be.asarray(batch.vectors)
         return match_spans(self.graph, batch,
-                           lambda rows, ptr, protos: best_dot_per_slot(self.be, vectors, self.protos, rows, ptr, protos),
+                           lambda rows, lists, ptr, protos: best_dot_per_list(self.be, vectors, self.protos, rows, lists,
+                                                                              ptr, protos),
                            lambda rows: self._global_best(vectors, rows))
 
     def _global_best(self, vectors: Any, rows: np.ndarray) -> np.ndarray:

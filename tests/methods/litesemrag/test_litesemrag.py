@@ -424,10 +424,10 @@ def numpy_matchers(graph, vectors):
     """Plain NumPy matchers: every (span, prototype) pair of a slot scored, the best first (equal: lower id)."""
     protos = graph.proto_vectors
 
-    def slot_best(rows, ptr, ps):
+    def slot_best(rows, lists, ptr, ps):
         best = np.full(rows.size, -1, dtype=np.int64)
         for s, row in enumerate(rows):
-            candidates = ps[ptr[s]:ptr[s + 1]]
+            candidates = ps[ptr[lists[s]]:ptr[lists[s] + 1]] if lists[s] >= 0 else ps[:0]
             if candidates.size:
                 scores = protos[candidates] @ vectors[row]
                 best[s] = candidates[np.lexsort((candidates, -scores))[0]]
