@@ -118,7 +118,12 @@ def render(payload: dict[str, Any]) -> str:
               "LiteSemRAG holds no chunks × B block (its sparse products are "
               "ranked as they are, its fusion takes the first stage's and BM25's lists), but it matches each query span "
               "against the prototypes of every phrase holding the span's words, so its candidate pairs grow with the "
-              "corpus's phrases (51,000 a query at 10,000 synthetic passages): scored in place, they are its cost."]
+              "corpus's phrases (51,000 a query at 10,000 synthetic passages). The spans of a batch that hold the same "
+              "word share those candidates (the distinct lists hold 3% of the pairs at 10,000 passages), so each "
+              "distinct list is scored once for all its spans, in register tiles (`ops.dense_dot.best_dot_per_list`, "
+              "the same ids): 1.7× (10,000) and 2.3× (30,000) the rate of the per-span scoring on this machine. What "
+              "grows with the corpus is still the lists' length, the co-occurrence product over the nodes' postings "
+              "and the scores over them."]
     return "\n".join(lines)
 
 
