@@ -99,7 +99,8 @@ def build_prototypes(string_ids: np.ndarray, vectors: np.ndarray, chunk_ids: np.
     counts = np.bincount(string_ids, minlength=n_strings)
     members = scipy.sparse.csr_matrix((np.ones(n_occ, dtype=np.float32), (string_ids, np.arange(n_occ))),
                                       shape=(n_strings, n_occ))
-    means = unit_rows_in_place(np.ascontiguousarray(members @ unit, dtype=np.float32))  # one per string, replaced below where clustered
+    # one prototype per string, replaced below where clustered
+    means = unit_rows_in_place(np.ascontiguousarray(members @ unit, dtype=np.float32))
     order = np.argsort(string_ids, kind="stable")
     bounds = np.concatenate([[0], np.cumsum(counts)])
     senses: dict[int, tuple[np.ndarray, np.ndarray]] = {}
