@@ -581,15 +581,19 @@ def merge_rankings(connected: list[tuple[int, Any]], recovered: list[tuple[int, 
 
 def _summed_in_order(queries: np.ndarray, chunks: np.ndarray, values: np.ndarray, shape: tuple[int, int]) -> Any:
     """A float32 CSR matrix of the entries (float64 values), each (query, chunk) pair's values added in the given
-    order into a float32 sum, as a float32 block's `block[q, chunks] += values` gives it."""
+    order into a float32 sum, as a float32 block's `block[q, chunks] += values` gives it: each add in float64,
+    stored as float32, the pairs' j-th adds done together (a pair repeats a few times; the pairs are many on a
+    large corpus)."""
     keys = queries * shape[1] + chunks
     order = np.argsort(keys, kind="stable")  # stable: a pair's values keep their order
     keys, values = keys[order], values[order]
     first = np.ones(keys.size, dtype=bool)
     first[1:] = keys[1:] != keys[:-1]
     group = np.cumsum(first) - 1
+    place = np.arange(keys.size) - np.flatnonzero(first)[group]  # a value's place among its pair's values
     total = np.zeros(int(first.sum()), dtype=np.float32)
-    for i in range(values.size):  # rare and few: each add in float64, stored as float32
-        total[group[i]] = np.float32(np.float64(total[group[i]]) + values[i])
+    for j in range(int(place.max()) + 1 if place.size else 0):  # the j-th value of every pair at once
+        at = place == j
+        total[group[at]] = (total[group[at]].astype(np.float64) + values[at]).astype(np.float32)
     unique = keys[first]
     return scipy.sparse.csr_matrix((total, (unique // shape[1], unique % shape[1])), shape=shape)

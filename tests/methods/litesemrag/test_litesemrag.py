@@ -1257,3 +1257,21 @@ def test_build_prototypes_in_place_normalises_the_given_rows_to_the_same_stage()
     np.testing.assert_array_equal(owned.vectors, copied.vectors)
     np.testing.assert_array_equal(owned.assignment, copied.assignment)
     np.testing.assert_array_equal(given, unit_rows(kept, compute_dtype=None))  # normalised where they lay
+
+
+def test_summed_in_order_adds_each_pairs_values_one_after_another():
+    """The repeated-string correction: a (query, chunk) pair's values added in their order, each add in float64
+    stored as float32 (what a float32 block's `+=` gives), whatever the number of pairs and repeats."""
+    from gpu_tigrag.methods.litesemrag.retriever import _summed_in_order
+
+    rng = np.random.default_rng(0)
+    shape = (7, 30)
+    for n in (0, 1, 50, 5000):
+        queries, chunks = rng.integers(0, shape[0], n), rng.integers(0, shape[1], n)
+        values = rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)  # rounding differs by order here
+        want: dict[tuple[int, int], np.float32] = {}
+        for q, c, v in zip(queries.tolist(), chunks.tolist(), values.tolist()):
+            want[q, c] = np.float32(np.float64(want.get((q, c), np.float32(0))) + v)
+        got = _summed_in_order(queries, chunks, values, shape).tocoo()
+        assert {(int(q), int(c)): v for q, c, v in zip(got.row, got.col, got.data)} == want
+        assert got.dtype == np.float32
