@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -27,39 +26,8 @@ if not __package__:  # run as `python bench/X.py`: import the `bench` package fr
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import DATA, DATASETS, write_results  # noqa: E402
 from bench.studies.named_expansions import index_label  # noqa: E402
+from bench.studies.expansion_value import choosing  # noqa: E402
 from bench.studies.spectrag_default_index import e5_index, halves  # noqa: E402
-
-
-@contextmanager
-def choosing(keep, record: list | None = None):
-    """Expanded-query vectors as the engine makes them, except that a pair (question, entity, place) for which
-    `keep` is False takes the question's hop-1 vector (keep None: every pair as the engine makes it); `record` gets
-    one dict per pair (question, entity, place, embedded: whether it ends with a vector of its own)."""
-    from gpu_tigrag.methods.tigrag import retriever as tigrag_retriever
-
-    engine = tigrag_retriever.expanded_query_vectors
-
-    def patched(retriever, questions, entity_texts, question_vectors=None, entity_links=None, entity_ranks=None,
-                entity_repeats=None):
-        vectors, owner = engine(retriever, questions, entity_texts, question_vectors, entity_links, entity_ranks,
-                                entity_repeats)
-        host = retriever.be.to_host(vectors).copy()
-        own = retriever.be.to_host(retriever.be.asarray(question_vectors))
-        flat = [(q, e, int(r), bool(linked)) for q, (entities, ranks, links)
-                in enumerate(zip(entity_texts, entity_ranks, entity_links)) for e, r, linked in zip(entities, ranks, links)]
-        for i, (q, entity, place, linked) in enumerate(flat):
-            if keep is not None and not keep(questions[q], entity, place):
-                host[i] = own[q]
-            if record is not None:
-                record.append({"question": questions[q], "entity": entity, "place": place, "linked": linked,
-                               "embedded": not np.array_equal(host[i], own[q])})
-        return retriever.be.asarray(host), owner
-
-    tigrag_retriever.expanded_query_vectors = patched
-    try:
-        yield
-    finally:
-        tigrag_retriever.expanded_query_vectors = engine
 
 
 def study(name: str, index, dataset, caps: list[int]) -> dict:

@@ -33,10 +33,11 @@ UNCAPPED = {"tigrag.fusion.expansion_passes": 0}
 
 
 @contextmanager
-def leaving_out(place: int | None, record: list | None = None):
-    """Expanded-query vectors as the engine makes them, except that each question's pair at `place` of its bridging
-    order (None: none) takes the question's hop-1 vector; `record` gets one dict per pair (question, entity, place,
-    linked, embedded: whether the engine gave it its own pass)."""
+def choosing(keep, record: list | None = None):
+    """Expanded-query vectors as the engine makes them, except that a pair (question, entity, place) for which
+    `keep` is False takes the question's hop-1 vector (keep None: every pair as the engine makes it); `record` gets
+    one dict per pair (question, entity, place, linked: whether the entity names a passage, embedded: whether the
+    pair ends with a vector of its own)."""
     from gpu_tigrag.methods.tigrag import retriever as tigrag_retriever
 
     engine = tigrag_retriever.expanded_query_vectors
@@ -45,18 +46,16 @@ def leaving_out(place: int | None, record: list | None = None):
                 entity_repeats=None):
         vectors, owner = engine(retriever, questions, entity_texts, question_vectors, entity_links, entity_ranks,
                                 entity_repeats)
-        host = retriever.be.to_host(vectors)
+        host = retriever.be.to_host(vectors).copy()
         own = retriever.be.to_host(retriever.be.asarray(question_vectors))
-        flat = [(q, e, r, bool(linked)) for q, (entities, ranks, links) in enumerate(zip(entity_texts, entity_ranks,
-                                                                                          entity_links))
-                for e, r, linked in zip(entities, ranks, links)]
-        for i, (q, entity, rank, linked) in enumerate(flat):
-            embedded = not np.array_equal(host[i], own[q])
-            if record is not None:
-                record.append({"question": questions[q], "entity": entity, "place": int(rank), "linked": linked,
-                               "embedded": embedded})
-            if place is not None and rank == place:
+        flat = [(q, e, int(r), bool(linked)) for q, (entities, ranks, links)
+                in enumerate(zip(entity_texts, entity_ranks, entity_links)) for e, r, linked in zip(entities, ranks, links)]
+        for i, (q, entity, place, linked) in enumerate(flat):
+            if keep is not None and not keep(questions[q], entity, place):
                 host[i] = own[q]
+            if record is not None:
+                record.append({"question": questions[q], "entity": entity, "place": place, "linked": linked,
+                               "embedded": not np.array_equal(host[i], own[q])})
         return retriever.be.asarray(host), owner
 
     tigrag_retriever.expanded_query_vectors = patched
@@ -64,6 +63,12 @@ def leaving_out(place: int | None, record: list | None = None):
         yield
     finally:
         tigrag_retriever.expanded_query_vectors = engine
+
+
+def leaving_out(place: int | None, record: list | None = None):
+    """`choosing` with each question's pair at `place` of its bridging order given the question's hop-1 vector
+    (None: every pair as the engine makes it)."""
+    return choosing(None if place is None else (lambda question, entity, at: at != place), record)
 
 
 def pair_values(index, dataset) -> dict:
