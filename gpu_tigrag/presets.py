@@ -14,7 +14,7 @@ PRESETS: dict[str, RetrievalConfig] = {
     "best": RetrievalConfig.of("tigrag", fusion=FusionConfig(
         first_hop="hybrid", title_links=True, question_link_bonus=5.0, bridge_link_bonus=2.0,
         bridge_entities=8, dedup_passages=True, named_expansions="repeats", contained_expansions="question",
-        expansion_passes=5)),
+        expansion_passes=3, expansion_order="typed")),
 }
 DEFAULT_PRESET = "best"
 

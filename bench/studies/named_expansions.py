@@ -107,12 +107,13 @@ def index_label(index) -> str:
 
 
 def variant_study(doc: str, script: str, variants: dict[str, tuple[str, dict]], reference: str,
-                  speed_variants: dict[str, dict], results: str) -> int:
+                  speed_variants: dict[str, dict], results: str, pairs: tuple | None = None) -> int:
     """The command line of a study that runs `variants` ({label: (system, settings)}) on each dataset's e5 or MiniLM
     index (`--index`), 2Wiki by halves, and tables them against the row `reference` (`delta_table`); `--speed` also
     times the two `speed_variants` ({label: settings}, before then after) end to end. `doc` is the study's module
     doc (its first line the title), `script` its path under bench/, `results` the name of its results files
-    (`_minilm` added for the MiniLM indexes)."""
+    (`_minilm` added for the MiniLM indexes). `pairs`, (compute, render): with `--pairs`, `compute(index, dataset)`
+    is stored per dataset and `render(name, its value)` gives its markdown lines."""
     from bench.common import dataset_index
     from gpu_tigrag.evaluate.datasets import load_dataset
 
@@ -122,9 +123,12 @@ def variant_study(doc: str, script: str, variants: dict[str, tuple[str, dict]], 
     parser.add_argument("--index", choices=list(indexes), default="e5",
                         help="e5: the engine's default index; minilm: the bench's all-MiniLM-L6-v2 index")
     parser.add_argument("--speed", action="store_true", help="also time `best` end to end before and after")
+    if pairs is not None:
+        parser.add_argument("--pairs", action="store_true", help="also split the pairs of value (module doc)")
     args = parser.parse_args()
+    with_pairs = pairs is not None and args.pairs
     command = (f"python {script} --datasets " + " ".join(args.datasets) + f" --index {args.index}"
-               + (" --speed" if args.speed else ""))
+               + (" --speed" if args.speed else "") + (" --pairs" if with_pairs else ""))
     payload: dict = {"command": command, "datasets": {}}
     lines = [f"# {doc.splitlines()[0]}", "", f"Command: `{command}`. Recall@2/5/10 (passage-level) in points; texts: "
              "encoder texts per question (the question and its expanded queries); Δ against "
@@ -140,6 +144,10 @@ def variant_study(doc: str, script: str, variants: dict[str, tuple[str, dict]], 
             timing = payload["datasets"][name]["speed"] = end_to_end(index, dataset, speed_variants)
             (before, old), (after, new) = ((label, timing[label]) for label in speed_variants)
             lines += end_to_end_line(dataset, before, old, after, new)
+        if with_pairs:
+            compute, render = pairs
+            payload["datasets"][name]["pairs"] = computed = compute(index, dataset)
+            lines += render(name, computed)
     text = "\n".join(lines)
     print(text)
     write_results(results + ("" if args.index == "e5" else f"_{args.index}"), payload, text)

@@ -131,7 +131,8 @@ def test_defaults_and_presets_are_unchanged():
     best = PRESETS["best"].tigrag.fusion
     assert best == FusionConfig(first_hop="hybrid", title_links=True, question_link_bonus=5.0, bridge_link_bonus=2.0,
                                 link_bonus_unit="cosine_std", bridge_entities=8, dedup_passages=True,
-                                named_expansions="repeats", contained_expansions="question", expansion_passes=5)
+                                named_expansions="repeats", contained_expansions="question", expansion_passes=3,
+                                expansion_order="typed")
     for config in (*PRESETS.values(), IndexConfig()):
         assert config_from_dict(type(config), config_to_dict(config)) == config
 

@@ -30,6 +30,8 @@ PRESET_VARIANTS = {
     "paper + named expansions from the question": ("paper", {"tigrag.fusion.named_expansions": "question"}),
     "paper + contained expansions from the question": ("paper", {"tigrag.fusion.contained_expansions": "question"}),
     "paper + five expansion passes": ("paper", {"tigrag.fusion.expansion_passes": 5}),
+    "paper + three typed expansion passes": ("paper", {"tigrag.fusion.expansion_passes": 3,
+                                                       "tigrag.fusion.expansion_order": "typed"}),
     "best without title links": ("best", {"tigrag.fusion.title_links": False}),
     "best without hybrid first hop": ("best", {"tigrag.fusion.first_hop": "pool"}),
     "best expanding every entity": ("best", {"tigrag.fusion.bridge_entities": 0}),
@@ -39,6 +41,9 @@ PRESET_VARIANTS = {
     "best embedding repeated expansions": ("best", {"tigrag.fusion.named_expansions": "question"}),
     "best embedding contained expansions": ("best", {"tigrag.fusion.contained_expansions": "text"}),
     "best embedding every expansion": ("best", {"tigrag.fusion.expansion_passes": 0}),
+    "best with five bridge-order passes": ("best", {"tigrag.fusion.expansion_passes": 5,
+                                                    "tigrag.fusion.expansion_order": "bridge"}),
+    "best with three bridge-order passes": ("best", {"tigrag.fusion.expansion_order": "bridge"}),
 }
 
 #: the systems of the report's by-question-type table

@@ -26,13 +26,14 @@ from ...text.titles import TitleIndex, entity_key
 
 @dataclass(frozen=True)
 class Bridge:
-    """One candidate for the next hop: its text, its token ids (nodes of the token graph) and the passages it
-    names."""
+    """One candidate for the next hop: its text, its token ids (nodes of the token graph), the passages it
+    names and the NER labels it carries (`index.entities.label_mask` bits; 0 for a title mention)."""
 
     key: Hashable  # identity across hops (entity id in the paper's mode, normalised text with titles)
     text: str
     tokens: np.ndarray
     passages: tuple[int, ...] = field(default=())
+    labels: int = 0
 
 
 class BridgeFinder:
@@ -48,14 +49,16 @@ class BridgeFinder:
         out = []
         for chunks, found in zip(chunk_lists, self.entities.of_chunks(chunk_lists)):
             if self.titles is None:
-                out.append([Bridge(e, self.entities.text(e), self.entities.tokens_of(e)) for e in found])
+                out.append([Bridge(e, self.entities.text(e), self.entities.tokens_of(e), (), self.entities.labels(e))
+                            for e in found])
                 continue
             own = {int(self.index.chunk_passage[c]) for c in chunks}
             merged: dict[Hashable, Bridge] = {}
             for e in found:
                 text = self.entities.text(e)
                 passages = tuple(int(p) for p in self.titles.lookup(text) if int(p) not in own)
-                self._add(merged, Bridge(entity_key(text), text, self.entities.tokens_of(e), passages))
+                self._add(merged, Bridge(entity_key(text), text, self.entities.tokens_of(e), passages,
+                                         self.entities.labels(e)))
             for c in chunks:
                 for p in self.mentions(c):
                     if p not in own:
@@ -86,7 +89,8 @@ class BridgeFinder:
             return
         if bridge.key in merged:
             old = merged[bridge.key]
-            merged[bridge.key] = Bridge(old.key, old.text, old.tokens, tuple(dict.fromkeys(old.passages + bridge.passages)))
+            merged[bridge.key] = Bridge(old.key, old.text, old.tokens, tuple(dict.fromkeys(old.passages + bridge.passages)),
+                                        old.labels | bridge.labels)
         else:
             merged[bridge.key] = bridge
 

@@ -23,6 +23,8 @@ PPR_ALGORITHMS: tuple[str, ...] = ("auto", "exact", "push")
 BLOCK_ALIASES = {"dense": "full"}
 #: the values of tigrag.fusion.named_expansions: which expanded queries take the question's vector (expansion.py)
 NAMED_EXPANSIONS = ("text", "question", "repeats", "unlinked")
+#: the values of tigrag.fusion.expansion_order: which pairs the expansion passes embed first (expansion.py)
+EXPANSION_ORDERS = ("bridge", "typed")
 #: tigrag.sparse_min_chunks: from 50,000 chunks "auto" takes the sparse path. Below it every dataset the
 #: project evaluates (2Wiki 7,870 chunks, HotpotQA, MuSiQue) keeps the exact reference bit for bit; at
 #: 10k passages the exact mode answers at 71 q/s without the encoder and at 100k at 9.5 q/s (the sparse
@@ -78,6 +80,7 @@ class FusionConfig(CheckedConfig):
     contained_expansions: str = setting("text", 'expanded queries whose entity is contained in another of the same question (its title tokens a run of the other\'s: "Begum" beside "Ameena Begum"): "text" embeds "question entity" as any other (the paper); "question" takes the question\'s own hop-1 vector for it, no encoder pass (the longer entity\'s pass covers it; its tokens still seed the hop): with every expansion embedded, recall unchanged on 2Wiki and MuSiQue-100 with 0.36-0.48 fewer texts per question (bench/results/contained_expansions.md)')
     expansion_passes: int = setting(0, 'encoder passes for a question\'s expanded queries "question entity" (expansion_vectors="text" only; "sum" and "joint" make their vectors otherwise): 0 = one per expanded query (the paper); n = only the n first in the bridging order get one, the others take the question\'s hop-1 vector (their tokens still seed the hop)',
                                     bounds=(0, MAX_RANKED))
+    expansion_order: str = setting("bridge", 'which of a question\'s expanded queries `expansion_passes` embeds first: "bridge": the bridging order (an earlier hop first, then entities naming a passage, then the hop\'s PPR mass on their tokens); "typed": entities naming a passage first, then those whose NER label is a type the question names ("the city where …" → GPE/LOC/FAC/NORP, "the composer of …" → PERSON; text/answer_types.py), then the bridging order: at 3 passes recall within 0.5 point of 5 bridge-order passes on 2Wiki and MuSiQue-100 (bench/results/typed_expansions.md). No effect without expansion_passes')
     expansion_weight: float = setting(0.5, 'w of expansion_vectors="sum": the weight of the entity\'s vector beside the question\'s (0.5: the best of 0.2-1.0 on the first half of 2Wiki, bench/results/expansion.md)',
                                       bounds=f"(0, {MAX_WEIGHT:g}]")
 
@@ -86,6 +89,8 @@ class FusionConfig(CheckedConfig):
                 f"tigrag.fusion.expansion_vectors must be 'text', 'sum' or 'joint', got {self.expansion_vectors!r}")
         require(self.named_expansions in NAMED_EXPANSIONS, "tigrag.fusion.named_expansions must be 'text', "
                 f"'question', 'repeats' or 'unlinked', got {self.named_expansions!r}")
+        require(self.expansion_order in EXPANSION_ORDERS, "tigrag.fusion.expansion_order must be 'bridge' or 'typed', "
+                f"got {self.expansion_order!r}")
         require(self.contained_expansions in ("text", "question"), "tigrag.fusion.contained_expansions must be "
                 f"'text' or 'question', got {self.contained_expansions!r}")
         require(self.named_expansions != "unlinked" or self.title_links,

@@ -41,7 +41,14 @@ vectors, and the longer entity's pass already holds the name. `best` takes it
 `tigrag.fusion.expansion_passes=n` (under "text"): of a question's pairs still to embed after those, only the
 first n in the bridging order (the retriever's `entity_ranks`: an earlier hop first, then `rank_bridges`' order)
 get an encoder pass; the others take the question's hop-1 vector, their tokens still seeding the hop. `best`
-takes 5 (bench/results/expansion_passes.md).
+took 5 (bench/results/expansion_passes.md) until the answer-type order below.
+
+`tigrag.fusion.expansion_order="typed"`: the passes go first to entities that name a passage, then to entities
+whose NER label is a type the question names (text/answer_types.py: "the city where …" asks through a place,
+"the composer of …" through a person), then in the bridging order (`typed_ranks`). The pair a compositional
+question needs is mostly the answer of its inner clause, of the type that clause names, where the PPR mass of
+its tokens says little (bench/results/expansion_value.md). `best` takes it with 3 passes: ≤ 3.94 texts per
+question against 5.2-5.4, recall within 0.5 point on 2Wiki and MuSiQue-100 (bench/results/typed_expansions.md).
 """
 
 from __future__ import annotations
@@ -199,6 +206,20 @@ def _named_from_question(retriever: Any, questions: Sequence[str], entity_texts:
         where = np.flatnonzero(named)
         vectors[xp.asarray(where)] = question_vectors[xp.asarray(owner[where])].astype(xp.float32)
     return vectors
+
+
+def typed_ranks(question: str, bridges: Sequence[Any], ranks: Sequence[int]) -> list[int]:
+    """Each bridge's place in the answer-type order of `question`'s pairs (expansion_order="typed", module doc):
+    bridges naming a passage first, then those carrying a label of a type the question names
+    (`answer_types.expected_label_mask`), each group in its bridging order `ranks`."""
+    from ...text.answer_types import expected_label_mask
+
+    expected = expected_label_mask(question)
+    keys = [(not b.passages, not (b.labels & expected), rank) for b, rank in zip(bridges, ranks)]
+    places = [0] * len(keys)
+    for place, i in enumerate(sorted(range(len(keys)), key=keys.__getitem__)):
+        places[i] = place
+    return places
 
 
 def first_passes(owner: np.ndarray, candidates: np.ndarray, ranks: np.ndarray | None, passes: int) -> np.ndarray:

@@ -26,7 +26,7 @@ from ...encoders import Encoder, VectorCache
 from ...index.index import Index
 from .bridging import Bridge, BridgeFinder, rank_bridges
 from .entity_source import EntityExtractor, IndexEntities, QueryTimeEntities
-from .expansion import expanded_query_vectors, repeats_question
+from .expansion import expanded_query_vectors, repeats_question, typed_ranks
 from ...retrieve.base import BaseRetriever, PreparedBatch
 from ...retrieve.results import HopTrace, QueryResult
 from .full_blocks import FullBlocks
@@ -252,6 +252,7 @@ class TigragRetriever(BaseRetriever):
         t = time.perf_counter()
         expanded_seeds, entity_texts, entity_links, entity_ranks, entity_repeats = [], [], [], [], []
         repeats = self.settings.fusion.named_expansions == "repeats"
+        typed = self.settings.fusion.expansion_order == "typed"
         for q in active:
             keys = sorted(seen[q])
             order = {key: i for i, key in enumerate(seen[q])}  # the bridging order: earlier hop, better rank first
@@ -259,7 +260,8 @@ class TigragRetriever(BaseRetriever):
             expanded_seeds.append(np.concatenate([seeds[q]] + [b.tokens for b in ents]))
             entity_texts.append([b.text for b in ents])
             entity_links.append([bool(b.passages) for b in ents])
-            entity_ranks.append([order[key] for key in keys])
+            entity_ranks.append(typed_ranks(queries[q], ents, [order[key] for key in keys]) if typed
+                                else [order[key] for key in keys])
             question = set(seeds[q].tolist()) if repeats else set()
             entity_repeats.append([repeats and repeats_question(b.tokens, question) for b in ents])
         self.timer.add("entities", t)
