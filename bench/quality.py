@@ -189,6 +189,12 @@ WHY = """\
   graph tokens repeat the question's (all of them, or all but one with two shared: "Jonathan
   Douglass Reid" for a question about "Jonathan Reid") takes the question's vector as well
   (compare "best embedding repeated expansions"; bench/results/repeated_expansions.md).
+* **Three expansion passes in answer-type order** (`fusion.expansion_passes=3`,
+  `fusion.expansion_order=typed`). Only three of a question's expanded queries get an encoder
+  pass: those naming a passage first, then those whose NER label is a type the question names
+  ("the city where ..."), then the bridging order; the others take the question's vector (compare
+  "best with five bridge-order passes", `best` before, and "best with three bridge-order
+  passes"; bench/results/typed_expansions.md).
 * **Hop fusion.** Max over hops (eq. 3.16) stays: the hops' scores are all cosines, so they
   are already calibrated, and the link bonus is what protects first-hop evidence (comparison
   questions, which hop 2 used to hurt: R@5 77.9 -> 100.0). Rank fusion across hops
