@@ -25,7 +25,7 @@ import numpy as np
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import DATA, DATASETS, write_results  # noqa: E402
-from bench.studies.named_expansions import index_label  # noqa: E402
+from bench.studies.named_expansions import BRIDGE_FIVE, index_label  # noqa: E402
 from bench.studies.expansion_value import choosing  # noqa: E402
 from bench.studies.spectrag_default_index import e5_index, halves  # noqa: E402
 
@@ -44,7 +44,7 @@ def study(name: str, index, dataset, caps: list[int]) -> dict:
 
     def run(keep, record=None) -> dict[int, np.ndarray]:
         with choosing(keep, record):
-            results = TigragRetriever(index, preset_with("best", {}), encoder=encoder,
+            results = TigragRetriever(index, preset_with("best", BRIDGE_FIVE), encoder=encoder,
                                       backend="numpy").retrieve(questions, k=10)
         values = per_query_metrics([r.titles for r in results], queries)
         return {k: np.asarray(values[f"recall_dedup@{k}"]) for k in (2, 5, 10)}

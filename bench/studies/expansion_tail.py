@@ -30,7 +30,7 @@ import numpy as np
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import DATA, DATASETS, dataset_index, write_results  # noqa: E402
-from bench.studies.named_expansions import delta_table, index_label, run_halves  # noqa: E402
+from bench.studies.named_expansions import BRIDGE_FIVE, delta_table, index_label, run_halves  # noqa: E402
 from bench.studies.spectrag_default_index import e5_index  # noqa: E402
 
 PASSES = "tigrag.fusion.expansion_passes"
@@ -163,7 +163,8 @@ def main() -> int:
         rows = {}
         for label, (passes, kind, ranking) in VARIANTS.items():
             with tail(kind), order(ranking, index):
-                rows[label] = run_halves(name, label, index, dataset, "TIGRAG best", {PASSES: passes})
+                rows[label] = run_halves(name, label, index, dataset, "TIGRAG best",
+                                         {**BRIDGE_FIVE, PASSES: passes})
         payload["datasets"][name] = {"index": index_label(index), **rows}
         lines += [f"Index: {index_label(index)}.", ""] + delta_table(name, dataset, rows, REFERENCE)
     text = "\n".join(lines)

@@ -106,14 +106,25 @@ def index_label(index) -> str:
     return f"{index.encoder_name} ({index.encoder_backend})"
 
 
+#: `best`'s expansion passes before the answer-type order (bench/studies/typed_expansions.py): the studies that were
+#: measured against that `best` pin it, so that a rerun gives the rows their results pages recorded
+BRIDGE_FIVE = {"tigrag.fusion.expansion_passes": 5, "tigrag.fusion.expansion_order": "bridge"}
+
+
 def variant_study(doc: str, script: str, variants: dict[str, tuple[str, dict]], reference: str,
-                  speed_variants: dict[str, dict], results: str, pairs: tuple | None = None) -> int:
+                  speed_variants: dict[str, dict], results: str, pairs: tuple | None = None,
+                  best_base: dict | None = None) -> int:
     """The command line of a study that runs `variants` ({label: (system, settings)}) on each dataset's e5 or MiniLM
     index (`--index`), 2Wiki by halves, and tables them against the row `reference` (`delta_table`); `--speed` also
     times the two `speed_variants` ({label: settings}, before then after) end to end. `doc` is the study's module
     doc (its first line the title), `script` its path under bench/, `results` the name of its results files
     (`_minilm` added for the MiniLM indexes). `pairs`, (compute, render): with `--pairs`, `compute(index, dataset)`
-    is stored per dataset and `render(name, its value)` gives its markdown lines."""
+    is stored per dataset and `render(name, its value)` gives its markdown lines. `best_base`: settings under every
+    `best` row's own (and the speed variants'), e.g. `BRIDGE_FIVE`."""
+    base = best_base or {}
+    variants = {label: (system, {**base, **settings} if system == "TIGRAG best" else settings)
+                for label, (system, settings) in variants.items()}
+    speed_variants = {label: {**base, **settings} for label, settings in speed_variants.items()}
     from bench.common import dataset_index
     from gpu_tigrag.evaluate.datasets import load_dataset
 

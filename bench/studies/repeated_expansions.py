@@ -23,7 +23,7 @@ from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
-from bench.studies.named_expansions import variant_study  # noqa: E402
+from bench.studies.named_expansions import BRIDGE_FIVE, variant_study  # noqa: E402
 
 SETTING = "tigrag.fusion.named_expansions"
 PASSES = "tigrag.fusion.expansion_passes"
@@ -41,4 +41,5 @@ VARIANTS = {  # label -> (preset, settings)
 
 if __name__ == "__main__":
     sys.exit(variant_study(__doc__, "bench/studies/repeated_expansions.py", VARIANTS, REFERENCE,
-                           {"`best` before": {SETTING: "question"}, "`best`": {}}, "repeated_expansions"))
+                           {"`best` before": {SETTING: "question"}, "`best`": {}}, "repeated_expansions",
+                           best_base=BRIDGE_FIVE))
