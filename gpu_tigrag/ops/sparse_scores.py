@@ -118,21 +118,45 @@ def _descending_key(xp: Any, groups: Any, scores: Any) -> Any:
     return (groups << 32) | descending_bits(xp, scores).astype(xp.int64)
 
 
-def ranking(be: Backend, block: SparseScores) -> tuple[Any, Any]:
+def ranking(be: Backend, block: SparseScores, limit: int | None = None) -> tuple[Any, Any]:
     """(order, rank): the permutation of entries by query, then score descending, then chunk id,
-    and each ordered entry's 0-based rank within its query."""
+    and each ordered entry's 0-based rank within its query. With `limit` (a caller that keeps only ranks below
+    it), on the CPU, only the entries that can rank below `limit` in their query are sorted (`_within_first`):
+    `order` then holds those alone, with the same ranks as the full sort."""
     xp = be.xp
-    order = be.argsort_stable(_descending_key(xp, block.rows, block.scores))  # stable: chunk ids ascend
+    keys = _descending_key(xp, block.rows, block.scores)
+    rows = block.rows
+    if limit is not None and not be.is_gpu and len(block) > 2 * limit * max(block.n_queries, 1):
+        subset = np.flatnonzero(_within_first(keys, block.row_sizes(be), limit))
+        order = subset[be.argsort_stable(keys[subset])]
+        sizes = np.bincount(rows[subset], minlength=block.n_queries)
+    else:
+        order = be.argsort_stable(keys)  # stable: chunk ids ascend
+        sizes = block.row_sizes(be)
     starts = xp.zeros(block.n_queries + 1, dtype=xp.int64)
-    starts[1:] = xp.cumsum(block.row_sizes(be))
-    rank = xp.arange(order.size, dtype=xp.int64) - starts[block.rows[order]]
+    starts[1:] = xp.cumsum(sizes)
+    rank = xp.arange(order.size, dtype=xp.int64) - starts[rows[order]]
     return order, rank
+
+
+def _within_first(keys: np.ndarray, sizes: np.ndarray, limit: int) -> np.ndarray:
+    """bool per entry (entries grouped by row, `sizes` per row): whether it can rank below `limit` in its row by
+    `keys` ascending. A longer row keeps the entries whose key is at most its `limit`-th smallest, ties included:
+    every entry that the full stable sort ranks before a kept one is kept too, so the kept entries' ranks are the
+    full sort's, while a row's cost is one partition instead of a sort."""
+    keep = np.ones(keys.size, dtype=bool)
+    ends = np.cumsum(sizes)
+    for row in np.flatnonzero(sizes > limit):
+        start, end = int(ends[row] - sizes[row]), int(ends[row])
+        segment = keys[start:end]
+        keep[start:end] = segment <= np.partition(segment, limit - 1)[limit - 1]
+    return keep
 
 
 def top_k(be: Backend, block: SparseScores, k: int) -> tuple[np.ndarray, np.ndarray]:
     """(ids, scores), B × k on the host, best first per query; −1 / −inf where a query has fewer entries."""
     xp = be.xp
-    order, rank = ranking(be, block)
+    order, rank = ranking(be, block, limit=k)
     keep = (rank < k) & xp.isfinite(block.scores[order])
     rows, ranks = block.rows[order][keep], rank[keep]
     ids = xp.full((block.n_queries, k), -1, dtype=xp.int64)
@@ -144,7 +168,7 @@ def top_k(be: Backend, block: SparseScores, k: int) -> tuple[np.ndarray, np.ndar
 
 def keep_top(be: Backend, block: SparseScores, count: int) -> SparseScores:
     """Each query's `count` best entries (by score, then lowest chunk id); the order of entries is kept."""
-    order, rank = ranking(be, block)
+    order, rank = ranking(be, block, limit=count)
     keep = be.xp.zeros(len(block), dtype=bool)
     keep[order[rank < count]] = True
     return block.where(keep)
@@ -168,7 +192,7 @@ def top_of_each_row(be: Backend, matrix: Any, count: int) -> Any:
 def reciprocal_rank(be: Backend, block: SparseScores, depth: int, k: int) -> SparseScores:
     """1 / (k + rank) for the `depth` best finite entries of each query (fill 0), as `ops.fusion.reciprocal_rank`."""
     xp = be.xp
-    order, rank = ranking(be, block)
+    order, rank = ranking(be, block, limit=depth)
     keep = (rank < depth) & xp.isfinite(block.scores[order])
     ranks = (rank[keep] + 1).astype(xp.float32)
     contribution = (1.0 / (k + ranks)).astype(xp.float32)

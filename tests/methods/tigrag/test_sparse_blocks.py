@@ -78,6 +78,30 @@ def test_ranking_operations_match_the_dense_ones(backend, seed):
     assert np.array_equal(as_dense(backend, got, n, -np.inf), best)
 
 
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("limit", [1, 3, 10])
+def test_a_ranking_below_a_limit_sorts_fewer_entries_for_the_same_ranks(backend, seed, limit):
+    """`ranking(limit=…)` (the CPU sorts only the entries that can rank below the limit) gives the entries ranked
+    below it in the same order as the full sort: ties (one decimal), −inf entries and short rows included."""
+    dense = np.round(random_block(seed, n=600, density=0.5), 1)
+    dense[::7, 4] = -np.inf
+    dense[5:, 6] = 0  # a row of five entries at most
+    block = sparse.from_entries(backend, *(backend.asarray(a) for a in np.nonzero(dense.T)),
+                                backend.asarray(dense.T[np.nonzero(dense.T)]), dense.shape[1])
+    full_order, full_rank = (backend.to_host(a) for a in sparse.ranking(backend, block))
+    order, rank = (backend.to_host(a) for a in sparse.ranking(backend, block, limit=limit))
+    assert order[rank < limit].tolist() == full_order[full_rank < limit].tolist()
+    assert rank[rank < limit].tolist() == full_rank[full_rank < limit].tolist()
+    if not backend.is_gpu:
+        assert order.size < full_order.size  # the shortlist ran
+    ranked = np.where(dense != 0, dense, -np.inf).astype(np.float32)
+    ids, vals = (backend.to_host(a) for a in ranked_top_k(backend, backend.asarray(ranked), limit))
+    got_ids, got_vals = sparse.top_k(backend, block, limit)
+    finite = np.isfinite(vals.T)
+    assert got_ids.tolist() == np.where(finite, ids.T, -1).tolist()
+    assert got_vals.tolist() == np.where(finite, vals.T, -np.inf).tolist()
+
+
 def test_merges_and_lookups(backend):
     a, b = random_block(7), random_block(8)
     sa, sb = as_sparse(backend, a), as_sparse(backend, b)
