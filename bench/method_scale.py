@@ -123,9 +123,10 @@ def render(payload: dict[str, Any]) -> str:
               "distinct list is scored once for all its spans, in register tiles (`ops.dense_dot.best_dot_per_list`, "
               "the same ids): 1.7× (10,000) and 2.3× (30,000) the rate of the per-span scoring on this machine. What "
               "grows with the corpus is still the lists' length, the co-occurrence product over the nodes' postings "
-              "and the scores over them: at 100,000 passages LiteSemRAG answers 23 q/s, 0.15-0.17 of its 10,000-passage "
-              "rate (its rows of this checkout are one run of stop 54 on a quiet machine; its --code rows are stop 53's, "
-              "measured beside a stage build). The 100,000-passage stage, rebuilt with the span vectors normalised in "
+              "and the scores over them: at 100,000 passages LiteSemRAG answers 26-27 q/s, 0.17-0.19 of its 10,000-passage "
+              "rate (its rows of this checkout are one run of stop 54 on a quiet machine, after the top k stopped sorting "
+              "entries that cannot reach it: 23.4 and 22.7 q/s at 100,000 in the run before; its --code rows are stop "
+              "53's, measured beside a stage build). The 100,000-passage stage, rebuilt with the span vectors normalised in "
               "place (bench/results/litesemrag_assemble_memory.md), peaked at 10,661 MiB instead of 16,021; its 5,611 s "
               "were measured while other jobs shared the machine, so they do not compare with the 4,679 s before."]
     return "\n".join(lines)
