@@ -27,13 +27,13 @@ from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
-from bench.studies.named_expansions import variant_study  # noqa: E402
+from bench.studies.named_expansions import BRIDGE_FIVE, variant_study  # noqa: E402
 
 PASSES = "tigrag.fusion.expansion_passes"
 ORDER = "tigrag.fusion.expansion_order"
 REFERENCE = "best before (5 passes, bridging order)"
 VARIANTS = {  # label -> (preset, settings)
-    REFERENCE: ("TIGRAG best", {PASSES: 5, ORDER: "bridge"}),
+    REFERENCE: ("TIGRAG best", BRIDGE_FIVE),
     "best, every expansion embedded": ("TIGRAG best", {PASSES: 0}),
     "3 passes, bridging order": ("TIGRAG best", {ORDER: "bridge"}),
     "**best** (3 passes, typed order)": ("TIGRAG best", {}),
@@ -46,17 +46,15 @@ def typed_pairs(index, dataset) -> dict:
     """The pairs `best` embeds uncapped, and those whose loss alone lowers their question's R@2 or R@5
     (`expansion_value.pair_values`), split by whether the entity names a passage and whether its NER labels
     (anywhere in the corpus) meet the types its question names."""
-    import numpy as np
-
     from bench.studies.expansion_value import pair_values
+    from gpu_tigrag.config_types import ENTITY_LABELS
+    from gpu_tigrag.methods.tigrag.entity_source import IndexEntities
     from gpu_tigrag.text.answer_types import expected_label_mask
 
-    table = index.entities
-    masks = np.zeros(len(table.texts), dtype=np.int64)
-    np.bitwise_or.at(masks, table.chunk_ids.astype(np.int64), table.chunk_masks.astype(np.int64))
+    entities = IndexEntities(index, ENTITY_LABELS)  # the labels the engine's typed order reads
     by_text: dict[str, int] = {}
-    for entity, text in enumerate(table.texts):
-        by_text[text] = by_text.get(text, 0) | int(masks[entity])
+    for entity, text in enumerate(index.entities.texts):
+        by_text[text] = by_text.get(text, 0) | entities.labels(entity)
     counts: dict[str, list[int]] = {}
     for pair in pair_values(index, dataset)["pairs"]:
         typed = bool(by_text.get(pair["entity"], 0) & expected_label_mask(pair["question"]))
@@ -80,5 +78,5 @@ def pairs_lines(name: str, counts: dict) -> list[str]:
 
 if __name__ == "__main__":
     sys.exit(variant_study(__doc__, "bench/studies/typed_expansions.py", VARIANTS, REFERENCE,
-                           {"`best` before": {PASSES: 5, ORDER: "bridge"}, "`best`": {}}, "typed_expansions",
+                           {"`best` before": BRIDGE_FIVE, "`best`": {}}, "typed_expansions",
                            pairs=(typed_pairs, pairs_lines)))
