@@ -13,8 +13,9 @@ of them. Every chunk with s ≥ v − 2δ is a candidate, its cosine is computed
 scan's top k, ids and bits. Candidates beyond the k are the chunks within
 2δ (~9e-5 for unit vectors of 384 dimensions) of the cut: near-ties, a few per query.
 
-The screen runs over row blocks (the scores of one block × B at a time). On the CPU each block's BLAS
-product uses the numba threads (the policy's BLAS pool is one thread: threads.py) and a numba kernel
+The screen runs over row blocks (the scores of one block × B at a time, written into one buffer reused by every
+block: a fresh block of tens of MB costs its page faults, ~1/4 of the product's time on the CPU). On the CPU each
+block's BLAS product uses the numba threads (the policy's BLAS pool is one thread: threads.py) and a numba kernel
 keeps each query's k largest screening scores and its candidates (kernels/screen_top.py); a query whose
 candidates overflow their buffer (thousands of chunks within slack of its cut: duplicated vectors) is
 answered by the plain scan. On the GPU the product is cuBLAS's (fp32: CuPy's default compute type, not
@@ -60,18 +61,21 @@ def capacity(k: int) -> int:
 
 
 def screened_top_k(be: Backend, embeddings: Any, vectors: Any, k: int, max_row_norm: float, block_rows: int,
-                   product: Callable[[Any, Any], Any], plain: Callable[[Any, int], tuple[Any, Any]]
+                   product: Callable[[Any, Any, Any], Any], plain: Callable[[Any, int], tuple[Any, Any]]
                    ) -> tuple[Any, Any]:
     """(ids int64, cosines float32), k × B on the backend, best first, equal cosines in chunk-id order: the
-    plain scan's answer bit for bit (module doc). `product(vectors, rows)` is the BLAS screening product
-    (B × rows); `plain(vectors, k)` answers the queries whose candidates overflow. 1 <= k <= rows."""
+    plain scan's answer bit for bit (module doc). `product(vectors, rows, out)` is the BLAS screening product
+    (B × rows float32, written into `out`, a C-ordered buffer of that shape, and returned); `plain(vectors, k)`
+    answers the queries whose candidates overflow. 1 <= k <= rows."""
     xp = be.xp
     vectors = xp.ascontiguousarray(be.asarray(vectors), dtype=xp.float32)
     n, width = embeddings.shape[0], vectors.shape[0]
     slack = screen_slack(be.to_host(vectors), max_row_norm)
     state = be.kernel(cpu=_HostScreen, cuda=_DeviceScreen)(be, width, k, slack)
+    scratch = xp.empty(width * min(block_rows, n), dtype=xp.float32)  # every block's scores, in turn
     for start in range(0, n, block_rows):
-        state.add(product(vectors, embeddings[start:start + block_rows]), start)
+        rows = embeddings[start:start + block_rows]
+        state.add(product(vectors, rows, scratch[:width * rows.shape[0]].reshape(width, rows.shape[0])), start)
     queries, chunks, overflow = state.candidates()  # grouped by query, ids ascending within a query
     exact = gather_dot(be, embeddings, vectors, chunks, queries)
     # each query's candidates as a column (ids ascending down it, −inf below), ranked by exact cosine: equal

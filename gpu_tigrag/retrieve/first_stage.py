@@ -81,12 +81,13 @@ class FlatSearch:
             self._max_row_norm = max(norms, default=0.0) * (1.0 + 1e-6)
         return self._max_row_norm
 
-    def _screen_product(self, vectors: Any, rows: Any) -> Any:
-        """The BLAS screening scores of a block of rows, B × rows (the numba threads' count of BLAS threads)."""
+    def _screen_product(self, vectors: Any, rows: Any, out: Any) -> Any:
+        """The BLAS screening scores of a block of rows, B × rows, into `out` (the numba threads' count of BLAS
+        threads on the CPU)."""
         if self.be.is_gpu:
-            return vectors @ rows.T
+            return self.be.xp.matmul(vectors, rows.T, out=out)
         with wide_blas():
-            return vectors @ rows.T
+            return np.matmul(vectors, rows.T, out=out)
 
     def scan(self, vectors: Any, k: int) -> tuple[Any, Any]:
         """The plain scan: every cosine by `query_dot`, in row blocks with a running top-k."""

@@ -27,9 +27,14 @@ def near_ties(n: int = 3000, dim: int = 64, seed: int = 0) -> tuple[np.ndarray, 
     return rows, vectors
 
 
+def blas(vectors, rows, out):
+    """The screening product, as FlatSearch gives it: into the caller's buffer."""
+    return np.matmul(vectors, rows.T, out=out)
+
+
 def search_both(be, rows, vectors, k, block_rows=700):
     flat = FlatSearch(be, rows)
-    screened = screened_top_k(be, rows, vectors, k, flat.max_row_norm(), block_rows, lambda v, r: v @ r.T, flat.scan)
+    screened = screened_top_k(be, rows, vectors, k, flat.max_row_norm(), block_rows, blas, flat.scan)
     return screened, flat.scan(vectors, k)
 
 
@@ -89,7 +94,7 @@ def test_a_query_whose_candidates_overflow_is_answered_by_the_scan():
         asked.append(v.shape[0])
         return flat.scan(v, k)
 
-    ids, vals = screened_top_k(be, rows, vectors, 5, flat.max_row_norm(), 1024, lambda v, r: v @ r.T, scan)
+    ids, vals = screened_top_k(be, rows, vectors, 5, flat.max_row_norm(), 1024, blas, scan)
     scan_ids, scan_vals = flat.scan(vectors, 5)
     assert asked == [1]
     np.testing.assert_array_equal(ids, scan_ids)
