@@ -273,6 +273,16 @@ class LitesemragRetriever(BaseRetriever):
         return (np.diff(tf.indptr).astype(np.float64), be.csr(pattern), bm25_host, be.csr(bm25_host),
                 be.asarray(semantic_graph.proto_vectors))
 
+    def _host_postings(self) -> Any:
+        """The stage's postings (prototypes × chunks CSR, host) when no row holds a chunk twice, else None."""
+        tf = self.graph.tf.tocsr()
+        if tf.nnz and not tf.has_canonical_format:
+            rows = np.repeat(np.arange(tf.shape[0]), np.diff(tf.indptr))
+            keys = rows.astype(np.int64) * tf.shape[1] + tf.indices
+            if np.unique(keys).size != keys.size:
+                return None
+        return tf
+
     def _token_encoder(self) -> Any:
         from .token_states import TokenStateEncoder
 
@@ -358,14 +368,34 @@ class LitesemragRetriever(BaseRetriever):
         return self.be.csr(host)
 
     def _cooccurrence(self, nodes: MatchedNodes) -> tuple[np.ndarray, np.ndarray]:
-        """(W per node, connected per node): step 3 of the module doc. Each node's chunks are moved to
-        columns of its own query (every (query, chunk) pair numbered once), so one sparse product
-        Y·Yᵀ holds the shared chunks of the pairs within a query only: no nodes × nodes matrix across
-        the block. Two nodes of one prototype share all its chunks: weight 1."""
-        be, xp = self.be, self.be.xp
+        """(W per node, connected per node): step 3 of the module doc, the sums of `_shared_sums`."""
         n = len(nodes)
         if n == 0:
             return np.zeros(0), np.zeros(0, dtype=bool)
+        total = self.be.kernel(cpu=self._shared_sums_host, cuda=self._shared_sums_sparse)(nodes)
+        levels = np.asarray(self.settings.level_weights, dtype=np.float64)
+        return levels[nodes.level] * total, total > 0
+
+    def _shared_sums_host(self, nodes: MatchedNodes) -> np.ndarray:
+        """Per node, Σ_b |C_a ∩ C_b| / √(|C_a||C_b|) over its query's other nodes (`kernels.shared_chunks`: each
+        query's nodes marked on one array over the chunks, no sort). The nodes come grouped by query, in order."""
+        from ...kernels.shared_chunks import shared_chunk_sums
+
+        postings = self.device.get("litesemrag.host_postings", self._host_postings, source=self.graph)
+        if postings is None:  # an edited stage whose postings repeat a chunk: the product counts it twice
+            return self._shared_sums_sparse(nodes)
+        if (np.diff(nodes.query) < 0).any():
+            raise RuntimeError("LiteSemRAG's matched nodes must come grouped by query, in query order")
+        node_ptr = np.searchsorted(nodes.query, np.arange(int(nodes.query[-1]) + 2)).astype(np.int64)
+        return shared_chunk_sums(postings.indptr, postings.indices, nodes.proto, node_ptr, self.df, self.index.n_chunks)
+
+    def _shared_sums_sparse(self, nodes: MatchedNodes) -> np.ndarray:
+        """`_shared_sums_host`'s sums by sparse products (the GPU's form). Each node's chunks are moved to columns
+        of its own query (every (query, chunk) pair numbered once), so one sparse product Y·Yᵀ holds the shared
+        chunks of the pairs within a query only: no nodes × nodes matrix across the block. Two nodes of one
+        prototype share all its chunks: weight 1."""
+        be, xp = self.be, self.be.xp
+        n = len(nodes)
         pick = scipy.sparse.csr_matrix((np.ones(n, dtype=np.float32), (np.arange(n), nodes.proto)),
                                        shape=(n, self.graph.n_prototypes))
         chosen = (be.csr(pick) @ self.pattern).tocoo()  # nodes × chunks, 0/1
@@ -379,9 +409,7 @@ class LitesemragRetriever(BaseRetriever):
         a, b = shared.row[pairs], shared.col[pairs]
         df = self.df[nodes.proto]
         w = shared.data[pairs].astype(np.float64) / np.sqrt(np.maximum(df[a] * df[b], 1.0))
-        total = np.bincount(a, weights=w, minlength=n)
-        levels = np.asarray(self.settings.level_weights, dtype=np.float64)
-        return levels[nodes.level] * total, total > 0
+        return np.bincount(a, weights=w, minlength=n)
 
     def _connected_ranking(self, nodes: MatchedNodes, weight: np.ndarray, connected: np.ndarray,
                            n_queries: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
