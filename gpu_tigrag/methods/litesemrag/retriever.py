@@ -199,17 +199,24 @@ def match_spans(semantic_graph: SemanticGraph, batch: SpanBatch, slot_best, glob
 
 
 def _containing(phrases: dict[str, np.ndarray], text: str, itself: int) -> np.ndarray:
-    """Ids of the phrase strings holding every word of `text`, string `itself` excluded."""
-    found = None
+    """Ids of the phrase strings holding every word of `text`, string `itself` excluded (ascending): the words'
+    lists intersected shortest first (`kernels.sorted_sets`)."""
+    from ...kernels.sorted_sets import intersect_sorted
+
+    lists = []
     for word in set(text.split()):
         ids = phrases.get(word)
         if ids is None:
             return np.zeros(0, dtype=np.int64)
-        found = ids if found is None else np.intersect1d(found, ids, assume_unique=True)
+        lists.append(ids)
+    if not lists:
+        return np.zeros(0, dtype=np.int64)
+    lists.sort(key=len)
+    found = lists[0]
+    for ids in lists[1:]:
+        found = intersect_sorted(found, ids)
         if found.size == 0:
             return found
-    if found is None:
-        return np.zeros(0, dtype=np.int64)
     return found[found != itself]
 
 
