@@ -154,7 +154,27 @@ def _within_first(keys: np.ndarray, sizes: np.ndarray, limit: int) -> np.ndarray
 
 
 def top_k(be: Backend, block: SparseScores, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, scores), B × k on the host, best first per query; −1 / −inf where a query has fewer entries."""
+    """(ids, scores), B × k on the host, best first per query; −1 / −inf where a query has fewer entries.
+    On the CPU a size-k heap per query (`kernels.entry_top`), on the GPU the ranking's sort: the same entries."""
+    if be.is_gpu or k < 1 or not _grouped(block.rows):
+        return _ranked_top_k(be, block, k)
+    from ..kernels.entry_top import entry_top_k_cpu
+
+    row_ptr = np.zeros(block.n_queries + 1, dtype=np.int64)
+    row_ptr[1:] = np.cumsum(block.row_sizes(be))
+    ids = np.full((block.n_queries, k), -1, dtype=np.int64)
+    vals = np.full((block.n_queries, k), NEG_INF, dtype=np.float32)
+    entry_top_k_cpu(row_ptr, block.chunks.astype(np.int64), block.scores.astype(np.float32), k, ids, vals)
+    return ids, vals
+
+
+def _grouped(rows: np.ndarray) -> bool:
+    """Entries grouped by query in ascending order (what every constructor of a block gives)."""
+    return rows.size < 2 or bool((rows[1:] >= rows[:-1]).all())
+
+
+def _ranked_top_k(be: Backend, block: SparseScores, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """`top_k` by the ranking's sort (the GPU's form)."""
     xp = be.xp
     order, rank = ranking(be, block, limit=k)
     keep = (rank < k) & xp.isfinite(block.scores[order])

@@ -430,7 +430,8 @@ class LitesemragRetriever(BaseRetriever):
         if correction is not None:
             scores = scores - self.be.csr(correction)
         block = sparse_scores.from_csr(self.be, scores)
-        positive = self.be.to_host(block.where(block.scores > 0).row_sizes(self.be)).astype(np.int64)
+        positive = self.be.to_host(self.be.xp.bincount(block.rows[block.scores > 0], minlength=n_queries)[:n_queries])
+        positive = positive.astype(np.int64)
         return (*self._ranked(block, k), positive)
 
     def _repeated_strings(self, nodes: MatchedNodes, weight: np.ndarray, rows: np.ndarray,

@@ -264,3 +264,30 @@ def test_gather_max_dot_costs_each_entry_its_own_count_and_ignores_its_batch_mat
             assert got[i] == pytest.approx(expected, rel=1e-5, abs=1e-5)
             alone = gather_max_dot(be, embeddings, vectors, chunks[i:i + 1], first[i:i + 1], counts[i:i + 1])
             assert alone[0] == got[i]
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("k", [1, 4, 30])
+def test_the_cpu_top_k_heap_is_the_sort(seed, k):
+    """`top_k` on the CPU (a heap per query, kernels/entry_top.py) against the ranking's sort: ties of one
+    decimal, −0.0 beside 0.0, −inf and +inf entries, rows shorter than k, entries of a row in any chunk order."""
+    be = get_backend("numpy")
+    rng = np.random.default_rng(seed)
+    n_queries, n = 9, 400
+    rows = np.sort(rng.integers(0, n_queries - 1, 3000))  # the last query has no entry
+    chunks = rng.integers(0, n, rows.size)
+    keys = np.unique(rows * n + chunks)
+    rows, chunks = keys // n, keys % n
+    scores = np.round(rng.standard_normal(rows.size), 1).astype(np.float32)
+    scores[::13] = -0.0
+    scores[::17] = -np.inf
+    scores[::53] = np.inf
+    block = sparse.SparseScores(rows, chunks, scores, n_queries)
+    expected = sparse._ranked_top_k(be, block, k)
+    got = sparse.top_k(be, block, k)
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])
+    shuffled = np.lexsort((rng.random(rows.size), rows))  # grouped by query, chunks in no order
+    got = sparse.top_k(be, sparse.SparseScores(rows[shuffled], chunks[shuffled], scores[shuffled], n_queries), k)
+    np.testing.assert_array_equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])
