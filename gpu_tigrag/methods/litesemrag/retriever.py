@@ -444,23 +444,15 @@ class LitesemragRetriever(BaseRetriever):
         repeated = np.nonzero(counts[inverse] > 1)[0]
         if repeated.size == 0:
             return None
-        parts: list[tuple[int, np.ndarray, np.ndarray]] = []  # (query, chunks, values)
-        covered: dict[int, np.ndarray] = {}
-        for i in repeated:  # list order: a group's first node claims its chunks
-            node = rows[i]
-            row = self.bm25_host.getrow(int(nodes.proto[node]))
-            seen = covered.get(int(key[i]))
-            if seen is None:
-                covered[int(key[i])] = row.indices.copy()
-                continue
-            dup = np.isin(row.indices, seen)
-            parts.append((int(nodes.query[node]), row.indices[dup], weight[node] * row.data[dup]))
-            covered[int(key[i])] = np.union1d(seen, row.indices)
-        if not parts:
+        from ...kernels.repeated_strings import claimed_entries
+
+        nodes_of = rows[repeated]  # list order
+        bm25 = self.bm25_host
+        queries, chunks, values = claimed_entries(bm25.indptr, bm25.indices, bm25.data, nodes.proto[nodes_of],
+                                                  inverse.ravel()[repeated].astype(np.int64), weight[nodes_of],
+                                                  nodes.query[nodes_of], self.index.n_chunks)
+        if queries.size == 0:
             return scipy.sparse.csr_matrix((n_queries, self.index.n_chunks), dtype=np.float32)
-        queries = np.concatenate([np.full(c.size, q, dtype=np.int64) for q, c, _ in parts])
-        chunks = np.concatenate([c for _, c, _ in parts])
-        values = np.concatenate([v for _, _, v in parts])
         return _summed_in_order(queries, chunks, values, (n_queries, self.index.n_chunks))
 
     def _recovery_ranking(self, nodes: MatchedNodes, n_queries: int, depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -618,18 +610,9 @@ def merge_rankings(connected: list[tuple[int, Any]], recovered: list[tuple[int, 
 def _summed_in_order(queries: np.ndarray, chunks: np.ndarray, values: np.ndarray, shape: tuple[int, int]) -> Any:
     """A float32 CSR matrix of the entries (float64 values), each (query, chunk) pair's values added in the given
     order into a float32 sum, as a float32 block's `block[q, chunks] += values` gives it: each add in float64,
-    stored as float32, the pairs' j-th adds done together (a pair repeats a few times; the pairs are many on a
-    large corpus)."""
-    keys = queries * shape[1] + chunks
-    order = np.argsort(keys, kind="stable")  # stable: a pair's values keep their order
-    keys, values = keys[order], values[order]
-    first = np.ones(keys.size, dtype=bool)
-    first[1:] = keys[1:] != keys[:-1]
-    group = np.cumsum(first) - 1
-    place = np.arange(keys.size) - np.flatnonzero(first)[group]  # a value's place among its pair's values
-    total = np.zeros(int(first.sum()), dtype=np.float32)
-    for j in range(int(place.max()) + 1 if place.size else 0):  # the j-th value of every pair at once
-        at = place == j
-        total[group[at]] = (total[group[at]].astype(np.float64) + values[at]).astype(np.float32)
-    unique = keys[first]
+    stored as float32 (`kernels.repeated_strings.summed_in_order`)."""
+    from ...kernels.repeated_strings import summed_in_order
+
+    keys = np.asarray(queries, dtype=np.int64) * shape[1] + np.asarray(chunks, dtype=np.int64)
+    unique, total = summed_in_order(keys, np.asarray(values, dtype=np.float64))
     return scipy.sparse.csr_matrix((total, (unique // shape[1], unique % shape[1])), shape=shape)

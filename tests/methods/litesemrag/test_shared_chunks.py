@@ -78,3 +78,28 @@ def test_nodes_without_chunks_and_no_nodes():
     empty = shared_chunk_sums(postings.indptr, postings.indices, np.zeros(0, dtype=np.int64), np.array([0]),
                               np.zeros(3), 10)
     assert empty.size == 0
+
+
+def test_claimed_entries_are_the_later_nodes_chunks_their_group_already_holds():
+    """The repeated-string correction (kernels/repeated_strings.py) against the per-node set walk it replaces:
+    groups interleaved in list order, a prototype repeated inside a group, a group of one node."""
+    from gpu_tigrag.kernels.repeated_strings import claimed_entries
+
+    bm25 = random_postings(40, 300, seed=3)
+    bm25.data = np.random.default_rng(4).random(bm25.nnz).astype(np.float32)
+    protos = np.array([3, 7, 3, 9, 11, 7, 7, 20, 3])
+    groups = np.array([0, 1, 0, 2, 1, 1, 3, 2, 0])
+    weights = np.random.default_rng(5).random(protos.size)
+    queries = np.array([0, 0, 0, 1, 0, 0, 2, 1, 0])
+    want, covered = [], {}
+    for i, p in enumerate(protos):
+        row = bm25[int(p)]
+        seen = covered.get(groups[i])
+        if seen is None:
+            covered[groups[i]] = set(row.indices.tolist())
+            continue
+        want += [(queries[i], c, weights[i] * np.float64(v)) for c, v in zip(row.indices, row.data) if c in seen]
+        seen |= set(row.indices.tolist())
+    got = claimed_entries(bm25.indptr, bm25.indices, bm25.data, protos, groups, weights, queries, 300)
+    assert list(zip(*(a.tolist() for a in got))) == [(int(q), int(c), float(v)) for q, c, v in want]
+    assert len(want) > 0
