@@ -18,11 +18,19 @@ from __future__ import annotations
 import importlib
 import importlib.machinery
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: OpenBLAS's worker threads go to sleep as soon as a product ends (2**4 cycles of waiting, the least it allows)
+#: instead of spinning for ~2**28 cycles beside the numba kernels that follow. Only the dense search's large
+#: products use more than one BLAS thread (threads.wide_blas), so the wake-up is noise beside them; the spinning
+#: cost SpectRAG 0.8x its rate at 10,000 stand-in passages. Read when OpenBLAS loads (with NumPy), so it is set
+#: before anything of the engine imports NumPy; a value the user set is kept.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 
 def _checkout_kernels() -> None:

@@ -157,3 +157,49 @@ def test_a_fresh_process_gets_the_policy():
     assert got["policy"] == 1 and got["numba"] == 1 and got["numba_pool"] == 1
     assert len(got["blas"]) >= 1 and all(n == 1 for n in got["blas"]), got["blas"]
     assert got["wait"] == "PASSIVE"
+
+
+def test_a_child_process_does_not_take_its_parent_s_policy_for_the_user_s(monkeypatch):
+    """A process the engine starts inherits the pool variables its parent's policy set; listed in
+    TIGRAG_POLICY_VARIABLES, they are the engine's, so the child's BLAS pool stays the policy's (and widens for
+    the dense search) instead of being left to a 'user' setting. A value the user changed is the user's again."""
+    monkeypatch.setattr(threads, "_OURS", {})  # a fresh child: nothing set by itself yet
+    parent = {"OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "4",
+              threads.POLICY_VARIABLES_ENV: "MKL_NUM_THREADS=1;NUMBA_NUM_THREADS=4;OPENBLAS_NUM_THREADS=1"}
+    child = threads.decide(cores=8, physical=8, environ=parent)
+    assert child.blas == threads.BLAS_THREADS and child.numba == 8
+    assert threads.decide(cores=8, physical=8, environ={**parent, "OPENBLAS_NUM_THREADS": "3"}).blas is None
+    unlisted = {k: v for k, v in parent.items() if k != threads.POLICY_VARIABLES_ENV}
+    assert threads.decide(cores=8, physical=8, environ=unlisted).blas is None
+
+
+def test_a_bench_child_widens_its_blas_pool():
+    """End to end: a child of a process that applied the policy (as `tigrag bench` starts one per system) gets
+    the policy's BLAS pool and widens it inside `wide_blas`."""
+    probe = ("import json; from gpu_tigrag import threads; p = threads.apply_thread_policy(force=True); "
+             "from threadpoolctl import threadpool_info\n"
+             "with threads.wide_blas():\n"
+             "    inside = [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas']\n"
+             "print(json.dumps({'blas': p.blas, 'numba': p.numba, 'inside': inside}))")
+    parent = ("import os, subprocess, sys; from gpu_tigrag import threads; threads.apply_thread_policy(2, force=True); "
+              f"print(subprocess.run([sys.executable, '-c', {probe!r}], capture_output=True, text=True, check=True)"
+              ".stdout)")
+    env = {k: v for k, v in os.environ.items()
+           if k not in (threads.THREADS_ENV, "NUMBA_NUM_THREADS", threads.POLICY_VARIABLES_ENV, *threads.BLAS_VARIABLES)}
+    out = subprocess.run([sys.executable, "-c", parent], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["blas"] == threads.BLAS_THREADS
+    if got["numba"] > 1:
+        assert all(n == got["numba"] for n in got["inside"]), got
+
+
+def test_openblas_threads_sleep_after_a_product_unless_the_user_says_otherwise():
+    """`import gpu_tigrag` sets OPENBLAS_THREAD_TIMEOUT before NumPy (and its OpenBLAS) loads, so the BLAS threads
+    the dense search wakes do not spin beside the numba kernels after it; a user's value is kept."""
+    probe = "import os, sys, gpu_tigrag; print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'), 'numpy' in sys.modules)"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["4", "False"]
+    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env={**env, "OPENBLAS_THREAD_TIMEOUT": "12"},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["12", "False"]
