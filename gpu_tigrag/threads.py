@@ -190,13 +190,16 @@ def _apply(policy: ThreadPolicy) -> None:
 
 def _set(name: str, value: int) -> None:
     """Set a pool variable as the policy's own (a user's value of it was already read by `decide`, and stays
-    the user's: the policy's value is at most it), and list it for child processes."""
+    the user's: the policy's value is at most it), and list it for child processes beside the variables this
+    process inherited as an engine's."""
+    inherited = inherited_policy_variables(os.environ)
     before = os.environ.get(name)
-    users = before is not None and before != _OURS.get(name) and before != inherited_policy_variables(os.environ).get(name)
+    users = before is not None and before not in (_OURS.get(name), inherited.get(name))
     os.environ[name] = str(value)
     if not users:
         _OURS[name] = str(value)
-        os.environ[POLICY_VARIABLES_ENV] = ";".join(f"{k}={v}" for k, v in sorted(_OURS.items()))
+        listed = {**{k: v for k, v in inherited.items() if os.environ.get(k) == v}, **_OURS}
+        os.environ[POLICY_VARIABLES_ENV] = ";".join(f"{k}={v}" for k, v in sorted(listed.items()))
 
 
 def inherited_policy_variables(environ: Any) -> dict[str, str]:

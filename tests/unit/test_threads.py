@@ -173,20 +173,29 @@ def test_a_child_process_does_not_take_its_parent_s_policy_for_the_user_s(monkey
     assert threads.decide(cores=8, physical=8, environ=unlisted).blas is None
 
 
-def test_a_bench_child_widens_its_blas_pool():
-    """End to end: a child of a process that applied the policy (as `tigrag bench` starts one per system) gets
-    the policy's BLAS pool and widens it inside `wide_blas`."""
-    probe = ("import json; from gpu_tigrag import threads; p = threads.apply_thread_policy(force=True); "
-             "from threadpoolctl import threadpool_info\n"
-             "with threads.wide_blas():\n"
-             "    inside = [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas']\n"
-             "print(json.dumps({'blas': p.blas, 'numba': p.numba, 'inside': inside}))")
-    parent = ("import os, subprocess, sys; from gpu_tigrag import threads; threads.apply_thread_policy(2, force=True); "
-              f"print(subprocess.run([sys.executable, '-c', {probe!r}], capture_output=True, text=True, check=True)"
-              ".stdout)")
+def test_a_bench_child_widens_its_blas_pool(tmp_path):
+    """End to end: three generations of engine processes, each applying the policy (a script that applied it, the
+    `tigrag bench` it starts, the child that process starts per system): the last gets the policy's BLAS pool and
+    widens it inside `wide_blas`."""
+    script = tmp_path / "generation.py"
+    script.write_text(
+        "import json, subprocess, sys\n"
+        "from gpu_tigrag import threads\n"
+        "policy = threads.apply_thread_policy(2 if sys.argv[1] == '1' else None, force=True)\n"
+        "if sys.argv[1] != '3':\n"
+        "    done = subprocess.run([sys.executable, __file__, str(int(sys.argv[1]) + 1)], capture_output=True, text=True)\n"
+        "    print(done.stdout + done.stderr, end='')\n"
+        "else:\n"
+        "    from threadpoolctl import threadpool_info\n"
+        "    import numpy  # noqa: F401\n"
+        "    with threads.wide_blas():\n"
+        "        inside = [i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas']\n"
+        "    print(json.dumps({'blas': policy.blas, 'numba': policy.numba, 'inside': inside}))\n")
     env = {k: v for k, v in os.environ.items()
            if k not in (threads.THREADS_ENV, "NUMBA_NUM_THREADS", threads.POLICY_VARIABLES_ENV, *threads.BLAS_VARIABLES)}
-    out = subprocess.run([sys.executable, "-c", parent], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    env["PYTHONPATH"] = str(ROOT)
+    out = subprocess.run([sys.executable, str(script), "1"], cwd=ROOT, env=env, capture_output=True, text=True,
+                         check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["blas"] == threads.BLAS_THREADS
     if got["numba"] > 1:
