@@ -168,6 +168,21 @@ def top_k(be: Backend, block: SparseScores, k: int) -> tuple[np.ndarray, np.ndar
     return ids, vals
 
 
+def csr_top_k(be: Backend, matrix: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """`top_k(be, from_csr(be, matrix), k)` of a B × chunks CSR matrix whose rows hold each chunk at most once, in
+    any order (what scipy's sparse products and sums give): on the CPU the heap reads the rows as they are, with
+    no sort of their entries (`from_csr` sorts them to keep its block's order)."""
+    if be.is_gpu or k < 1:
+        return top_k(be, from_csr(be, matrix), k)
+    from ..kernels.entry_top import entry_top_k_cpu
+
+    ids = np.full((matrix.shape[0], k), -1, dtype=np.int64)
+    vals = np.full((matrix.shape[0], k), NEG_INF, dtype=np.float32)
+    entry_top_k_cpu(matrix.indptr.astype(np.int64), matrix.indices.astype(np.int64), matrix.data.astype(np.float32),
+                    k, ids, vals)
+    return ids, vals
+
+
 def _grouped(rows: np.ndarray) -> bool:
     """Entries grouped by query in ascending order (what every constructor of a block gives)."""
     return rows.size < 2 or bool((rows[1:] >= rows[:-1]).all())

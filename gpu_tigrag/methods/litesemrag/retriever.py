@@ -429,10 +429,9 @@ class LitesemragRetriever(BaseRetriever):
         correction = self._repeated_strings(nodes, weight, rows, n_queries)
         if correction is not None:
             scores = scores - self.be.csr(correction)
-        block = sparse_scores.from_csr(self.be, scores)
-        positive = self.be.to_host(self.be.xp.bincount(block.rows[block.scores > 0], minlength=n_queries)[:n_queries])
-        positive = positive.astype(np.int64)
-        return (*self._ranked(block, k), positive)
+        entry_query = sparse_scores.row_ids(self.be, scores.indptr)
+        positive = self.be.to_host(self.be.xp.bincount(entry_query[scores.data > 0], minlength=n_queries)[:n_queries])
+        return (*self._ranked(scores, k), positive.astype(np.int64))
 
     def _repeated_strings(self, nodes: MatchedNodes, weight: np.ndarray, rows: np.ndarray,
                           n_queries: int) -> np.ndarray | None:
@@ -463,7 +462,7 @@ class LitesemragRetriever(BaseRetriever):
                 return [(np.full((n_queries, 0), -1, dtype=np.int64), np.zeros((n_queries, 0), np.float32))]
             levels = np.asarray(self.settings.level_weights, dtype=np.float64)
             scores = self._selection(nodes, np.arange(len(nodes)), levels[nodes.level], n_queries) @ self.bm25
-            return [self._ranked(sparse_scores.from_csr(self.be, self._as_float32(scores)), depth)]
+            return [self._ranked(self._as_float32(scores), depth)]
         out = []
         for level in range(LEVELS):
             rows = np.nonzero(nodes.level == level)[0]
@@ -471,18 +470,18 @@ class LitesemragRetriever(BaseRetriever):
                 out.append((np.full((n_queries, 0), -1, dtype=np.int64), np.zeros((n_queries, 0), np.float32)))
                 continue
             scores = self._selection(nodes, rows, np.ones(rows.size), n_queries) @ self.bm25
-            out.append(self._ranked(sparse_scores.from_csr(self.be, self._as_float32(scores)), depth))
+            out.append(self._ranked(self._as_float32(scores), depth))
         return out
 
     def _as_float32(self, matrix: Any) -> Any:
         """A sparse product's entries as float32 (what the queries × chunks block held)."""
         return matrix if matrix.dtype == np.float32 else matrix.astype(np.float32)
 
-    def _ranked(self, block: sparse_scores.SparseScores, depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """(ids, scores), B × depth on the host: each query's entries by score, best first (equal: lower id),
-        -1 past its entries > 0 (0 where the scores stop)."""
+    def _ranked(self, scores: Any, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, scores), B × depth on the host: each query's entries of the sparse product `scores` (queries ×
+        chunks CSR) by score, best first (equal: lower id), -1 past its entries > 0 (0 where the scores stop)."""
         depth = min(depth, self.index.n_chunks)
-        ids, vals = sparse_scores.top_k(self.be, block, depth)
+        ids, vals = sparse_scores.csr_top_k(self.be, scores, depth)
         ids[~(vals > 0)] = -1
         return ids, np.where(vals > 0, vals, np.float32(0.0)).astype(np.float32)
 

@@ -291,3 +291,20 @@ def test_the_cpu_top_k_heap_is_the_sort(seed, k):
     got = sparse.top_k(be, sparse.SparseScores(rows[shuffled], chunks[shuffled], scores[shuffled], n_queries), k)
     np.testing.assert_array_equal(got[0], expected[0])
     np.testing.assert_array_equal(got[1], expected[1])
+
+
+def test_csr_top_k_reads_unsorted_rows_as_the_sorted_block():
+    """`csr_top_k` of a product whose rows are unsorted (scipy's sparse products) is `top_k(from_csr(...))`."""
+    be = get_backend("numpy")
+    left = scipy.sparse.random(12, 40, density=0.2, random_state=1, dtype=np.float32, format="csr")
+    right = scipy.sparse.random(40, 500, density=0.05, random_state=2, dtype=np.float32, format="csr")
+    right.data = np.round(right.data, 1)  # ties
+    product = (left @ right).tocsr()
+    rows = np.repeat(np.arange(12), np.diff(product.indptr))
+    order = np.lexsort((np.random.default_rng(7).random(product.nnz), rows))  # each row shuffled, as a product leaves it
+    product = scipy.sparse.csr_matrix((product.data[order], product.indices[order], product.indptr), shape=product.shape)
+    for k in (1, 5, 60):
+        expected = sparse.top_k(be, sparse.from_csr(be, product.copy()), k)
+        got = sparse.csr_top_k(be, product, k)
+        np.testing.assert_array_equal(got[0], expected[0])
+        np.testing.assert_array_equal(got[1], expected[1])
