@@ -14,7 +14,7 @@ scan's top k, ids and bits. Candidates beyond the k are the chunks within
 2δ (~9e-5 for unit vectors of 384 dimensions) of the cut: near-ties, a few per query.
 
 The screen runs over row blocks (the scores of one block × B at a time, written into one buffer reused by every
-block: a fresh block of tens of MB costs its page faults, ~1/4 of the product's time on the CPU). On the CPU each
+block: a fresh 16 MB block per product cost ~20% of the product in a microbenchmark of 256 × 131,072). On the CPU each
 block's BLAS product uses the numba threads (the policy's BLAS pool is one thread: threads.py) and a numba kernel
 keeps each query's k largest screening scores and its candidates (kernels/screen_top.py); a query whose
 candidates overflow their buffer (thousands of chunks within slack of its cut: duplicated vectors) is

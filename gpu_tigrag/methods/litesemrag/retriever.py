@@ -22,7 +22,8 @@ Per block of B queries:
    chunks, so each adds 1 to the other's co-occurrence sum (dropping the second costs about
    15 points of MRR@10 on MuSiQue-100: bench/results/faithfulness_litesemrag.md).
 3. **Co-occurrence weights**: w_ab = |C_a ∩ C_b| / √(|C_a||C_b|) between the matched nodes of a
-   query (C: the chunks holding the prototype), one sparse product Y_sel·Y_selᵀ for the block;
+   query (C: the chunks holding the prototype): on the CPU one pass over each query's nodes' postings
+   (`kernels/shared_chunks.py`), on the GPU one sparse product Y_sel·Y_selᵀ for the block;
    W(a) = λ_a Σ_b w_ab. A node with Σ_b w_ab > 0 is *connected*, otherwise *isolated*.
 4. **Connected scores**: S(c) = Σ_a W(a)·BM25_a(c) over connected nodes, one sparse product; a
    string counts once per chunk (its first node in list order), as in the code.
