@@ -16,6 +16,7 @@ import numpy as np
 from numba import njit, prange
 
 from .bm25_top import _sift_down, _sift_up, _worse
+from .columns import kth_largest
 
 
 @njit(parallel=True, cache=True)
@@ -51,3 +52,19 @@ def entry_top_k_cpu(row_ptr, chunks, scores, k, out_ids, out_scores):
             heap_scores[0] = heap_scores[position]
             heap_ids[0] = heap_ids[position]
             _sift_down(heap_scores, heap_ids, 0, position)
+
+
+@njit(parallel=True, cache=True)
+def within_first_cpu(row_ptr, keys, limit, keep):
+    """keep (bool per entry): for a query of more than `limit` entries, whether the entry's key is at most the
+    query's `limit`-th smallest key (ties included); every entry of a shorter query (`ops.sparse_scores.ranking`'s
+    shortlist: one heap pass per query, `columns.kth_largest` on the negated keys)."""
+    for q in prange(row_ptr.size - 1):
+        lo, hi = row_ptr[q], row_ptr[q + 1]
+        if hi - lo <= limit:
+            for e in range(lo, hi):
+                keep[e] = True
+            continue
+        cut = -kth_largest(-keys[lo:hi], limit)
+        for e in range(lo, hi):
+            keep[e] = keys[e] <= cut

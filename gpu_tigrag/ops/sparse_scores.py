@@ -143,13 +143,13 @@ def _within_first(keys: np.ndarray, sizes: np.ndarray, limit: int) -> np.ndarray
     """bool per entry (entries grouped by row, `sizes` per row): whether it can rank below `limit` in its row by
     `keys` ascending. A longer row keeps the entries whose key is at most its `limit`-th smallest, ties included:
     every entry that the full stable sort ranks before a kept one is kept too, so the kept entries' ranks are the
-    full sort's, while a row's cost is one partition instead of a sort."""
-    keep = np.ones(keys.size, dtype=bool)
-    ends = np.cumsum(sizes)
-    for row in np.flatnonzero(sizes > limit):
-        start, end = int(ends[row] - sizes[row]), int(ends[row])
-        segment = keys[start:end]
-        keep[start:end] = segment <= np.partition(segment, limit - 1)[limit - 1]
+    full sort's, while a row's cost is one heap pass instead of a sort (`kernels.entry_top.within_first_cpu`)."""
+    from ..kernels.entry_top import within_first_cpu
+
+    row_ptr = np.zeros(sizes.size + 1, dtype=np.int64)
+    row_ptr[1:] = np.cumsum(sizes)
+    keep = np.empty(keys.size, dtype=bool)
+    within_first_cpu(row_ptr, np.ascontiguousarray(keys, dtype=np.int64), int(limit), keep)
     return keep
 
 
@@ -158,14 +158,9 @@ def top_k(be: Backend, block: SparseScores, k: int) -> tuple[np.ndarray, np.ndar
     On the CPU a size-k heap per query (`kernels.entry_top`), on the GPU the ranking's sort: the same entries."""
     if be.is_gpu or k < 1 or not _grouped(block.rows):
         return _ranked_top_k(be, block, k)
-    from ..kernels.entry_top import entry_top_k_cpu
-
     row_ptr = np.zeros(block.n_queries + 1, dtype=np.int64)
     row_ptr[1:] = np.cumsum(block.row_sizes(be))
-    ids = np.full((block.n_queries, k), -1, dtype=np.int64)
-    vals = np.full((block.n_queries, k), NEG_INF, dtype=np.float32)
-    entry_top_k_cpu(row_ptr, block.chunks.astype(np.int64), block.scores.astype(np.float32), k, ids, vals)
-    return ids, vals
+    return _heap_top_k(row_ptr, block.chunks, block.scores, k)
 
 
 def csr_top_k(be: Backend, matrix: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -174,12 +169,17 @@ def csr_top_k(be: Backend, matrix: Any, k: int) -> tuple[np.ndarray, np.ndarray]
     no sort of their entries (`from_csr` sorts them to keep its block's order)."""
     if be.is_gpu or k < 1:
         return top_k(be, from_csr(be, matrix), k)
+    return _heap_top_k(matrix.indptr, matrix.indices, matrix.data, k)
+
+
+def _heap_top_k(row_ptr: np.ndarray, chunks: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, scores) B × k of the entries row_ptr[q]:row_ptr[q + 1] of each query, by `kernels.entry_top`."""
     from ..kernels.entry_top import entry_top_k_cpu
 
-    ids = np.full((matrix.shape[0], k), -1, dtype=np.int64)
-    vals = np.full((matrix.shape[0], k), NEG_INF, dtype=np.float32)
-    entry_top_k_cpu(matrix.indptr.astype(np.int64), matrix.indices.astype(np.int64), matrix.data.astype(np.float32),
-                    k, ids, vals)
+    ids = np.full((row_ptr.size - 1, k), -1, dtype=np.int64)
+    vals = np.full((row_ptr.size - 1, k), NEG_INF, dtype=np.float32)
+    entry_top_k_cpu(np.asarray(row_ptr, dtype=np.int64), np.asarray(chunks, dtype=np.int64),
+                    np.asarray(scores, dtype=np.float32), k, ids, vals)
     return ids, vals
 
 
