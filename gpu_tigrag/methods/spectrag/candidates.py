@@ -195,3 +195,22 @@ def _cut(be: Backend, new: Any, n: int, over: np.ndarray, room: np.ndarray,
     rank = xp.arange(keys.size) - starts[cols]
     kept = keys[rank < be.asarray(room)[cols]]
     return xp.sort(xp.concatenate([new[~selected], kept]))
+
+
+def linked_keys(be: Backend, links: Any, seeds: Any, relevance: Callable[[Any, Any], Any], count: int, n: int) -> Any:
+    """Sorted unique (query · n + chunk) keys of each query's `count` most relevant seeds (count × B `seeds`,
+    equal relevance: S0 order) and of every chunk their rows of `links` (CSR, directed title links) name."""
+    xp = be.xp
+    width = seeds.shape[1]
+    cols = xp.broadcast_to(xp.arange(width, dtype=xp.int64)[None, :], seeds.shape)
+    rel = relevance(seeds.reshape(-1).astype(xp.int64), cols.reshape(-1)).reshape(seeds.shape)
+    order = be.argsort_stable(-rel, axis=0)[:count]
+    top = xp.take_along_axis(seeds.astype(xp.int64), order, axis=0).reshape(-1)
+    top_cols = xp.take_along_axis(cols, order, axis=0).reshape(-1)
+    indptr = links.indptr.astype(xp.int64)
+    starts = indptr[top]
+    lengths = indptr[top + 1] - starts
+    owner = expand_counts(xp, lengths)
+    first = xp.cumsum(lengths) - lengths
+    named = links.indices[starts[owner] + (xp.arange(owner.size, dtype=xp.int64) - first[owner])].astype(xp.int64)
+    return xp.unique(xp.concatenate([top_cols * n + top, top_cols[owner] * n + named]))

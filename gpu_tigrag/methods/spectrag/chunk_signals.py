@@ -324,10 +324,11 @@ def chunk_bodies(chunk_texts: Sequence[str], chunk_passage: np.ndarray, titles: 
         yield text[len(title) + 1:] if title_in_chunk and title and text.startswith(title + "\n") else text
 
 
-def link_signal(chunk_texts: Sequence[str], chunk_passage: np.ndarray, titles: Sequence[str],
-                title_in_chunk: bool) -> scipy.sparse.csr_matrix:
-    """Title links: chunk c is linked to every chunk of each other passage whose title c's body names
-    (TitleIndex: capitalised, leftmost-longest mentions), score 1, symmetric, no self pairs."""
+def forward_title_links(chunk_texts: Sequence[str], chunk_passage: np.ndarray, titles: Sequence[str],
+                        title_in_chunk: bool) -> scipy.sparse.csr_matrix:
+    """Directed title links: row c holds every chunk of each other passage whose title c's body names
+    (TitleIndex: capitalised, leftmost-longest mentions), score 1, no self pairs: what chunk c's utility
+    questions would ask about ("who is the director it names?")."""
     from ...text.titles import TitleIndex
 
     n = len(chunk_texts)
@@ -348,7 +349,16 @@ def link_signal(chunk_texts: Sequence[str], chunk_passage: np.ndarray, titles: S
     r, c = np.concatenate(rows), np.concatenate(cols)
     matrix = scipy.sparse.coo_matrix((np.ones(r.size, dtype=np.float32), (r, c)), shape=(n, n)).tocsr()
     matrix.data[:] = 1.0  # a pair named twice stays 1
-    matrix = matrix.maximum(matrix.T).tocsr()
+    matrix.sort_indices()
+    return matrix
+
+
+def link_signal(chunk_texts: Sequence[str], chunk_passage: np.ndarray, titles: Sequence[str],
+                title_in_chunk: bool) -> scipy.sparse.csr_matrix:
+    """Title links as a graph signal: `forward_title_links` made symmetric (c names p's title: c and p's
+    chunks are linked both ways), score 1, no self pairs."""
+    forward = forward_title_links(chunk_texts, chunk_passage, titles, title_in_chunk)
+    matrix = forward.maximum(forward.T).tocsr()
     matrix.sort_indices()
     return matrix
 

@@ -62,7 +62,9 @@ from ...ops.rows import unit_rows
 from ...ops.topk import ranked_top_k
 from ...ops.fusion import NEG_INF, postings_max_weight, query_term_rows
 from ...retrieve.first_stage import SCREEN_BLOCK_ROWS, first_stage
-from .candidates import BlockRelevance, chunk_centroid, expand_pairs, fused_seeds, mean_cosine, seed_lists
+from .candidates import (BlockRelevance, chunk_centroid, expand_pairs, fused_seeds, linked_keys, mean_cosine,
+                         seed_lists)
+from .chunk_signals import forward_title_links
 from ...retrieve.results import HopTrace, QueryResult
 from ...retrieve.base import BaseRetriever, PreparedBatch
 from .lexical import build_okapi
@@ -152,6 +154,9 @@ class SpectragRetriever(BaseRetriever):
             self.config = self.config.with_section("spectrag", self.settings)
         device = self.device
         self.weights, self.reach, self.reach_degree = self._graph(index, stage)
+        self.forward_links = device.get("spectrag.forward_title_links", lambda: self.be.csr(forward_title_links(
+            index.chunk_texts, index.chunk_passage, index.passage_titles, index.config.chunk.title_in_chunk))) \
+            if self.settings.link_seeds > 0 else None
         if self.settings.bm25 == "okapi":
             self.okapi = device.get("spectrag.okapi", lambda: build_okapi(index.chunk_texts))
             okapi = self.okapi.matrix
@@ -218,7 +223,7 @@ class SpectragRetriever(BaseRetriever):
         be, xp, cfg = self.be, self.be.xp, self.settings
         if len(batch) == 0:
             return []
-        seeds, relevance, pairs, sizes = self._candidates(batch)
+        seeds, relevance, pairs, sizes, lifted = self._candidates(batch)
         t = time.perf_counter()
         if cfg.ppr_norm == "off":  # no PPR term: as in a query whose induced subgraph has no edge
             ppr, has_edges = xp.zeros(pairs.rows.size, dtype=xp.float32), xp.zeros(len(batch), dtype=bool)
@@ -230,6 +235,8 @@ class SpectragRetriever(BaseRetriever):
         spec = spectral_proximity(be, self.unit_coords, pairs, seeds) if self.unit_coords is not None else None
         t = self.timer.add("spectral", t)
         score = self._score(pairs, relevance.pairs(pairs.rows, pairs.cols), ppr, has_edges[pairs.cols], spec)
+        if lifted is not None:
+            score = self._lift(pairs, score, lifted)
         ranked = self._rank_candidates(pairs, score)
         rest = self._rest(pairs, relevance, k)
         # non-candidates score (1 − α)·rel, the score with no proximity; rel where no term exists
@@ -239,9 +246,9 @@ class SpectragRetriever(BaseRetriever):
         self.timer.add("score", t)
         return self._collect(batch.queries, pairs.counts, ranked, rest, outside, k, fallback, sizes, seeds.shape[0])
 
-    def _candidates(self, batch: PreparedBatch) -> tuple[Any, BlockRelevance, CandidatePairs, np.ndarray]:
+    def _candidates(self, batch: PreparedBatch) -> tuple[Any, BlockRelevance, CandidatePairs, np.ndarray, Any]:
         """Stages 1-3 of a block (candidates.py): (S0 s × B, the block's relevance, the candidate pairs,
-        candidates after each hop)."""
+        candidates after each hop, the sorted keys of the chunks the title-link lift raises or None)."""
         be, cfg = self.be, self.settings
         t = time.perf_counter()
         vectors = be.asarray(batch.vectors).astype(be.xp.float32)
@@ -257,9 +264,13 @@ class SpectragRetriever(BaseRetriever):
         t = self.timer.add("seed", t)
         n = self.index.n_chunks
         expansion = expand_pairs(be, self.reach, seeds, n, relevance.pairs, cfg.hops, cfg.max_candidates)
-        pairs = CandidatePairs.from_keys(be, expansion.keys, n, len(batch))
+        keys, lifted = expansion.keys, None
+        if self.forward_links is not None:
+            lifted = linked_keys(be, self.forward_links, seeds, relevance.pairs, cfg.link_seeds, n)
+            keys = be.xp.unique(be.xp.concatenate([keys, lifted]))
+        pairs = CandidatePairs.from_keys(be, keys, n, len(batch))
         self.timer.add("expand", t)
-        return seeds, relevance, pairs, expansion.sizes
+        return seeds, relevance, pairs, expansion.sizes, lifted
 
     def explain(self, queries: Sequence[str]) -> dict[str, list[list[int]]]:
         """Each query's seeds S0 (in fusion order) and candidate set (ascending ids): what stages 1-3
@@ -268,7 +279,7 @@ class SpectragRetriever(BaseRetriever):
         candidates_out: list[list[int]] = []
         for start in range(0, len(queries), self.batch_size()):
             batch = self.prepare(list(queries[start:start + self.batch_size()]))
-            seeds, _, pairs, _ = self._candidates(batch)
+            seeds, _, pairs, _, _ = self._candidates(batch)
             seeds, rows = self.be.to_host(seeds), self.be.to_host(pairs.rows)
             col_start = self.be.to_host(pairs.col_start)
             seeds_out += [[int(c) for c in dict.fromkeys(seeds[:, q].tolist())] for q in range(len(batch))]
@@ -308,6 +319,14 @@ class SpectragRetriever(BaseRetriever):
             below = (rel < np.float32(cfg.proximity_floor) * best[pairs.cols]) & ~no_term
             score = xp.where(below, (1 - alpha) * rel, score)
         return score.astype(xp.float32)
+
+    def _lift(self, pairs: CandidatePairs, score: Any, lifted: Any) -> Any:
+        """`score` with `link_lift` added to the pairs whose (query · n + chunk) key is in `lifted` (sorted)."""
+        xp = self.be.xp
+        keys = pairs.cols * self.index.n_chunks + pairs.rows
+        place = xp.minimum(xp.searchsorted(lifted, keys), lifted.size - 1)
+        return (score + xp.where(lifted[place] == keys, np.float32(self.settings.link_lift),
+                                 np.float32(0))).astype(xp.float32)
 
     def _rank_candidates(self, pairs: CandidatePairs, score: Any) -> tuple[np.ndarray, np.ndarray]:
         """(ids, scores), B × width on the host, each query's candidates best first (equal scores:

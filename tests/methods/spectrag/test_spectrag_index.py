@@ -18,7 +18,7 @@ from gpu_tigrag.index.add import add_passages
 from gpu_tigrag.index.build import add_method, build_index, check_methods
 from gpu_tigrag.methods.spectrag.chunk_graph import combine_signals, count_tokens, min_max
 from gpu_tigrag.methods.spectrag.chunk_signals import (adjacency_signal, citation_keys, citation_signal, entity_signal,
-                                            link_signal, question_signal, section_signal, semantic_signal,
+                                            forward_title_links, link_signal, question_signal, section_signal, semantic_signal,
                                             symmetric_max)
 from gpu_tigrag.index.entities import ChunkEntities, label_mask
 from gpu_tigrag.methods.spectrag.spectral import (normalized_laplacian, principal_angles, spectral_coordinates)
@@ -165,6 +165,20 @@ def test_question_signal_links_chunks_with_near_questions():
     got = pairs(question_signal(questions, HashingEncoder(64), top_k=20, threshold=0.8))
     assert got == pytest.approx({(0, 1): 1.0})
     assert question_signal(questions, HashingEncoder(64), top_k=1, threshold=0.8).nnz == 0  # only itself searched
+
+
+def test_forward_title_links_point_from_the_naming_chunk_to_the_named_passage():
+    """The directed links: row c holds the chunks of each passage c names (never c's own passage), and their
+    symmetric closure is link_signal."""
+    titles = ["The Glass Orchard", "Mirela Vantz", "Korvath"]
+    chunk_passage = np.array([0, 1, 1, 2])
+    texts = ["The Glass Orchard\nA film directed by Mirela Vantz.", "Mirela Vantz\nA painter from Korvath.",
+             "Mirela Vantz\nShe painted The Glass Orchard poster.", "Korvath\nA harbour town."]
+    forward = forward_title_links(texts, chunk_passage, titles, title_in_chunk=True)
+    assert {(int(i), int(j)) for i, j in zip(*forward.nonzero())} == {(0, 1), (0, 2), (1, 3), (2, 0)}
+    assert (forward.data == 1).all()
+    symmetric = link_signal(texts, chunk_passage, titles, title_in_chunk=True)
+    assert (symmetric != forward.maximum(forward.T)).nnz == 0
 
 
 def test_link_signal_joins_a_chunk_to_the_chunks_of_each_passage_it_names():

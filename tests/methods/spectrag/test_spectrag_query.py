@@ -757,7 +757,7 @@ def test_pairs_get_the_block_relevance_bit_for_bit(index, backend, bm25, scale):
                                   backend=backend)
     xp, be = backend.xp, retriever.be
     batch = retriever.prepare(QUERIES)
-    seeds, pair_rel, pairs, sizes = retriever._candidates(batch)
+    seeds, pair_rel, pairs, sizes, _ = retriever._candidates(batch)
     dense = query_dot(be, retriever.embeddings, batch.vectors)
     lexical = bm25_scores(be, retriever.bm25, batch.seeds, retriever.n_terms)
     np.testing.assert_array_equal(backend.to_host(seeds), backend.to_host(fused_seeds(be, dense, lexical, 6, cfg.rrf_k)))
@@ -794,3 +794,55 @@ def test_the_spread_mean_is_the_mean_chunk_vector_dotted_with_the_query(index):
                                atol=1e-6)
     alone = retriever._candidates(retriever.prepare(QUERIES[1:2]))[1].mean
     assert alone.tobytes() == mean[1:2].tobytes()
+
+
+def _titled_index():
+    """Five one-chunk-or-two passages whose texts name each other's titles, with a random stage graph."""
+    texts = ["Korvath film director harbour castle.", "Castle king queen river.", "Mirela Vantz painter museum.",
+             "Railway station bridge poet.", "Teodor Brill lighthouse harbour."]
+    passages = [Passage(title, body, str(i)) for i, (title, body) in
+                enumerate(zip(["Mirela Vantz", "Korvath", "Teodor Brill", "Osric Lane", "Elna Dorr"], texts))]
+    config = IndexConfig(encoder=EncoderConfig(model="hashing:64"), chunk=ChunkConfig(sentences_per_chunk=2, overlap=0))
+    index = build_index(passages, config, encoder=load_encoder(config.encoder),
+                        entity_extractor=lambda texts: [[] for _ in texts])
+    n = index.n_chunks
+    index.stages["spectrag"] = ChunkGraph(scipy.sparse.csr_matrix(random_weights(n, seed=2, density=0.1)),
+                                          np.zeros((n, 0), dtype=np.float32), np.zeros(1),
+                                          np.full(n, 30, dtype=np.int32))
+    return index
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_link_lift_raises_the_most_relevant_seeds_and_the_passages_they_name(backend, count):
+    """spectrag.link_seeds = r: the r seeds of highest relevance (equal: S0 order) and every chunk their directed
+    title links name join the candidates and score link_lift more; with a lift of 10 they are exactly the context
+    (nothing else reaches 0.55 × the top score)."""
+    from gpu_tigrag.methods.spectrag.chunk_signals import forward_title_links
+
+    index = _titled_index()
+    forward = forward_title_links(index.chunk_texts, index.chunk_passage, index.passage_titles,
+                                  index.config.chunk.title_in_chunk)
+    assert forward.nnz >= 3
+    queries = ["lighthouse harbour", "painter museum Mirela", "Korvath director harbour"]
+    base = dict(relevance_scale="spread", alpha=0.05, ppr_norm="rank")
+    plain = SpectragRetriever(index, RetrievalConfig.of("spectrag", **base), backend=backend)
+    batch = plain.prepare(queries)
+    seeds, relevance, _, _, lifted = plain._candidates(batch)
+    assert lifted is None
+    seeds = plain.be.to_host(seeds)
+    cols = np.broadcast_to(np.arange(len(queries))[None, :], seeds.shape)
+    rel = plain.be.to_host(relevance.pairs(plain.be.asarray(seeds.reshape(-1).astype(np.int64)),
+                                           plain.be.asarray(cols.reshape(-1).astype(np.int64)))).reshape(seeds.shape)
+    lifted_runs = SpectragRetriever(index, RetrievalConfig.of("spectrag", **base, link_seeds=count, link_lift=10.0),
+                                    backend=backend).retrieve(queries, k=index.n_chunks)
+    unlifted = plain.retrieve(queries, k=index.n_chunks)
+    assert [r.chunk_ids for r in unlifted] != [r.chunk_ids for r in lifted_runs]
+    for q in range(len(queries)):
+        order = sorted(range(seeds.shape[0]), key=lambda i: (-rel[i, q], i))[:count]
+        top = {int(seeds[i, q]) for i in order}
+        expected = top | {int(c) for t in top for c in forward[t].indices}
+        result = lifted_runs[q]
+        assert set(result.chunk_ids[:result.context]) == expected
+        assert min(result.scores[:result.context]) > max(result.scores[result.context:]) + 5  # lifted by 10
+        assert set(result.chunk_ids) == set(unlifted[q].chunk_ids)  # k = every chunk
+    assert any(len({int(c) for c in forward[int(s)].indices}) for s in seeds.reshape(-1))
