@@ -207,6 +207,11 @@ def _overrides(row: dict) -> dict:
     return {f"spectrag.{k}": row[k] for k in ("alpha", "ppr_norm", "proximity_floor") if row[k] != getattr(default, k)}
 
 
+def _swept(settings: dict) -> dict:
+    """The settings among `settings` that this sweep chooses (α, ppr_norm, proximity_floor)."""
+    return {k: v for k, v in settings.items() if k.split(".")[-1] in ("alpha", "ppr_norm", "proximity_floor")}
+
+
 def _system(name: str) -> System:
     from gpu_tigrag.methods.registry import systems
     return systems()[name]
@@ -223,7 +228,8 @@ def best_markdown(sweep: list[dict], chosen: dict, results: dict) -> str:
              f"α {chosen['alpha']}, ppr_norm {chosen['ppr_norm']}, proximity_floor {chosen['proximity_floor']} "
              f"(R@5 {100 * chosen['recall@5']:.2f}). `SpectRAG best` = "
              + ", ".join(f"`{k}={v}`" for k, v in BEST.items())
-             + (" (the sweep's choice)." if BEST == _overrides(chosen) else
+             + (" (the sweep's choice for the settings it sweeps; the others were chosen by later studies: "
+                "spectrag_default_index.md, spectrag_lift.md)." if _swept(BEST) == _overrides(chosen) else
                 " — NOT the sweep's choice: update BEST in gpu_tigrag/methods/spectrag/__init__.py and rerun."),
              "Ablations: " + "; ".join(f"{name}: " + ", ".join(f"`{k}={v}`" for k, v in removed.items())
                                        for name, removed in BEST_ABLATIONS.items()) + ".", ""]

@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import Iterable, Sequence
 
 import numpy as np
+import scipy.sparse
 
 from .tokens import english_stopwords
 
@@ -117,3 +118,38 @@ class TitleIndex:
 
     def mentions_many(self, texts: Iterable[str]) -> list[list[int]]:
         return [self.mentions(t) for t in texts]
+
+
+def chunk_bodies(chunk_texts: Sequence[str], chunk_passage: np.ndarray, titles: Sequence[str],
+                 title_in_chunk: bool) -> Iterable[str]:
+    """Chunk texts without the title line that `title_in_chunk` puts at their head."""
+    for text, passage in zip(chunk_texts, chunk_passage):
+        title = titles[int(passage)]
+        yield text[len(title) + 1:] if title_in_chunk and title and text.startswith(title + "\n") else text
+
+
+def forward_title_links(chunk_texts: Sequence[str], chunk_passage: np.ndarray, titles: Sequence[str],
+                        title_in_chunk: bool) -> scipy.sparse.csr_matrix:
+    """Directed title links: row c holds every chunk of each other passage whose title c's body names
+    (TitleIndex: capitalised, leftmost-longest mentions), score 1, no self pairs: what chunk c's utility
+    questions would ask about ("who is the director it names?")."""
+    n = len(chunk_texts)
+    chunk_passage = np.asarray(chunk_passage, dtype=np.int64)
+    order = np.argsort(chunk_passage, kind="stable")
+    indptr = np.zeros(len(titles) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(chunk_passage, minlength=len(titles)), out=indptr[1:])
+    index = TitleIndex(titles)
+    rows, cols = [], []
+    for c, body in enumerate(chunk_bodies(chunk_texts, chunk_passage, titles, title_in_chunk)):
+        for p in index.mentions(body):
+            if p != chunk_passage[c]:
+                members = order[indptr[p]:indptr[p + 1]]
+                rows.append(np.full(members.size, c, dtype=np.int64))
+                cols.append(members)
+    if not rows:
+        return scipy.sparse.csr_matrix((n, n), dtype=np.float32)
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    matrix = scipy.sparse.coo_matrix((np.ones(r.size, dtype=np.float32), (r, c)), shape=(n, n)).tocsr()
+    matrix.data[:] = 1.0  # a pair named twice stays 1
+    matrix.sort_indices()
+    return matrix

@@ -364,10 +364,37 @@ class LitesemragRetriever(BaseRetriever):
         t = self.timer.add("merge", t)
         if cfg.fused:
             ranked = self._fuse(batch, merged, k)
-            self.timer.add("fuse", t)
+            t = self.timer.add("fuse", t)
         else:
             ranked = [[(c, 1.0 / rank, source) for rank, (c, source) in enumerate(row[:k], start=1)] for row in merged]
+        if cfg.link_seeds > 0:
+            ranked = self._lift(ranked, k)
+            self.timer.add("lift", t)
         return self._results(batch, nodes, connected_ranked[2], ranked)
+
+    def _lift(self, ranked: list[list[tuple[int, float, str]]], k: int) -> list[list[tuple[int, float, str]]]:
+        """Step 8, the title-link lift (`ops.title_lift.lift_named`): the first `link_seeds` chunks and the
+        chunks their titles links name score `link_lift` × the query's top score more; the block is ranked again."""
+        from ...ops.title_lift import lift_named
+        from ...text.titles import forward_title_links
+
+        index, cfg = self.index, self.settings
+        links = self.device.get("litesemrag.forward_title_links", lambda: forward_title_links(
+            index.chunk_texts, index.chunk_passage, index.passage_titles, index.config.chunk.title_in_chunk))
+        depth = max((len(row) for row in ranked), default=0)
+        ids = np.full((len(ranked), depth), -1, dtype=np.int64)
+        scores = np.zeros((len(ranked), depth), dtype=np.float64)
+        for q, row in enumerate(ranked):
+            ids[q, :len(row)] = [c for c, _, _ in row]
+            scores[q, :len(row)] = [v for _, v, _ in row]
+        ids, scores, lifted = lift_named(ids, scores, links, cfg.link_seeds, cfg.link_lift, k)
+        out = []
+        for q, row in enumerate(ranked):
+            source = {c: s for c, _, s in row}
+            out.append([(int(c), float(v), (source.get(int(c), "in no list") + ", lifted by a title link") if up
+                         else source.get(int(c), "in no list"))
+                        for c, v, up in zip(ids[q], scores[q], lifted[q]) if c >= 0])
+        return out
 
     def _selection(self, nodes: MatchedNodes, rows: np.ndarray, values: np.ndarray, n_queries: int) -> Any:
         """queries × prototypes sparse matrix on the backend, `values` at (query, prototype) of `rows`."""

@@ -26,8 +26,9 @@ from ...backend import Backend, get_backend
 from .config import CHUNK_GRAPH_SIGNALS, SIGNAL_WEIGHTS, SpectragIndexConfig
 from ...errors import ModelError
 from ...text.sentences import split_sentences
-from .chunk_signals import (PairBudget, adjacency_signal, chunk_bodies, citation_signal, entity_signal,
-                            link_signal, question_signal, section_signal, semantic_signal)
+from ...text.titles import chunk_bodies
+from .chunk_signals import (PairBudget, adjacency_signal, citation_signal, entity_signal, link_signal, question_signal,
+                            section_signal, semantic_signal)
 from .spectral import spectral_coordinates
 
 if TYPE_CHECKING:

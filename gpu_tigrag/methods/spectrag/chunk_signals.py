@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import scipy.sparse
@@ -42,6 +42,7 @@ from ...errors import TigragError
 from ...progress import counter
 from ...ops.topk import top_k_rows
 from ...index.entities import ChunkEntities, label_mask
+from ...text.titles import forward_title_links
 
 #: working memory of one block of the blocked similarity products (float32 entries)
 BLOCK_ENTRIES = 1 << 24
@@ -314,43 +315,6 @@ def citation_signal(chunk_texts: Sequence[str], backend: Backend | None = None,
             keys.append(ids.setdefault(key, len(ids)))
     return shared_key_signal(np.asarray(chunks), np.asarray(keys), len(chunk_texts), backend,
                              pair_budget=pair_budget)
-
-
-def chunk_bodies(chunk_texts: Sequence[str], chunk_passage: np.ndarray, titles: Sequence[str],
-                 title_in_chunk: bool) -> Iterable[str]:
-    """Chunk texts without the title line that `title_in_chunk` puts at their head."""
-    for text, passage in zip(chunk_texts, chunk_passage):
-        title = titles[int(passage)]
-        yield text[len(title) + 1:] if title_in_chunk and title and text.startswith(title + "\n") else text
-
-
-def forward_title_links(chunk_texts: Sequence[str], chunk_passage: np.ndarray, titles: Sequence[str],
-                        title_in_chunk: bool) -> scipy.sparse.csr_matrix:
-    """Directed title links: row c holds every chunk of each other passage whose title c's body names
-    (TitleIndex: capitalised, leftmost-longest mentions), score 1, no self pairs: what chunk c's utility
-    questions would ask about ("who is the director it names?")."""
-    from ...text.titles import TitleIndex
-
-    n = len(chunk_texts)
-    chunk_passage = np.asarray(chunk_passage, dtype=np.int64)
-    order = np.argsort(chunk_passage, kind="stable")
-    indptr = np.zeros(len(titles) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(chunk_passage, minlength=len(titles)), out=indptr[1:])
-    index = TitleIndex(titles)
-    rows, cols = [], []
-    for c, body in enumerate(chunk_bodies(chunk_texts, chunk_passage, titles, title_in_chunk)):
-        for p in index.mentions(body):
-            if p != chunk_passage[c]:
-                members = order[indptr[p]:indptr[p + 1]]
-                rows.append(np.full(members.size, c, dtype=np.int64))
-                cols.append(members)
-    if not rows:
-        return scipy.sparse.csr_matrix((n, n), dtype=np.float32)
-    r, c = np.concatenate(rows), np.concatenate(cols)
-    matrix = scipy.sparse.coo_matrix((np.ones(r.size, dtype=np.float32), (r, c)), shape=(n, n)).tocsr()
-    matrix.data[:] = 1.0  # a pair named twice stays 1
-    matrix.sort_indices()
-    return matrix
 
 
 def link_signal(chunk_texts: Sequence[str], chunk_passage: np.ndarray, titles: Sequence[str],

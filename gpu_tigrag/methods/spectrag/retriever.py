@@ -64,7 +64,7 @@ from ...ops.fusion import NEG_INF, postings_max_weight, query_term_rows
 from ...retrieve.first_stage import SCREEN_BLOCK_ROWS, first_stage
 from .candidates import (BlockRelevance, chunk_centroid, expand_pairs, fused_seeds, linked_keys, mean_cosine,
                          seed_lists)
-from .chunk_signals import forward_title_links
+from ...text.titles import forward_title_links
 from ...retrieve.results import HopTrace, QueryResult
 from ...retrieve.base import BaseRetriever, PreparedBatch
 from .lexical import build_okapi

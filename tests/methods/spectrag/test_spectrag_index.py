@@ -18,9 +18,10 @@ from gpu_tigrag.index.add import add_passages
 from gpu_tigrag.index.build import add_method, build_index, check_methods
 from gpu_tigrag.methods.spectrag.chunk_graph import combine_signals, count_tokens, min_max
 from gpu_tigrag.methods.spectrag.chunk_signals import (adjacency_signal, citation_keys, citation_signal, entity_signal,
-                                            forward_title_links, link_signal, question_signal, section_signal, semantic_signal,
+                                            link_signal, question_signal, section_signal, semantic_signal,
                                             symmetric_max)
 from gpu_tigrag.index.entities import ChunkEntities, label_mask
+from gpu_tigrag.text.titles import forward_title_links
 from gpu_tigrag.methods.spectrag.spectral import (normalized_laplacian, principal_angles, spectral_coordinates)
 from gpu_tigrag.index.store import generation_folder, index_fingerprint, load_index, read_manifest, save_index
 

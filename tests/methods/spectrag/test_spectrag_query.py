@@ -817,7 +817,7 @@ def test_link_lift_raises_the_most_relevant_seeds_and_the_passages_they_name(bac
     """spectrag.link_seeds = r: the r seeds of highest relevance (equal: S0 order) and every chunk their directed
     title links name join the candidates and score link_lift more; with a lift of 10 they are exactly the context
     (nothing else reaches 0.55 × the top score)."""
-    from gpu_tigrag.methods.spectrag.chunk_signals import forward_title_links
+    from gpu_tigrag.text.titles import forward_title_links
 
     index = _titled_index()
     forward = forward_title_links(index.chunk_texts, index.chunk_passage, index.passage_titles,
