@@ -26,7 +26,8 @@ from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
-from bench.common import DATA, DATASETS, dataset_index, write_results  # noqa: E402
+from bench.common import DATA, write_results  # noqa: E402
+from bench.studies.encoders import DATASETS, base_index  # noqa: E402
 from bench.studies.spectrag_default_index import e5_index, halves  # noqa: E402
 from bench.studies.spectrag_links import against, recall  # noqa: E402
 
@@ -88,7 +89,7 @@ def main() -> int:
         rows: dict = {}
         variants = registered() if name in CHECK_ONLY else {**registered(), **grid(BEST_WITHOUT_LIFT)}
         for encoder in args.encoders:
-            index = add_method(e5_index(name) if encoder == "e5" else dataset_index(name), "spectrag")
+            index = add_method(e5_index(name) if encoder == "e5" else base_index(name), "spectrag")
             for row, (system, settings) in variants.items():
                 rows[f"{encoder}: {row}"] = {label: recall(index, dataset, queries, system, settings)
                                              for label, queries in parts.items()}
