@@ -56,7 +56,7 @@ class LitesemragQueryConfig(CheckedConfig):
     fusion_depth: int = setting(100, "ranks of each list that enter the fusion (Hybrid's 100)", bounds=(1, MAX_RANKED))
     fusion_rrf_k: int = setting(60, "k of 1 / (k + rank) in the fusion (Hybrid's 60)", bounds=(0, MAX_RANKED))
     link_seeds: int = setting(0, "the title-link lift: the first this many chunks of the ranking (fused where it is fused) and every chunk of each passage they name by title (directed title links: the bridging entities of their semantic graph that are another passage's subject) score link_lift × the query's top score more, and the ranking is sorted again; 0: none (the paper) (bench/results/litesemrag_lift.md)", bounds=(0, MAX_RANKED))
-    link_lift: float = setting(0.5, "what the title-link lift adds, in units of the query's top score (link_seeds > 0)", bounds=(0.0, MAX_WEIGHT))
+    link_lift: float = setting(1.0, "what the title-link lift adds, in units of the query's top score (link_seeds > 0): 1 or more puts the lifted chunks above every other (LiteSemRAG best's 1.0), less lets a chunk far enough above them stay there", bounds=(0.0, MAX_WEIGHT))
 
     @property
     def fused(self) -> bool:

@@ -50,6 +50,10 @@ Per block of B queries:
    Steps 4-5 rank their sparse products' entries (`ops.sparse_scores.top_k`), without densifying them.
    `recovery_order = weighted` (also off in the paper) replaces step 5's level-by-level order by one
    list, R(c) = Σ_ℓ λ_ℓ·R_ℓ(c).
+8. **Title-link lift** (`link_seeds` r > 0; off in the paper): the ranking's first r chunks and every chunk of
+   each passage they name by title (text/titles.forward_title_links: the bridging names of its top chunks that
+   are another passage's subject) score `link_lift` × the query's top score more, chunks named but not ranked
+   entering at the lift alone, and the ranking is sorted again (`ops.title_lift.lift_named`).
 
 What a `QueryResult` holds: up to k chunks in that order. The merge joins lists on different scales
 (S and R_ℓ), so a chunk's score is its rank's 1/rank (fused: the fused reciprocal-rank sum), always
@@ -374,7 +378,7 @@ class LitesemragRetriever(BaseRetriever):
 
     def _lift(self, ranked: list[list[tuple[int, float, str]]], k: int) -> list[list[tuple[int, float, str]]]:
         """Step 8, the title-link lift (`ops.title_lift.lift_named`): the first `link_seeds` chunks and the
-        chunks their titles links name score `link_lift` × the query's top score more; the block is ranked again."""
+        chunks their title links name score `link_lift` × the query's top score more; the block is ranked again."""
         from ...ops.title_lift import lift_named
         from ...text.titles import forward_title_links
 

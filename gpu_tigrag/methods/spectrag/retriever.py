@@ -30,6 +30,10 @@ on the host, as a numba loop over the B × |M| candidates:
    is replaced by the other, and with both missing the score is rel (the code's fallback). With
    `proximity_floor` > 0, candidates whose rel is below floor × the query's best candidate rel
    score (1 − α)·rel, as non-candidates do.
+   **Title-link lift** (`link_seeds` r > 0; off in the paper): the query's r seeds of highest rel (equal: S0
+   order) and every chunk of each passage they name by title (text/titles.forward_title_links: the directed
+   edge an LLM's utility question "who is the director it names?" would make) join the candidates before PPR
+   (candidates.linked_keys) and score `link_lift` more.
 7. **Selection** under a token budget (token_budget.py); budget = `token_budget`, or 10 × the
    index's mean chunk (cl100k tokens) when it is 0 (the paper's 12k tokens for ~10 chunks of 1,200).
 
