@@ -912,6 +912,35 @@ def test_fusion_is_the_reciprocal_rank_sum_of_the_three_lists(staged, token_enco
     assert "fuse" in fused.timer.seconds
 
 
+def test_title_link_lift_reranks_the_ranking_as_the_block_function_does(staged, token_encoder, retriever):
+    """`link_seeds`/`link_lift`: the ranking's first chunks and the chunks their passages' titles name (directed
+    title links) lifted by link_lift × the top score, then ranked again: `ops.title_lift.lift_named` on the
+    unlifted ranking, whose own test holds it to a per-query reference; lifted chunks say so in their source."""
+    from gpu_tigrag.ops.title_lift import lift_named
+    from gpu_tigrag.text.titles import forward_title_links
+
+    links = forward_title_links(staged.chunk_texts, staged.chunk_passage, staged.passage_titles,
+                                staged.config.chunk.title_in_chunk)
+    assert links.nnz > 0  # the example corpus names its own titles
+    k = 12
+    settings = LitesemragQueryConfig(link_seeds=1, link_lift=1.0)
+    lifted = LitesemragRetriever(staged, RetrievalConfig(method="litesemrag", sections={"litesemrag": settings}),
+                                 backend="numpy", encoder=token_encoder).retrieve(QUERIES, k=k)
+    plain = retriever.retrieve(QUERIES, k=k)
+    width = max(len(r.chunk_ids) for r in plain)
+    ids = np.array([r.chunk_ids + [-1] * (width - len(r.chunk_ids)) for r in plain], dtype=np.int64)
+    scores = np.array([r.scores + [0.0] * (width - len(r.scores)) for r in plain])
+    want_ids, want_scores, want_lifted = lift_named(ids, scores, links, 1, 1.0, k)
+    changed = 0
+    for q, (got, before) in enumerate(zip(lifted, plain)):
+        row = [int(c) for c in want_ids[q] if c >= 0]
+        assert got.chunk_ids == row, got.query
+        np.testing.assert_allclose(got.scores, want_scores[q, :len(row)])
+        assert [s.endswith("lifted by a title link") for s in got.sources] == want_lifted[q, :len(row)].tolist()
+        changed += got.chunk_ids != before.chunk_ids
+    assert changed  # some first chunk names a passage the ranking had lower or lacked
+
+
 def test_query_prints_the_litesemrag_trace_and_scores_in_rank_order(staged, tmp_path, capsys):
     """`tigrag query --method litesemrag` prints LiteSemRAG's own trace (matched nodes, where each chunk
     came from), not TIGRAG's hop lines, and its printed scores decrease down the ranking."""
