@@ -17,3 +17,13 @@ class TestLitesemragContract(MethodContract):
         pytest.importorskip(EntityConfig().model)
         stage = LitesemragIndexConfig(min_occurrences=3, concentration=0.99, min_samples_offset=0)
         return add_method(example_index.index, "litesemrag", config=stage)
+
+
+class TestLitesemragBestContract(TestLitesemragContract):
+    """`LiteSemRAG best`: fused with the dense and BM25 lists, then the title-link lift."""
+
+    def config(self):
+        from gpu_tigrag.config import RetrievalConfig
+        from gpu_tigrag.methods.litesemrag import BEST
+
+        return RetrievalConfig.of("litesemrag", **{key.split(".", 1)[1]: value for key, value in BEST.items()})

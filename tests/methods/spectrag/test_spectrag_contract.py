@@ -18,3 +18,12 @@ class TestSpectragSpreadContract(TestSpectragContract):
 
     def config(self):
         return RetrievalConfig.of("spectrag", relevance_scale="spread")
+
+
+class TestSpectragBestContract(TestSpectragContract):
+    """`SpectRAG best`, the title-link lift included (each query's own seeds and the passages they name)."""
+
+    def config(self):
+        from gpu_tigrag.methods.spectrag import BEST
+
+        return RetrievalConfig.of("spectrag", **{key.split(".", 1)[1]: value for key, value in BEST.items()})
