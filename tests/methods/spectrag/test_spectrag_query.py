@@ -702,6 +702,22 @@ def test_cli_query_honours_k_and_prints_spectrags_trace(tmp_path, capsys):
     assert f"context: the first {len(ranks)} chunks" in context
 
 
+def _titled_index():
+    """Five one-chunk-or-two passages whose texts name each other's titles, with a random stage graph."""
+    texts = ["Korvath film director harbour castle.", "Castle king queen river.", "Mirela Vantz painter museum.",
+             "Railway station bridge poet.", "Teodor Brill lighthouse harbour."]
+    passages = [Passage(title, body, str(i)) for i, (title, body) in
+                enumerate(zip(["Mirela Vantz", "Korvath", "Teodor Brill", "Osric Lane", "Elna Dorr"], texts))]
+    config = IndexConfig(encoder=EncoderConfig(model="hashing:64"), chunk=ChunkConfig(sentences_per_chunk=2, overlap=0))
+    index = build_index(passages, config, encoder=load_encoder(config.encoder),
+                        entity_extractor=lambda texts: [[] for _ in texts])
+    n = index.n_chunks
+    index.stages["spectrag"] = ChunkGraph(scipy.sparse.csr_matrix(random_weights(n, seed=2, density=0.1)),
+                                          np.zeros((n, 0), dtype=np.float32), np.zeros(1),
+                                          np.full(n, 30, dtype=np.int32))
+    return index
+
+
 def test_title_links_add_the_link_pairs_to_the_chunk_graph():
     """spectrag.title_links = w: the retriever's W is the stage's plus w × the title-link pairs (link_signal), their
     pattern joins the expansion's, and candidates only grow; an index whose stage holds the links refuses it."""
@@ -710,17 +726,7 @@ def test_title_links_add_the_link_pairs_to_the_chunk_graph():
 
     from gpu_tigrag.methods.spectrag.chunk_signals import link_signal
 
-    texts = ["Korvath film director harbour castle.", "Castle king queen river.", "Mirela Vantz painter museum.",
-             "Railway station bridge poet.", "Teodor Brill lighthouse harbour."]
-    passages = [Passage(title, body, str(i)) for i, (title, body) in
-                enumerate(zip(["Mirela Vantz", "Korvath", "Teodor Brill", "Osric Lane", "Elna Dorr"], texts))]
-    config = IndexConfig(encoder=EncoderConfig(model="hashing:64"), chunk=ChunkConfig(sentences_per_chunk=2, overlap=0))
-    linked = build_index(passages, config, encoder=load_encoder(config.encoder),
-                         entity_extractor=lambda texts: [[] for _ in texts])
-    n = linked.n_chunks
-    linked.stages["spectrag"] = ChunkGraph(scipy.sparse.csr_matrix(random_weights(n, seed=2, density=0.1)),
-                                           np.zeros((n, 0), dtype=np.float32), np.zeros(1),
-                                           np.full(n, 30, dtype=np.int32))
+    linked = _titled_index()
     pairs = link_signal(linked.chunk_texts, linked.chunk_passage, linked.passage_titles,
                         linked.config.chunk.title_in_chunk)
     assert pairs.nnz >= 4  # Mirela Vantz <-> Korvath, Teodor Brill <-> Mirela Vantz
@@ -794,22 +800,6 @@ def test_the_spread_mean_is_the_mean_chunk_vector_dotted_with_the_query(index):
                                atol=1e-6)
     alone = retriever._candidates(retriever.prepare(QUERIES[1:2]))[1].mean
     assert alone.tobytes() == mean[1:2].tobytes()
-
-
-def _titled_index():
-    """Five one-chunk-or-two passages whose texts name each other's titles, with a random stage graph."""
-    texts = ["Korvath film director harbour castle.", "Castle king queen river.", "Mirela Vantz painter museum.",
-             "Railway station bridge poet.", "Teodor Brill lighthouse harbour."]
-    passages = [Passage(title, body, str(i)) for i, (title, body) in
-                enumerate(zip(["Mirela Vantz", "Korvath", "Teodor Brill", "Osric Lane", "Elna Dorr"], texts))]
-    config = IndexConfig(encoder=EncoderConfig(model="hashing:64"), chunk=ChunkConfig(sentences_per_chunk=2, overlap=0))
-    index = build_index(passages, config, encoder=load_encoder(config.encoder),
-                        entity_extractor=lambda texts: [[] for _ in texts])
-    n = index.n_chunks
-    index.stages["spectrag"] = ChunkGraph(scipy.sparse.csr_matrix(random_weights(n, seed=2, density=0.1)),
-                                          np.zeros((n, 0), dtype=np.float32), np.zeros(1),
-                                          np.full(n, 30, dtype=np.int32))
-    return index
 
 
 @pytest.mark.parametrize("count", [1, 2])
