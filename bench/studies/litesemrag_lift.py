@@ -27,8 +27,7 @@ if not __package__:  # run as `python bench/X.py`: import the `bench` package fr
     sys.path[0] = str(Path(__file__).resolve().parents[2])
 from bench.common import DATA, DATASETS, write_results  # noqa: E402
 from bench.studies.spectrag_default_index import halves  # noqa: E402
-from bench.studies.spectrag_links import against, recall  # noqa: E402
-from bench.studies.spectrag_lift import DEVELOPER, LIFTS, SEEDS  # noqa: E402
+from bench.studies.lift_study import developer_choice, grid, run_rows, table, without_per_query  # noqa: E402
 
 
 def registered() -> dict[str, tuple[str, dict]]:
@@ -39,23 +38,6 @@ def registered() -> dict[str, tuple[str, dict]]:
                                           "LiteSemRAG best")}
     rows.update({name: (name, {}) for name in BEST_ABLATIONS})
     return rows
-
-
-def grid(best_without_lift: dict) -> dict[str, tuple[str, dict]]:
-    return {f"best without lift + lift r {r}, λ {lift}": ("LiteSemRAG", {**best_without_lift,
-                                                                       "litesemrag.link_seeds": r,
-                                                                       "litesemrag.link_lift": lift})
-            for r in SEEDS for lift in LIFTS}
-
-
-def developer_choice(tables: dict) -> tuple[str, float] | None:
-    """The grid row of the best mean R@2/5/10 over the developer queries, each dataset weighing the same."""
-    if not all(name in tables for name in DEVELOPER):
-        return None
-    scores = {row: sum(sum(tables[name][row][part]["recall"]) / 3 for name, part in DEVELOPER.items()) / 2
-              for row in tables["2wikimultihopqa"] if row.startswith("e5: best without lift + lift")}
-    best = max(scores, key=scores.get)
-    return best, scores[best]
 
 
 def main() -> int:
@@ -80,36 +62,14 @@ def main() -> int:
         rows: dict = {}
         for encoder in args.encoders:
             index = default_index(name) if encoder == "e5" else stage_index(name)
-            for row, (system, settings) in {**registered(), **grid(BEST_WITHOUT_LIFT)}.items():
-                rows[f"{encoder}: {row}"] = {label: recall(index, dataset, queries, system, settings)
-                                             for label, queries in parts.items()}
-                print(name, encoder, row, {label: [round(v, 2) for v in value["recall"]]
-                                           for label, value in rows[f"{encoder}: {row}"].items()},
-                      file=sys.stderr, flush=True)
+            run_rows(index, dataset, name, parts, {**registered(), **grid("litesemrag", "LiteSemRAG", BEST_WITHOUT_LIFT)},
+                     encoder, rows)
         payload["datasets"][name] = rows
-        header = " | ".join(f"{label} R@2 / R@5 / R@10 | {label} R@5 vs Hybrid" for label in parts)
-        lines += [f"## {name} ({len(dataset.queries)} queries)", "", f"| index: system | {header} |",
-                  "|---|" + "---|---|" * len(parts)]
-        for row_name, row in rows.items():
-            hybrid = rows[row_name.split(":")[0] + ": Hybrid"]
-            figures = " | ".join(" / ".join(f"{v:.2f}" for v in row[label]["recall"]) + " | "
-                                 + ("" if row_name.endswith(": Hybrid") else against(row[label], hybrid[label]))
-                                 for label in parts)
-            lines.append(f"| {row_name} | {figures} |")
-        lines.append("")
-    chosen = developer_choice(payload["datasets"])
-    if chosen:
-        payload["chosen"] = {"row": chosen[0], "developer_score": chosen[1]}
-        lines += ["## Chosen on the developer queries", "",
-                  f"- **{chosen[0].split(': ', 1)[1]}** ({chosen[1]:.2f}): mean R@2/5/10 over "
-                  + " and ".join(f"{name} ({part})" for name, part in DEVELOPER.items()) + " on the e5 index.", ""]
-    for rows in payload["datasets"].values():
-        for row in rows.values():
-            for part in row.values():
-                part.pop("r5", None)
+        lines += table(name, len(dataset.queries), rows, parts)
+    lines += developer_choice(payload)
     text = "\n".join(lines)
     print(text)
-    write_results("litesemrag_lift", payload, text)
+    write_results("litesemrag_lift", without_per_query(payload), text)
     return 0
 
 

@@ -29,12 +29,7 @@ if not __package__:  # run as `python bench/X.py`: import the `bench` package fr
 from bench.common import DATA, write_results  # noqa: E402
 from bench.studies.encoders import DATASETS, base_index  # noqa: E402
 from bench.studies.spectrag_default_index import e5_index, halves  # noqa: E402
-from bench.studies.spectrag_links import against, recall  # noqa: E402
-
-SEEDS = (1, 2, 3)
-LIFTS = (0.1, 0.2, 0.3, 0.5, 0.7, 1.0)
-#: the datasets whose developer queries choose (label of the developer part per dataset)
-DEVELOPER = {"musique_train100": "all", "2wikimultihopqa": "first half"}
+from bench.studies.lift_study import DEVELOPER, developer_choice, grid, run_rows, table, without_per_query  # noqa: E402
 #: SciFact is the check that the lift does no harm where passages do not name each other: registered systems only
 CHECK_ONLY = ("beir_scifact",)
 
@@ -47,25 +42,6 @@ def registered() -> dict[str, tuple[str, dict]]:
                                           "SpectRAG best")}
     rows.update({name: (name, {}) for name in BEST_ABLATIONS})
     return rows
-
-
-def grid(best_without_lift: dict) -> dict[str, tuple[str, dict]]:
-    return {f"best without lift + lift r {r}, λ {lift}": ("SpectRAG", {**best_without_lift, "spectrag.link_seeds": r,
-                                                                     "spectrag.link_lift": lift})
-            for r in SEEDS for lift in LIFTS}
-
-
-def developer_choice(tables: dict) -> tuple[str, float] | None:
-    """The grid row of the best mean R@2/5/10 over the developer queries of the e5 index, each dataset weighing
-    the same; None without both developer datasets."""
-    if not all(name in tables for name in DEVELOPER):
-        return None
-    scores = {}
-    for row in tables["2wikimultihopqa"]:
-        if row.startswith("e5: best without lift + lift"):
-            scores[row] = sum(sum(tables[name][row][part]["recall"]) / 3 for name, part in DEVELOPER.items()) / 2
-    best = max(scores, key=scores.get)
-    return best, scores[best]
 
 
 def reach(index, dataset, settings: dict) -> dict:
@@ -122,26 +98,13 @@ def main() -> int:
         dataset = load_dataset(DATA / name)
         parts = halves(name, dataset)
         rows: dict = {}
-        variants = registered() if name in CHECK_ONLY else {**registered(), **grid(BEST_WITHOUT_LIFT)}
+        variants = registered() if name in CHECK_ONLY else {**registered(),
+                                                            **grid("spectrag", "SpectRAG", BEST_WITHOUT_LIFT)}
         for encoder in args.encoders:
             index = add_method(e5_index(name) if encoder == "e5" else base_index(name), "spectrag")
-            for row, (system, settings) in variants.items():
-                rows[f"{encoder}: {row}"] = {label: recall(index, dataset, queries, system, settings)
-                                             for label, queries in parts.items()}
-                print(name, encoder, row, {label: [round(v, 2) for v in value["recall"]]
-                                           for label, value in rows[f"{encoder}: {row}"].items()},
-                      file=sys.stderr, flush=True)
+            run_rows(index, dataset, name, parts, variants, encoder, rows)
         payload["datasets"][name] = rows
-        header = " | ".join(f"{label} R@2 / R@5 / R@10 | {label} R@5 vs Hybrid" for label in parts)
-        lines += [f"## {name} ({len(dataset.queries)} queries)", "", f"| index: system | {header} |",
-                  "|---|" + "---|---|" * len(parts)]
-        for row_name, row in rows.items():
-            hybrid = rows[row_name.split(":")[0] + ": Hybrid"]
-            figures = " | ".join(" / ".join(f"{v:.2f}" for v in row[label]["recall"]) + " | "
-                                 + ("" if row_name.endswith(": Hybrid") else against(row[label], hybrid[label]))
-                                 for label in parts)
-            lines.append(f"| {row_name} | {figures} |")
-        lines.append("")
+        lines += table(name, len(dataset.queries), rows, parts)
         if name in DEVELOPER and "e5" in args.encoders:
             found = reach(add_method(e5_index(name), "spectrag"), dataset, BEST_WITHOUT_LIFT)
             payload.setdefault("reach", {})[name] = found
@@ -149,19 +112,10 @@ def main() -> int:
                       f"misses {found['missed_at_5']:,} at 5, of which {found['named_by_first_two']:,} are named by title "
                       f"in its first two passages; those two name {found['named_not_in_first_five']:.1f} passages on "
                       "average that are not among its first five.", ""]
-    chosen = developer_choice(payload["datasets"])
-    if chosen:
-        payload["chosen"] = {"row": chosen[0], "developer_score": chosen[1]}
-        lines += ["## Chosen on the developer queries", "",
-                  f"- **{chosen[0].split(': ', 1)[1]}** ({chosen[1]:.2f}): mean R@2/5/10 over "
-                  + " and ".join(f"{name} ({part})" for name, part in DEVELOPER.items()) + " on the e5 index.", ""]
-    for name in payload["datasets"]:
-        for row in payload["datasets"][name].values():
-            for part in row.values():
-                part.pop("r5", None)
+    lines += developer_choice(payload)
     text = "\n".join(lines)
     print(text)
-    write_results("spectrag_lift", payload, text)
+    write_results("spectrag_lift", without_per_query(payload), text)
     return 0
 
 
