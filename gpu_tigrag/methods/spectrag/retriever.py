@@ -299,6 +299,10 @@ class SpectragRetriever(BaseRetriever):
             growth = ", ".join(f"hop {h.hop}: {h.pool_size}" for h in result.hops)
             lines.append(f"SpectRAG: {result.hops[0].seeds} seed chunks S0 (dense and BM25 by RRF); candidates after "
                          f"{growth} (cap {self.settings.max_candidates})")
+        if self.settings.link_seeds > 0:
+            lifted = "seed" if self.settings.link_seeds == 1 else f"{self.settings.link_seeds} seeds"
+            lines.append(f"title-link lift: the most relevant {lifted} and every passage named by title there score "
+                         f"+{self.settings.link_lift:g}")
         if result.context is not None:
             used = int(self.chunk_tokens[result.chunk_ids[:result.context]].sum()) if result.context else 0
             lines.append(f"context: the first {result.context} chunks, {used:,} cl100k tokens of a "

@@ -1,6 +1,7 @@
 """SpectRAG's query stage: each batched stage against a plain per-query version, and the whole
 retriever against a straightforward reference written with loops, dicts, scipy and networkx."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -678,7 +679,11 @@ def test_the_trace_says_what_spectrag_did(index):
     assert lines[0].startswith("SpectRAG: 5 seed chunks S0") and "hop 2:" in lines[0] and "cap 14" in lines[0]
     assert lines[1].startswith("context: the first 4 chunks") and "250-token budget" in lines[1]
     assert retriever.trace_lines(fallback)[0].startswith("BM25 matched no chunk")
-    assert not any("seed tokens" in line for line in lines)
+    assert not any("seed tokens" in line for line in lines) and not any("lift" in line for line in lines)
+    lifted = SpectragRetriever(index, RetrievalConfig(sections={"spectrag": dataclasses.replace(
+        CONFIGS[0], link_seeds=1, link_lift=0.5)}), backend="numpy")
+    lines = lifted.trace_lines(lifted.retrieve([QUERIES[0]], k=4)[0])
+    assert "title-link lift: the most relevant seed and every passage named by title there score +0.5" in lines
 
 
 def test_cli_query_honours_k_and_prints_spectrags_trace(tmp_path, capsys):
