@@ -96,6 +96,17 @@ def expand_counts(xp: ModuleType, counts: Any) -> Any:
     return xp.searchsorted(ends, xp.arange(total), side="right")
 
 
+def row_entries(xp: ModuleType, indptr: Any, rows: Any) -> tuple[Any, Any]:
+    """(owner, position) of every entry of the CSR rows `rows` (int64 ids, repeats allowed), row after row:
+    owner[i] is the index into `rows` of entry i, position[i] its index in the matrix's indices and data."""
+    indptr = indptr.astype(xp.int64)
+    starts = indptr[rows]
+    lengths = indptr[rows + 1] - starts
+    owner = expand_counts(xp, lengths)
+    first = xp.cumsum(lengths) - lengths
+    return owner, starts[owner] + (xp.arange(owner.size, dtype=xp.int64) - first[owner])
+
+
 def _numpy_backend() -> Backend:
     import scipy.sparse
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..kernels.subgraph_ppr import subgraph_ppr_sweep_cpu, subgraph_ppr_sweep_cuda, subgraph_ppr_sweep_serial
 
-from ..backend import Backend, expand_counts
+from ..backend import Backend, row_entries
 
 
 #: internal edges (visits per sweep) from which the CPU twin runs on all threads; below, one thread
@@ -100,15 +100,10 @@ class InducedSubgraphs:
         n = weights.shape[0]
         rows, cols = pairs.rows, pairs.cols
         n_pairs = int(rows.size)
-        indptr = weights.indptr.astype(xp.int64)
-        starts = indptr[rows]
-        lengths = indptr[rows + 1] - starts
-        owner = expand_counts(xp, lengths)  # pair of each W entry read, ascending
-        first = xp.cumsum(lengths) - lengths
-        position = starts[owner] + (xp.arange(owner.size, dtype=xp.int64) - first[owner])
+        owner, position = row_entries(xp, weights.indptr, rows)  # pair of each W entry read, ascending
         neighbour = weights.indices[position].astype(xp.int64)
         weight = weights.data[position].astype(xp.float32)
-        del starts, first, position
+        del position
         if pairs.mask is not None:  # most neighbours are not candidates: drop them before the search
             keep = pairs.mask[neighbour, cols[owner]]
             owner, neighbour, weight = owner[keep], neighbour[keep], weight[keep]

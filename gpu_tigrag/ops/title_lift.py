@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse
 
-from ..backend import expand_counts
+from ..backend import row_entries
 
 
 def lift_named(ids: np.ndarray, scores: np.ndarray, links: scipy.sparse.csr_matrix, count: int, lift: float,
@@ -27,11 +27,8 @@ def lift_named(ids: np.ndarray, scores: np.ndarray, links: scipy.sparse.csr_matr
     score = scores[valid].astype(np.float64)
     top_score = np.where(valid[:, 0], scores[:, 0], 0.0) if depth else np.zeros(width)
     head = position < count
-    starts = links.indptr[chunk[head]].astype(np.int64)
-    lengths = links.indptr[chunk[head] + 1].astype(np.int64) - starts
-    owner = expand_counts(np, lengths)
-    first = np.cumsum(lengths) - lengths
-    named = links.indices[starts[owner] + (np.arange(owner.size, dtype=np.int64) - first[owner])].astype(np.int64)
+    owner, entry = row_entries(np, links.indptr, chunk[head])
+    named = links.indices[entry].astype(np.int64)
     named_query = query[head][owner]
     lifted_keys = np.unique(np.concatenate([query[head] * n + chunk[head], named_query * n + named]))
     ranked_keys = query * n + chunk

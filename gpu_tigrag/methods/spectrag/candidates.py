@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ...backend import Backend, expand_counts
+from ...backend import Backend, row_entries
 from ...ops.dense_dot import query_dot
 from ...ops.fusion import bm25_of_pairs, bm25_scores, bm25_top
 from ...ops.sparse_scores import gather_dot
@@ -151,14 +151,10 @@ def expand_pairs(be: Backend, reach: Any, seeds: Any, n: int, relevance: Callabl
     size = be.to_host(xp.bincount(visited // n, minlength=width)).astype(np.int64)
     sizes = np.zeros((hops, width), dtype=np.int64)
     frontier = visited
-    indptr = reach.indptr.astype(xp.int64)
     for hop in range(hops):
         rows, cols = frontier % n, frontier // n
-        starts = indptr[rows]
-        lengths = indptr[rows + 1] - starts
-        owner = expand_counts(xp, lengths)
-        first = xp.cumsum(lengths) - lengths
-        neighbours = reach.indices[starts[owner] + (xp.arange(owner.size, dtype=xp.int64) - first[owner])]
+        owner, position = row_entries(xp, reach.indptr, rows)
+        neighbours = reach.indices[position]
         keys = xp.unique(cols[owner] * n + neighbours.astype(xp.int64))
         place = xp.minimum(xp.searchsorted(visited, keys), max(visited.size - 1, 0))
         new = keys[visited[place] != keys] if visited.size else keys
@@ -207,10 +203,6 @@ def linked_keys(be: Backend, links: Any, seeds: Any, relevance: Callable[[Any, A
     order = be.argsort_stable(-rel, axis=0)[:count]
     top = xp.take_along_axis(seeds.astype(xp.int64), order, axis=0).reshape(-1)
     top_cols = xp.take_along_axis(cols, order, axis=0).reshape(-1)
-    indptr = links.indptr.astype(xp.int64)
-    starts = indptr[top]
-    lengths = indptr[top + 1] - starts
-    owner = expand_counts(xp, lengths)
-    first = xp.cumsum(lengths) - lengths
-    named = links.indices[starts[owner] + (xp.arange(owner.size, dtype=xp.int64) - first[owner])].astype(xp.int64)
+    owner, position = row_entries(xp, links.indptr, top)
+    named = links.indices[position].astype(xp.int64)
     return xp.unique(xp.concatenate([top_cols * n + top, top_cols[owner] * n + named]))
