@@ -395,8 +395,8 @@ class LitesemragRetriever(BaseRetriever):
         out = []
         for q, row in enumerate(ranked):
             source = {c: s for c, _, s in row}
-            out.append([(int(c), float(v), (source.get(int(c), "in no list") + ", lifted by a title link") if up
-                         else source.get(int(c), "in no list"))
+            out.append([(int(c), float(v), source.get(int(c), "named by a first chunk, not ranked before")
+                         + (", lifted by a title link" if up else ""))
                         for c, v, up in zip(ids[q], scores[q], lifted[q]) if c >= 0])
         return out
 
