@@ -18,7 +18,7 @@ from helpers import ROOT, SHARED_DATA
 
 BENCH = ROOT / "bench"
 #: helper modules of the runner, not benchmarks (paths under bench/)
-NOT_SCRIPTS = {"__init__.py", "__main__.py", "common.py", "studies/__init__.py", "studies/agreement.py",
+NOT_SCRIPTS = {"__init__.py", "__main__.py", "common.py", "studies/__init__.py", "studies/agreement.py", "studies/lift_study.py",
                "checks/__init__.py", "checks/reliability_probes.py", "checks/reliability_issue30.py"}
 #: shell wrappers that run a registered script on a GPU machine (they install wheels first)
 DEVICE_WRAPPERS = {"checks/gpu_check.sh": "checks/gpu_check.py", "gpu_workers.sh": "gpu_workers.py"}
