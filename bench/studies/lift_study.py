@@ -68,3 +68,41 @@ def without_per_query(payload: dict) -> dict:
             for part in row.values():
                 part.pop("r5", None)
     return payload
+
+
+def run_study(script: str, title: str, doc: str, method: str, label: str, registered: dict, best_without_lift: dict,
+              index_of, extra=None) -> int:
+    """A lift study's whole run from the command line (--datasets, --encoders): per dataset, on each encoder's
+    index (`index_of(name, encoder)`), the registered rows and, except on CHECK_ONLY datasets, the grid; then the
+    tables, `extra(name, dataset, encoders, payload)`'s lines, the developer choice; writes bench/results/<stem>."""
+    import argparse
+
+    from bench.common import DATA, write_results
+    from bench.studies.encoders import DATASETS
+    from bench.studies.spectrag_default_index import halves
+    from gpu_tigrag.evaluate.datasets import load_dataset
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--datasets", nargs="+", default=["musique_train100", "2wikimultihopqa", "beir_scifact"],
+                        choices=list(DATASETS))
+    parser.add_argument("--encoders", nargs="+", default=["e5", "MiniLM"], choices=["e5", "MiniLM"])
+    args = parser.parse_args()
+    command = f"python bench/studies/{script} " + " ".join(["--datasets", *args.datasets, "--encoders", *args.encoders])
+    payload: dict = {"command": command, "datasets": {}}
+    lines = [f"# {title}", "", f"Command: `{command}`. " + " ".join(doc.split("\n\n", 2)[2].split("Writes")[0].split()),
+             ""]
+    for name in args.datasets:
+        dataset = load_dataset(DATA / name)
+        parts = halves(name, dataset)
+        rows: dict = {}
+        variants = registered if name in CHECK_ONLY else {**registered, **grid(method, label, best_without_lift)}
+        for encoder in args.encoders:
+            run_rows(index_of(name, encoder), dataset, name, parts, variants, encoder, rows)
+        payload["datasets"][name] = rows
+        lines += table(name, len(dataset.queries), rows, parts)
+        lines += extra(name, dataset, args.encoders, payload) if extra else []
+    lines += developer_choice(payload)
+    text = "\n".join(lines)
+    print(text)
+    write_results(script.removesuffix(".py"), without_per_query(payload), text)
+    return 0

@@ -20,15 +20,12 @@ two-sided). Writes bench/results/litesemrag_lift.{json,md}.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
-from bench.common import DATA, DATASETS, write_results  # noqa: E402
-from bench.studies.spectrag_default_index import halves  # noqa: E402
-from bench.studies.lift_study import CHECK_ONLY, developer_choice, grid, run_rows, table, without_per_query  # noqa: E402
+from bench.studies.lift_study import run_study  # noqa: E402
 
 
 def registered() -> dict[str, tuple[str, dict]]:
@@ -42,38 +39,13 @@ def registered() -> dict[str, tuple[str, dict]]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", nargs="+", default=["musique_train100", "2wikimultihopqa", "beir_scifact"],
-                        choices=list(DATASETS))
-    parser.add_argument("--encoders", nargs="+", default=["e5", "MiniLM"], choices=["e5", "MiniLM"])
-    args = parser.parse_args()
     from bench.litesemrag import stage_index
     from bench.method_claims import default_index
-    from gpu_tigrag.evaluate.datasets import load_dataset
     from gpu_tigrag.methods.litesemrag import BEST_WITHOUT_LIFT
 
-    command = "python bench/studies/litesemrag_lift.py " + " ".join(["--datasets", *args.datasets, "--encoders",
-                                                                     *args.encoders])
-    payload: dict = {"command": command, "datasets": {}}
-    lines = ["# LiteSemRAG's title-link lift", "", f"Command: `{command}`. " + " ".join(
-        __doc__.split("\n\n", 2)[2].split("Writes")[0].split()), ""]
-    for name in args.datasets:
-        dataset = load_dataset(DATA / name)
-        parts = halves(name, dataset)
-        rows: dict = {}
-        for encoder in args.encoders:
-            index = default_index(name) if encoder == "e5" else stage_index(name)
-            variants = registered() if name in CHECK_ONLY else {**registered(),
-                                                                **grid("litesemrag", "LiteSemRAG", BEST_WITHOUT_LIFT)}
-            run_rows(index, dataset, name, parts, variants, encoder, rows)
-        payload["datasets"][name] = rows
-        lines += table(name, len(dataset.queries), rows, parts)
-    lines += developer_choice(payload)
-    text = "\n".join(lines)
-    print(text)
-    write_results("litesemrag_lift", without_per_query(payload), text)
-    return 0
-
+    return run_study("litesemrag_lift.py", "LiteSemRAG's title-link lift", __doc__, "litesemrag", "LiteSemRAG",
+                     registered(), BEST_WITHOUT_LIFT,
+                     lambda name, encoder: default_index(name) if encoder == "e5" else stage_index(name))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,16 +20,14 @@ randomisation test, two-sided). Writes bench/results/spectrag_lift.{json,md}.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 if not __package__:  # run as `python bench/X.py`: import the `bench` package from the repository root
     sys.path[0] = str(Path(__file__).resolve().parents[2])
-from bench.common import DATA, write_results  # noqa: E402
-from bench.studies.encoders import DATASETS, base_index  # noqa: E402
-from bench.studies.spectrag_default_index import e5_index, halves  # noqa: E402
-from bench.studies.lift_study import CHECK_ONLY, DEVELOPER, developer_choice, grid, run_rows, table, without_per_query  # noqa: E402
+from bench.studies.encoders import base_index  # noqa: E402
+from bench.studies.spectrag_default_index import e5_index  # noqa: E402
+from bench.studies.lift_study import DEVELOPER, run_study  # noqa: E402
 
 
 def registered() -> dict[str, tuple[str, dict]]:
@@ -77,45 +75,28 @@ def reach(index, dataset, settings: dict) -> dict:
             "named_not_in_first_five": float(np.mean(extra))}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", nargs="+", default=["musique_train100", "2wikimultihopqa", "beir_scifact"],
-                        choices=list(DATASETS))
-    parser.add_argument("--encoders", nargs="+", default=["e5", "MiniLM"], choices=["e5", "MiniLM"])
-    args = parser.parse_args()
-    from gpu_tigrag.evaluate.datasets import load_dataset
+def reach_lines(name: str, dataset, encoders: list[str], payload: dict) -> list[str]:
+    """On the developer datasets' e5 index: where `SpectRAG best` without the lift misses gold (`reach`)."""
     from gpu_tigrag.index.build import add_method
     from gpu_tigrag.methods.spectrag import BEST_WITHOUT_LIFT
 
-    command = "python bench/studies/spectrag_lift.py " + " ".join(["--datasets", *args.datasets, "--encoders",
-                                                                   *args.encoders])
-    payload: dict = {"command": command, "datasets": {}}
-    lines = ["# SpectRAG's title-link lift", "", f"Command: `{command}`. " + " ".join(
-        __doc__.split("\n\n", 2)[2].split("Writes")[0].split()), ""]
-    for name in args.datasets:
-        dataset = load_dataset(DATA / name)
-        parts = halves(name, dataset)
-        rows: dict = {}
-        variants = registered() if name in CHECK_ONLY else {**registered(),
-                                                            **grid("spectrag", "SpectRAG", BEST_WITHOUT_LIFT)}
-        for encoder in args.encoders:
-            index = add_method(e5_index(name) if encoder == "e5" else base_index(name), "spectrag")
-            run_rows(index, dataset, name, parts, variants, encoder, rows)
-        payload["datasets"][name] = rows
-        lines += table(name, len(dataset.queries), rows, parts)
-        if name in DEVELOPER and "e5" in args.encoders:
-            found = reach(add_method(e5_index(name), "spectrag"), dataset, BEST_WITHOUT_LIFT)
-            payload.setdefault("reach", {})[name] = found
-            lines += [f"`SpectRAG best` without the lift on the e5 index of {name}: of {found['gold']:,} gold passages it "
-                      f"misses {found['missed_at_5']:,} at 5, of which {found['named_by_first_two']:,} are named by title "
-                      f"in its first two passages; those two name {found['named_not_in_first_five']:.1f} passages on "
-                      "average that are not among its first five.", ""]
-    lines += developer_choice(payload)
-    text = "\n".join(lines)
-    print(text)
-    write_results("spectrag_lift", without_per_query(payload), text)
-    return 0
+    if name not in DEVELOPER or "e5" not in encoders:
+        return []
+    found = reach(add_method(e5_index(name), "spectrag"), dataset, BEST_WITHOUT_LIFT)
+    payload.setdefault("reach", {})[name] = found
+    return [f"`SpectRAG best` without the lift on the e5 index of {name}: of {found['gold']:,} gold passages it "
+            f"misses {found['missed_at_5']:,} at 5, of which {found['named_by_first_two']:,} are named by title "
+            f"in its first two passages; those two name {found['named_not_in_first_five']:.1f} passages on "
+            "average that are not among its first five.", ""]
 
+
+def main() -> int:
+    from gpu_tigrag.index.build import add_method
+    from gpu_tigrag.methods.spectrag import BEST_WITHOUT_LIFT
+
+    return run_study("spectrag_lift.py", "SpectRAG's title-link lift", __doc__, "spectrag", "SpectRAG", registered(),
+                     BEST_WITHOUT_LIFT, lambda name, encoder: add_method(
+                         e5_index(name) if encoder == "e5" else base_index(name), "spectrag"), reach_lines)
 
 if __name__ == "__main__":
     sys.exit(main())
