@@ -59,6 +59,16 @@ class DeviceIndex:
         return self.get("postings_max_weight", lambda: postings_max_weight(self.index.bm25))
 
     @property
+    def title_links(self) -> Any:
+        """Directed title links between chunks, a host scipy CSR (`text.titles.forward_title_links`): built once
+        per index and process, whichever method's title-link lift asks first."""
+        from ..text.titles import forward_title_links
+
+        index = self.index
+        return self.get("title_links", lambda: forward_title_links(
+            index.chunk_texts, index.chunk_passage, index.passage_titles, index.config.chunk.title_in_chunk))
+
+    @property
     def embeddings(self) -> Any:
         """chunks × dim passage vectors (unit rows) on the backend."""
         return self.get("embeddings", lambda: self.be.asarray(self.index.embeddings))

@@ -380,11 +380,9 @@ class LitesemragRetriever(BaseRetriever):
         """Step 8, the title-link lift (`ops.title_lift.lift_named`): the first `link_seeds` chunks and the
         chunks their title links name score `link_lift` × the query's top score more; the block is ranked again."""
         from ...ops.title_lift import lift_named
-        from ...text.titles import forward_title_links
 
-        index, cfg = self.index, self.settings
-        links = self.device.get("litesemrag.forward_title_links", lambda: forward_title_links(
-            index.chunk_texts, index.chunk_passage, index.passage_titles, index.config.chunk.title_in_chunk))
+        cfg = self.settings
+        links = self.device.title_links
         depth = max((len(row) for row in ranked), default=0)
         ids = np.full((len(ranked), depth), -1, dtype=np.int64)
         scores = np.zeros((len(ranked), depth), dtype=np.float64)

@@ -68,7 +68,6 @@ from ...ops.fusion import NEG_INF, postings_max_weight, query_term_rows
 from ...retrieve.first_stage import SCREEN_BLOCK_ROWS, first_stage
 from .candidates import (BlockRelevance, chunk_centroid, expand_pairs, fused_seeds, linked_keys, mean_cosine,
                          seed_lists)
-from ...text.titles import forward_title_links
 from ...retrieve.results import HopTrace, QueryResult
 from ...retrieve.base import BaseRetriever, PreparedBatch
 from .lexical import build_okapi
@@ -158,8 +157,7 @@ class SpectragRetriever(BaseRetriever):
             self.config = self.config.with_section("spectrag", self.settings)
         device = self.device
         self.weights, self.reach, self.reach_degree = self._graph(index, stage)
-        self.forward_links = device.get("spectrag.forward_title_links", lambda: self.be.csr(forward_title_links(
-            index.chunk_texts, index.chunk_passage, index.passage_titles, index.config.chunk.title_in_chunk))) \
+        self.forward_links = device.get("spectrag.forward_title_links", lambda: self.be.csr(device.title_links)) \
             if self.settings.link_seeds > 0 else None
         if self.settings.bm25 == "okapi":
             self.okapi = device.get("spectrag.okapi", lambda: build_okapi(index.chunk_texts))
